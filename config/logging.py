@@ -1,0 +1,48 @@
+"""Logging through the standard library, rendered by structlog as console lines or JSON.
+
+Context bound with ``structlog.contextvars.bind_contextvars`` (the relay and consumers bind
+``event_type``, ``message_id``, ``correlation_id`` and ``consumer``) is added to every line,
+so one order can be followed with one grep.
+"""
+
+import logging.config
+
+import structlog
+
+
+def configure_logging(log_format: str, level: str) -> None:
+    shared = [
+        structlog.contextvars.merge_contextvars,
+        structlog.stdlib.add_log_level,
+        structlog.stdlib.add_logger_name,
+        structlog.stdlib.ExtraAdder(),
+        structlog.processors.TimeStamper(fmt="iso", utc=True),
+    ]
+    if log_format == "json":
+        renderer = structlog.processors.JSONRenderer()
+        shared.append(structlog.processors.format_exc_info)
+    elif log_format == "console":
+        renderer = structlog.dev.ConsoleRenderer(colors=False)
+    else:
+        raise ValueError(f"LOG_FORMAT must be 'json' or 'console', not {log_format!r}")
+
+    logging.config.dictConfig(
+        {
+            "version": 1,
+            "disable_existing_loggers": False,
+            "formatters": {
+                "structured": {
+                    "()": structlog.stdlib.ProcessorFormatter,
+                    "processors": [structlog.stdlib.ProcessorFormatter.remove_processors_meta, renderer],
+                    "foreign_pre_chain": shared,
+                }
+            },
+            "handlers": {"stderr": {"class": "logging.StreamHandler", "formatter": "structured"}},
+            "root": {"handlers": ["stderr"], "level": level},
+            "loggers": {
+                "django.db.backends": {"level": "WARNING"},
+                "amqp": {"level": "WARNING"},
+                "kombu": {"level": "WARNING"},
+            },
+        }
+    )

@@ -1,0 +1,175 @@
+"""Settings, read from the environment (or a ``.env`` file) with django-environ.
+
+No environment at all gives the embedded default: SQLite and kombu's filesystem
+broker under ``var/``. ``.env.example`` lists every variable.
+"""
+
+from pathlib import Path
+
+import environ
+
+from config.durations import parse_duration
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+env = environ.Env()
+environ.Env.read_env(BASE_DIR / ".env", overwrite=False)
+
+VAR_DIR = Path(env.str("VAR_DIR", default=str(BASE_DIR / "var"))).resolve()
+VAR_DIR.mkdir(parents=True, exist_ok=True)
+
+# --- Security -----------------------------------------------------------------------------
+DEBUG = env.bool("DEBUG", default=False)
+if DEBUG:
+    SECRET_KEY = env.str("SECRET_KEY", default="django-insecure-development-only")
+    ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["localhost", "127.0.0.1", "[::1]", "testserver"])
+else:
+    # No silent fallback in production: a missing value stops the process here.
+    SECRET_KEY = env.str("SECRET_KEY")
+    ALLOWED_HOSTS = env.list("ALLOWED_HOSTS")
+
+HTTPS = env.bool("HTTPS", default=False)
+if HTTPS:
+    SECURE_SSL_REDIRECT = True
+    SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$", r"^metrics$"]
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    SECURE_HSTS_SECONDS = 31536000
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = True
+    SECURE_HSTS_PRELOAD = True
+    SESSION_COOKIE_SECURE = True
+    CSRF_COOKIE_SECURE = True
+
+# --- Applications -------------------------------------------------------------------------
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "messaging",
+    "orders",
+    "payments",
+    "inventory",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "config.urls"
+WSGI_APPLICATION = "config.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "config" / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+# --- Databases ----------------------------------------------------------------------------
+_SQLITE_OPTIONS = {
+    # Several processes write (web, relay, consumers): IMMEDIATE avoids "database is locked"
+    # on read-then-write transactions, WAL lets readers run beside the writer.
+    "transaction_mode": "IMMEDIATE",
+    "timeout": 30,
+    "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+}
+
+
+def _database(url: str) -> dict:
+    config = env.db_url_config(url)
+    config["CONN_MAX_AGE"] = env.int("CONN_MAX_AGE", default=60)
+    config["CONN_HEALTH_CHECKS"] = True
+    if config["ENGINE"] == "django.db.backends.sqlite3":
+        config["OPTIONS"] = {**_SQLITE_OPTIONS, **config.get("OPTIONS", {})}
+    return config
+
+
+DATABASE_URL = env.str("DATABASE_URL", default=f"sqlite:///{VAR_DIR / 'db.sqlite3'}")
+DATABASES = {"default": _database(DATABASE_URL)}
+if env.str("TEST_DATABASE_NAME", default=""):
+    DATABASES["default"]["TEST"] = {"NAME": env.str("TEST_DATABASE_NAME")}
+
+# The fake payment gateway keeps its ledger on a connection of its own, so a rollback of the
+# payments handler cannot undo a charge (as with a real card). On PostgreSQL it shares the
+# database (Django treats the identical alias as the same test database); on SQLite it gets
+# its own file.
+_default_gateway_url = (
+    f"sqlite:///{VAR_DIR / 'gateway.sqlite3'}" if DATABASE_URL.startswith("sqlite") else DATABASE_URL
+)
+DATABASES["gateway"] = _database(env.str("GATEWAY_DATABASE_URL", default=_default_gateway_url))
+if "TEST" in DATABASES["default"] and DATABASES["gateway"]["NAME"] == DATABASES["default"]["NAME"]:
+    DATABASES["gateway"]["TEST"] = dict(DATABASES["default"]["TEST"])
+
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+# --- Messaging ----------------------------------------------------------------------------
+BROKER_URL = env.str("BROKER_URL", default="filesystem://")
+BROKER_HEARTBEAT = env.int("BROKER_HEARTBEAT", default=30)
+MESSAGING = {
+    "EXCHANGE": env.str("MESSAGING_EXCHANGE", default="ecommerce_events"),
+    "FILESYSTEM_DIR": VAR_DIR / "broker",
+    "RELAY_BATCH_SIZE": env.int("RELAY_BATCH_SIZE", default=500),
+    "RELAY_POLL_INTERVAL": parse_duration(env.str("RELAY_POLL_INTERVAL", default="1")),
+    "RELAY_CONFIRM_TIMEOUT": parse_duration(env.str("RELAY_CONFIRM_TIMEOUT", default="15")),
+    "RELAY_MAX_ATTEMPTS": env.int("RELAY_MAX_ATTEMPTS", default=10),
+    "CONSUMER_PREFETCH": env.int("CONSUMER_PREFETCH", default=20),
+    "CONSUMER_RETRY_DELAYS": [parse_duration(d) for d in env.list("CONSUMER_RETRY_DELAYS", default=["1", "5", "30"])],
+    "CONSUMER_MAX_ATTEMPTS": env.int("CONSUMER_MAX_ATTEMPTS", default=5),
+    "DELIVERY_LIMIT": env.int("CONSUMER_DELIVERY_LIMIT", default=20),
+    "SENSITIVE_FIELDS": env.list("SENSITIVE_FIELDS", default=["payment_token"]),
+    "OUTBOX_RETENTION": parse_duration(env.str("OUTBOX_RETENTION", default="7d")),
+    "INBOX_RETENTION": parse_duration(env.str("INBOX_RETENTION", default="14d")),
+    "EVENT_LOG_RETENTION": parse_duration(env.str("EVENT_LOG_RETENTION", default="90d")),
+}
+
+# --- Business -----------------------------------------------------------------------------
+CURRENCY = env.str("CURRENCY", default="USD")
+SAGA_TIMEOUT = parse_duration(env.str("SAGA_TIMEOUT", default="300"))
+IDEMPOTENCY_KEY_TTL = parse_duration(env.str("IDEMPOTENCY_KEY_TTL", default="24h"))
+# A checkout still "in flight" after this long belongs to a process that died.
+IDEMPOTENCY_KEY_LEASE = parse_duration(env.str("IDEMPOTENCY_KEY_LEASE", default="30s"))
+
+# --- API ----------------------------------------------------------------------------------
+CHECKOUT_THROTTLE = env.str("CHECKOUT_THROTTLE", default="off")
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [],
+    "DEFAULT_PERMISSION_CLASSES": [],
+    "UNAUTHENTICATED_USER": None,
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "EXCEPTION_HANDLER": "config.exceptions.api_exception_handler",
+    "DEFAULT_THROTTLE_RATES": {"checkout": None if CHECKOUT_THROTTLE == "off" else CHECKOUT_THROTTLE},
+}
+
+# --- Static files, i18n -------------------------------------------------------------------
+STATIC_URL = "static/"
+STATIC_ROOT = VAR_DIR / "static"
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+# --- Logging ------------------------------------------------------------------------------
+LOG_FORMAT = env.str("LOG_FORMAT", default="console")
+LOG_LEVEL = env.str("LOG_LEVEL", default="INFO")
+LOGGING_CONFIG = None  # configured in config.logging once settings are loaded
+from config.logging import configure_logging  # noqa: E402
+
+configure_logging(LOG_FORMAT, LOG_LEVEL)

@@ -1,0 +1,131 @@
+"""Inventory's writes. Every change to a product publishes ``inventory.product.updated``."""
+
+import logging
+import uuid
+from decimal import Decimal
+
+from django.db import transaction
+
+from inventory.events import Line
+from inventory.models import Product, Reservation
+from messaging.api import publish
+
+logger = logging.getLogger(__name__)
+
+
+def _publish_product_updated(product: Product) -> None:
+    publish(
+        event_type="inventory.product.updated",
+        aggregate_type="product",
+        aggregate_id=product.sku,
+        correlation_id=product.sku,
+        payload={
+            "sku": product.sku,
+            "name": product.name,
+            "price": f"{product.price:.2f}",
+            "available": product.stock,
+            "version": product.version,
+        },
+    )
+
+
+@transaction.atomic
+def product_upsert(*, sku: str, name: str, price: Decimal, stock: int) -> Product:
+    """Create a product or change it; either way the storefront hears of it."""
+    product = Product.objects.select_for_update().filter(sku=sku).first()
+    if product is None:
+        product = Product.objects.create(sku=sku, name=name, price=price, stock=stock)
+    else:
+        product.name, product.price, product.stock = name, price, stock
+        product.version += 1
+        product.save()
+    _publish_product_updated(product)
+    return product
+
+
+@transaction.atomic
+def product_create_if_missing(*, sku: str, name: str, price: Decimal, stock: int) -> bool:
+    """Create a product unless it exists (a second seed changes nothing); True if created."""
+    if Product.objects.filter(sku=sku).exists():
+        return False
+    product_upsert(sku=sku, name=name, price=price, stock=stock)
+    return True
+
+
+def _lock_reservation(order_id: uuid.UUID) -> Reservation:
+    """Lock this order's record, creating it first: all handlers of one order take turns."""
+    Reservation.objects.bulk_create([Reservation(order_id=order_id)], ignore_conflicts=True)
+    return Reservation.objects.select_for_update().get(order_id=order_id)
+
+
+@transaction.atomic
+def stock_reserve(*, order_id: uuid.UUID, lines: list[Line]) -> None:
+    """Reserve every line or none, after a successful payment."""
+    reservation = _lock_reservation(order_id)
+    if reservation.status != Reservation.Status.NEW:
+        logger.info("reservation ignored: order is already %s", reservation.status)
+        return
+    wanted = {line.sku: line.quantity for line in lines}
+    # Rows locked in SKU order, so two reservations can neither deadlock nor oversell.
+    products = {p.sku: p for p in Product.objects.select_for_update().filter(sku__in=wanted).order_by("sku")}
+    unknown = sorted(set(wanted) - set(products))
+    short = sorted(sku for sku, quantity in wanted.items() if sku in products and products[sku].stock < quantity)
+    if unknown or short:
+        reservation.status = Reservation.Status.FAILED
+        reservation.reason = "out_of_stock"
+        reservation.save()
+        publish(
+            event_type="inventory.stock.reservation_failed",
+            aggregate_type="reservation",
+            aggregate_id=str(order_id),
+            payload={"order_id": str(order_id), "reason": "out_of_stock", "skus": short, "unknown_skus": unknown},
+        )
+        return
+    for sku in sorted(wanted):
+        product = products[sku]
+        product.stock -= wanted[sku]
+        product.version += 1
+        product.save(update_fields=["stock", "version", "updated_at"])
+    reservation.status = Reservation.Status.RESERVED
+    reservation.lines = [{"sku": sku, "quantity": wanted[sku]} for sku in sorted(wanted)]
+    reservation.save()
+    publish(
+        event_type="inventory.stock.reserved",
+        aggregate_type="reservation",
+        aggregate_id=str(order_id),
+        payload={"order_id": str(order_id), "items": reservation.lines},
+    )
+    for sku in sorted(wanted):
+        _publish_product_updated(products[sku])
+
+
+@transaction.atomic
+def stock_release(*, order_id: uuid.UUID, reason: str) -> None:
+    """Give back an order's reserved stock, once; before any reservation, leave a tombstone."""
+    reservation = _lock_reservation(order_id)
+    if reservation.status == Reservation.Status.NEW:
+        reservation.status = Reservation.Status.CANCELLED
+        reservation.reason = reason
+        reservation.save()
+        logger.info("order ended before any reservation: tombstone left")
+        return
+    if reservation.status != Reservation.Status.RESERVED:
+        logger.info("release ignored: reservation is %s", reservation.status)
+        return
+    lines = {line["sku"]: line["quantity"] for line in reservation.lines}
+    products = list(Product.objects.select_for_update().filter(sku__in=lines).order_by("sku"))
+    for product in products:
+        product.stock += lines[product.sku]
+        product.version += 1
+        product.save(update_fields=["stock", "version", "updated_at"])
+    reservation.status = Reservation.Status.RELEASED
+    reservation.reason = reason
+    reservation.save()
+    publish(
+        event_type="inventory.stock.released",
+        aggregate_type="reservation",
+        aggregate_id=str(order_id),
+        payload={"order_id": str(order_id), "items": reservation.lines, "reason": reason},
+    )
+    for product in products:
+        _publish_product_updated(product)

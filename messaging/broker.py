@@ -1,0 +1,109 @@
+"""Broker connections and the topology (seed 000), declared idempotently by relay and consumers.
+
+Per consumer ``C`` (``orders``, ``payments``, ``inventory``, ``events``):
+
+- ``C_queue``: quorum queue bound to ``ecommerce_events`` with exactly the keys C handles.
+  Its dead-letter exchange ``C_queue_dlx`` (fanout) feeds ``C_queue_dlq``; ``x-delivery-limit``
+  is the last guard against a message that kills the consumer on every delivery.
+- ``C_queue_retry_<ms>ms``: one delay queue per retry delay, each with a fixed TTL (a
+  per-message TTL would wait behind older messages). Expired messages go back through the
+  default exchange to ``C_queue`` only, never through the topic exchange.
+
+Queue arguments cannot change once declared; a different delay gets a new queue name.
+"""
+
+from kombu import Connection, Exchange, Queue, binding
+
+from django.conf import settings
+
+from messaging import registry
+from messaging.conf import exchange_name, queue_name, setting
+
+
+def connect() -> Connection:
+    """A new, not yet connected, broker connection for ``BROKER_URL``."""
+    url = settings.BROKER_URL
+    if url.startswith("filesystem"):
+        # Every process must share the same absolute folders for topic routing to work.
+        root = setting("FILESYSTEM_DIR")
+        data, control = root / "data", root / "control"
+        data.mkdir(parents=True, exist_ok=True)
+        control.mkdir(parents=True, exist_ok=True)
+        return Connection(
+            url,
+            transport_options={
+                "data_folder_in": str(data),
+                "data_folder_out": str(data),
+                "control_folder": str(control),
+                "polling_interval": 0.05,
+            },
+        )
+    return Connection(url, heartbeat=settings.BROKER_HEARTBEAT, connect_timeout=5)
+
+
+def supports_confirms(connection: Connection) -> bool:
+    """Only a real AMQP broker confirms, returns and dead-letters."""
+    return connection.transport.driver_type == "amqp"
+
+
+def events_exchange() -> Exchange:
+    return Exchange(exchange_name(), type="topic", durable=True)
+
+
+def retry_queue_name(consumer: str, delay_seconds: float) -> str:
+    return f"{queue_name(consumer)}_retry_{int(round(delay_seconds * 1000))}ms"
+
+
+def main_queue(consumer: str) -> Queue:
+    name = queue_name(consumer)
+    exchange = events_exchange()
+    return Queue(
+        name,
+        bindings=[binding(exchange, routing_key=key) for key in registry.binding_keys(consumer)],
+        durable=True,
+        queue_arguments={
+            "x-queue-type": "quorum",
+            "x-dead-letter-exchange": f"{name}_dlx",
+            "x-dead-letter-strategy": "at-least-once",
+            "x-overflow": "reject-publish",
+            "x-delivery-limit": setting("DELIVERY_LIMIT"),
+        },
+    )
+
+
+def dead_letter_queue(consumer: str) -> Queue:
+    name = queue_name(consumer)
+    return Queue(f"{name}_dlq", Exchange(f"{name}_dlx", type="fanout", durable=True), routing_key="", durable=True)
+
+
+def retry_queues(consumer: str) -> list[Queue]:
+    return [
+        Queue(
+            retry_queue_name(consumer, delay),
+            durable=True,
+            queue_arguments={
+                "x-message-ttl": int(round(delay * 1000)),
+                "x-dead-letter-exchange": "",
+                "x-dead-letter-routing-key": queue_name(consumer),
+            },
+        )
+        for delay in setting("CONSUMER_RETRY_DELAYS")
+    ]
+
+
+def retry_delay_for(attempt: int) -> float:
+    """The delay before retry number ``attempt`` (1-based): the last delay repeats."""
+    delays = setting("CONSUMER_RETRY_DELAYS")
+    return delays[min(attempt, len(delays)) - 1]
+
+
+def declare_topology(connection: Connection, consumers=registry.CONSUMERS) -> None:
+    """Declare the exchange and the queues of ``consumers`` (idempotent)."""
+    channel = connection.default_channel
+    events_exchange()(channel).declare()
+    for consumer in consumers:
+        dead_letter_queue(consumer)(channel).declare()
+        main_queue(consumer)(channel).declare()
+        if supports_confirms(connection):  # no TTL or dead-lettering on the filesystem broker
+            for queue in retry_queues(consumer):
+                queue(channel).declare()

@@ -1,0 +1,121 @@
+"""The wire format: AMQP properties and headers of an event, and their parsing on arrival.
+
+Every message: ``message_id`` = the event's UUID (the same on every re-publish),
+``correlation_id`` = the order id (catalogue events: the SKU), JSON body, persistent, and
+headers ``event_type``, ``schema_version``, ``causation_id``, ``occurred_at``.
+"""
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.core.serializers.json import DjangoJSONEncoder
+
+CONTENT_TYPE = "application/json"
+ATTEMPT_HEADER = "x-attempt"
+
+
+@dataclass(frozen=True)
+class Envelope:
+    """One message ready to publish."""
+
+    message_id: str
+    exchange: str
+    routing_key: str
+    body: bytes
+    correlation_id: str
+    headers: dict[str, Any]
+
+    @property
+    def properties(self) -> dict[str, Any]:
+        return {
+            "message_id": self.message_id,
+            "correlation_id": self.correlation_id,
+            "content_type": CONTENT_TYPE,
+            "content_encoding": "utf-8",
+            "delivery_mode": 2,
+        }
+
+
+def encode_body(payload: Any) -> bytes:
+    return json.dumps(payload, cls=DjangoJSONEncoder, separators=(",", ":")).encode()
+
+
+def envelope_for_outbox(row, exchange: str) -> Envelope:
+    headers = {
+        "event_type": row.event_type,
+        "schema_version": row.schema_version,
+        "occurred_at": row.created_at.isoformat(),
+        "source": row.source,
+    }
+    if row.causation_id:
+        headers["causation_id"] = row.causation_id
+    if row.traceparent:
+        headers["traceparent"] = row.traceparent
+    return Envelope(
+        message_id=str(row.event_id),
+        exchange=exchange,
+        routing_key=row.event_type,
+        body=encode_body(row.payload),
+        correlation_id=row.correlation_id,
+        headers=headers,
+    )
+
+
+class InvalidMessage(Exception):
+    """A message that can never be handled as it is; ``reason`` is a short machine code."""
+
+    def __init__(self, reason: str, detail: str):
+        super().__init__(f"{reason}: {detail}")
+        self.reason = reason
+        self.detail = detail
+
+
+@dataclass(frozen=True)
+class IncomingEvent:
+    """A message as a handler sees it."""
+
+    message_id: str
+    event_type: str
+    schema_version: int
+    payload: dict[str, Any]
+    correlation_id: str = ""
+    causation_id: str = ""
+    occurred_at: str = ""
+    traceparent: str = ""
+    routing_key: str = ""
+    attempt: int = 1
+    headers: dict[str, Any] = field(default_factory=dict)
+
+
+def parse_incoming(body: bytes, properties: dict, headers: dict, routing_key: str) -> IncomingEvent:
+    """Check the envelope and decode the body, or raise ``InvalidMessage``."""
+    message_id = properties.get("message_id")
+    if not message_id:
+        raise InvalidMessage("missing_message_id", "the message has no message_id, so it cannot be deduplicated")
+    event_type = headers.get("event_type")
+    if not event_type or not isinstance(event_type, str):
+        raise InvalidMessage("missing_event_type", "the message has no event_type header")
+    try:
+        schema_version = int(headers.get("schema_version", 1))
+    except (TypeError, ValueError):
+        raise InvalidMessage("invalid_schema_version", f"schema_version {headers.get('schema_version')!r}") from None
+    try:
+        payload = json.loads(body)
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise InvalidMessage("undecodable_body", f"the body is not JSON: {exc}") from None
+    if not isinstance(payload, dict):
+        raise InvalidMessage("undecodable_body", "the body is not a JSON object")
+    return IncomingEvent(
+        message_id=str(message_id),
+        event_type=event_type,
+        schema_version=schema_version,
+        payload=payload,
+        correlation_id=str(properties.get("correlation_id") or ""),
+        causation_id=str(headers.get("causation_id") or ""),
+        occurred_at=str(headers.get("occurred_at") or ""),
+        traceparent=str(headers.get("traceparent") or ""),
+        routing_key=routing_key,
+        attempt=int(headers.get(ATTEMPT_HEADER, 1) or 1),
+        headers=dict(headers),
+    )

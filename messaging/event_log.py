@@ -1,0 +1,24 @@
+"""The ``events`` consumer: records every event on the bus for the saga timeline."""
+
+from django.utils.dateparse import parse_datetime
+
+from messaging.envelope import IncomingEvent
+from messaging.masking import mask_sensitive
+from messaging.models import EventLogEntry
+
+
+def event_log_record(event: IncomingEvent) -> None:
+    EventLogEntry.objects.bulk_create(
+        [
+            EventLogEntry(
+                message_id=event.message_id,
+                event_type=event.event_type,
+                schema_version=event.schema_version,
+                correlation_id=event.correlation_id[:100],
+                causation_id=event.causation_id[:255],
+                occurred_at=parse_datetime(event.occurred_at) if event.occurred_at else None,
+                payload=mask_sensitive(event.payload),
+            )
+        ],
+        ignore_conflicts=True,
+    )

@@ -1,0 +1,55 @@
+"""Graceful shutdown and backoff for the long-running commands.
+
+SIGTERM or SIGINT sets a flag: the loop finishes the batch or message in hand and exits 0.
+A second signal exits at once.
+"""
+
+import logging
+import random
+import signal
+import time
+
+logger = logging.getLogger(__name__)
+
+
+class Stopper:
+    def __init__(self) -> None:
+        self.stopping = False
+
+    def install(self) -> "Stopper":
+        signal.signal(signal.SIGTERM, self._on_signal)
+        signal.signal(signal.SIGINT, self._on_signal)
+        return self
+
+    def _on_signal(self, signum, frame) -> None:
+        if self.stopping:
+            logger.warning("second signal: exiting now")
+            raise SystemExit(1)
+        logger.info("signal received: finishing the work in hand", extra={"signal": signal.Signals(signum).name})
+        self.stopping = True
+
+    def sleep(self, seconds: float) -> None:
+        """Sleep, waking early when a stop was asked for."""
+        deadline = time.monotonic() + seconds
+        while not self.stopping:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return
+            time.sleep(min(remaining, 0.1))
+
+
+class Backoff:
+    """Exponential backoff with jitter, so a broken dependency is never hammered."""
+
+    def __init__(self, initial: float = 0.5, maximum: float = 30.0) -> None:
+        self.initial = initial
+        self.maximum = maximum
+        self.failures = 0
+
+    def next_delay(self) -> float:
+        self.failures += 1
+        delay = min(self.maximum, self.initial * 2 ** (self.failures - 1))
+        return delay * random.uniform(0.75, 1.0)
+
+    def reset(self) -> None:
+        self.failures = 0

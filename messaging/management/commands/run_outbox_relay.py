@@ -1,0 +1,21 @@
+from django.core.management.base import BaseCommand
+
+from messaging.lifecycle import Stopper
+from messaging.relay import OutboxRelay
+from messaging.serve_metrics import serve_metrics
+
+
+class Command(BaseCommand):
+    help = "Publish the outbox to the broker. Any number may run at once; SIGTERM finishes the batch."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--batch-size", type=int, default=None, help="rows per transaction")
+        parser.add_argument("--once", action="store_true", help="drain what is pending, then exit")
+        parser.add_argument("--metrics-port", type=int, default=None, help="serve Prometheus metrics on this port")
+
+    def handle(self, *args, batch_size=None, once=False, metrics_port=None, **options):
+        serve_metrics(metrics_port)
+        relay = OutboxRelay(batch_size=batch_size, stopper=Stopper().install())
+        code = relay.run(once=once)
+        if code:
+            raise SystemExit(code)

@@ -1,0 +1,141 @@
+"""Messaging's tables: the outbox, the inbox, the event log and the dead letters.
+
+Contexts never touch these models directly; they go through ``messaging.api``.
+"""
+
+import uuid
+
+from django.db import models
+from django.db.models import Q
+from django.utils import timezone
+
+
+class OutboxMessage(models.Model):
+    """An event written in the same transaction as the change it describes.
+
+    The relay publishes it (``event_id`` becomes the AMQP ``message_id``) and sets
+    ``published_at`` once the broker has confirmed it. Rows the broker keeps refusing are
+    parked after ``RELAY_MAX_ATTEMPTS`` and wait for an operator; none is ever dropped.
+    """
+
+    event_id = models.UUIDField(unique=True, default=uuid.uuid4, editable=False)
+    source = models.CharField(max_length=50, help_text="The context that produced the event.")
+    aggregate_type = models.CharField(max_length=100)
+    aggregate_id = models.CharField(max_length=100)
+    event_type = models.CharField(max_length=200, help_text="Also the routing key.")
+    schema_version = models.PositiveSmallIntegerField(default=1)
+    correlation_id = models.CharField(max_length=100, help_text="The order id (catalogue events: the SKU).")
+    causation_id = models.CharField(max_length=255, blank=True, help_text="The message that caused this one.")
+    traceparent = models.CharField(max_length=100, blank=True)
+    payload = models.JSONField()
+    created_at = models.DateTimeField(default=timezone.now, help_text="When the event occurred.")
+    published_at = models.DateTimeField(null=True, blank=True)
+    attempts = models.PositiveIntegerField(default=0, help_text="Failed publication attempts.")
+    last_error = models.TextField(blank=True)
+    next_attempt_at = models.DateTimeField(null=True, blank=True)
+    parked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        db_table = "messaging_outbox"
+        indexes = [
+            # The relay's claim walks only this small index, however many published rows
+            # the table keeps.
+            models.Index(
+                fields=["created_at", "id"],
+                name="outbox_pending_idx",
+                condition=Q(published_at__isnull=True, parked_at__isnull=True),
+            ),
+            models.Index(fields=["correlation_id", "created_at"], name="outbox_correlation_idx"),
+            models.Index(fields=["published_at"], name="outbox_published_idx", condition=Q(published_at__isnull=False)),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.event_type} {self.event_id}"
+
+    @property
+    def state(self) -> str:
+        if self.published_at:
+            return "published"
+        if self.parked_at:
+            return "parked"
+        return "pending"
+
+
+class InboxMessage(models.Model):
+    """A message a consumer has handled, written in the same transaction as the handling."""
+
+    consumer = models.CharField(max_length=50)
+    message_id = models.CharField(max_length=255)
+    event_type = models.CharField(max_length=200, blank=True)
+    correlation_id = models.CharField(max_length=100, blank=True)
+    handled_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        db_table = "messaging_inbox"
+        constraints = [models.UniqueConstraint(fields=["consumer", "message_id"], name="inbox_consumer_message_uniq")]
+        indexes = [
+            models.Index(fields=["message_id"], name="inbox_message_idx"),
+            models.Index(fields=["correlation_id"], name="inbox_correlation_idx"),
+            models.Index(fields=["handled_at"], name="inbox_handled_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.consumer}: {self.message_id}"
+
+
+class EventLogEntry(models.Model):
+    """Every event seen on the bus, recorded by the ``events`` consumer for the timeline.
+
+    Kept longer than the outbox; payment tokens are stored masked.
+    """
+
+    message_id = models.CharField(max_length=255, unique=True)
+    event_type = models.CharField(max_length=200)
+    schema_version = models.PositiveSmallIntegerField(default=1)
+    correlation_id = models.CharField(max_length=100, blank=True)
+    causation_id = models.CharField(max_length=255, blank=True)
+    occurred_at = models.DateTimeField(null=True, blank=True)
+    recorded_at = models.DateTimeField(default=timezone.now)
+    payload = models.JSONField(default=dict)
+
+    class Meta:
+        db_table = "messaging_event_log"
+        indexes = [
+            models.Index(fields=["correlation_id", "occurred_at"], name="eventlog_correlation_idx"),
+            models.Index(fields=["recorded_at"], name="eventlog_recorded_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.event_type} {self.message_id}"
+
+
+class DeadLetter(models.Model):
+    """A message a consumer could not handle, kept (with its reason) until an operator purges it."""
+
+    consumer = models.CharField(max_length=50)
+    message_id = models.CharField(max_length=255, blank=True)
+    event_type = models.CharField(max_length=200, blank=True)
+    routing_key = models.CharField(max_length=255, blank=True)
+    correlation_id = models.CharField(max_length=255, blank=True)
+    reason = models.CharField(max_length=100)
+    error = models.TextField(blank=True)
+    traceback = models.TextField(blank=True)
+    body = models.BinaryField()
+    headers = models.JSONField(default=dict)
+    properties = models.JSONField(default=dict)
+    attempts = models.PositiveIntegerField(default=1)
+    first_failed_at = models.DateTimeField(default=timezone.now)
+    last_failed_at = models.DateTimeField(default=timezone.now)
+    replayed_at = models.DateTimeField(null=True, blank=True)
+    replay_count = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        db_table = "messaging_dead_letter"
+        indexes = [
+            models.Index(fields=["consumer", "last_failed_at"], name="deadletter_consumer_idx"),
+            models.Index(fields=["correlation_id"], name="deadletter_correlation_idx"),
+            models.Index(fields=["message_id"], name="deadletter_message_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.consumer}: {self.reason} ({self.message_id or '-'})"

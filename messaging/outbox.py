@@ -1,0 +1,69 @@
+"""Writing events to the outbox, inside the caller's transaction."""
+
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import Any
+
+from django.db import transaction
+
+from messaging.envelope import IncomingEvent
+from messaging.models import OutboxMessage
+
+# The message being handled, so that what a handler publishes names its cause.
+_handling: ContextVar[IncomingEvent | None] = ContextVar("messaging_handling", default=None)
+# The W3C traceparent of the request or message being served.
+_traceparent: ContextVar[str] = ContextVar("messaging_traceparent", default="")
+
+
+class OutsideTransactionError(RuntimeError):
+    """``publish`` was called in autocommit mode: the event and the change would be two writes."""
+
+
+def publish(
+    *,
+    event_type: str,
+    payload: dict[str, Any],
+    aggregate_type: str,
+    aggregate_id: str,
+    correlation_id: str | None = None,
+    schema_version: int = 1,
+    using: str = "default",
+) -> uuid.UUID:
+    """Write an event to the outbox in the current transaction and return its message id."""
+    if not transaction.get_connection(using).in_atomic_block:
+        raise OutsideTransactionError(
+            f"publish({event_type}) must run inside transaction.atomic() with the change it announces"
+        )
+    cause = _handling.get()
+    row = OutboxMessage.objects.using(using).create(
+        source=event_type.split(".", 1)[0],
+        event_type=event_type,
+        aggregate_type=aggregate_type,
+        aggregate_id=str(aggregate_id),
+        correlation_id=str(correlation_id if correlation_id is not None else aggregate_id),
+        causation_id=cause.message_id if cause else "",
+        traceparent=_traceparent.get() or (cause.traceparent if cause else ""),
+        schema_version=schema_version,
+        payload=payload,
+    )
+    return row.event_id
+
+
+@contextmanager
+def handling(event: IncomingEvent) -> Iterator[None]:
+    token = _handling.set(event)
+    try:
+        yield
+    finally:
+        _handling.reset(token)
+
+
+@contextmanager
+def tracing(traceparent: str) -> Iterator[None]:
+    token = _traceparent.set(traceparent)
+    try:
+        yield
+    finally:
+        _traceparent.reset(token)

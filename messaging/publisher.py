@@ -1,0 +1,130 @@
+"""Publishing a batch of messages and learning which of them the broker took.
+
+On RabbitMQ the channel is in confirm mode: the whole batch is published, then the broker's
+acks are awaited (one ack may cover several delivery tags). A message counts as delivered
+only when it was acked and not returned: with ``mandatory`` an unroutable message is
+returned *and* acked. kombu has no batched-confirm API, so this works on the py-amqp channel
+underneath, which also means counting delivery tags ourselves (they restart at 1 on a new
+channel, and a channel kombu re-creates is not in confirm mode).
+
+kombu's filesystem transport has no confirms or returns: a message written is taken as
+delivered (the embedded mode's documented limit).
+"""
+
+import logging
+import socket
+import time
+from dataclasses import dataclass, field
+
+from kombu import Connection, Producer
+
+from messaging.broker import supports_confirms
+from messaging.envelope import Envelope
+
+logger = logging.getLogger(__name__)
+
+
+class ConfirmTimeout(Exception):
+    """The broker did not confirm the batch in time (blocked, partitioned or overloaded)."""
+
+
+@dataclass
+class PublishResult:
+    delivered: list[str] = field(default_factory=list)  # message ids
+    failed: dict[str, str] = field(default_factory=dict)  # message id -> reason
+
+
+class BatchPublisher:
+    """Publishes batches on one channel of ``connection``; reopen it after a connection error."""
+
+    def __init__(self, connection: Connection, confirm_timeout: float):
+        self.connection = connection
+        self.confirm_timeout = confirm_timeout
+        self.confirms = supports_confirms(connection)
+        self._channel = None
+        self._producer: Producer | None = None
+        self._next_tag = 1
+        self._unconfirmed: dict[int, str] = {}
+        self._returned: dict[str, str] = {}
+        self._nacked: set[str] = set()
+
+    def publish(self, envelopes: list[Envelope]) -> PublishResult:
+        self._open()
+        self._unconfirmed.clear()
+        self._returned.clear()
+        self._nacked.clear()
+        for envelope in envelopes:
+            self._producer.publish(
+                envelope.body,
+                exchange=envelope.exchange,
+                routing_key=envelope.routing_key,
+                headers=envelope.headers,
+                mandatory=True,
+                timeout=self.confirm_timeout,
+                retry=False,
+                **envelope.properties,
+            )
+            if self.confirms:
+                self._unconfirmed[self._next_tag] = envelope.message_id
+                self._next_tag += 1
+        if self.confirms:
+            self._await_confirms()
+        result = PublishResult()
+        for envelope in envelopes:
+            reason = self._returned.get(envelope.message_id) or (
+                "nacked by the broker" if envelope.message_id in self._nacked else None
+            )
+            if reason:
+                result.failed[envelope.message_id] = reason
+            else:
+                result.delivered.append(envelope.message_id)
+        return result
+
+    def close(self) -> None:
+        if self._channel is not None:
+            try:
+                self._channel.close()
+            except Exception:  # noqa: BLE001 - the connection may already be gone
+                pass
+        self._channel = None
+        self._producer = None
+
+    def _open(self) -> None:
+        if self._channel is not None and getattr(self._channel, "is_open", True):
+            return
+        channel = self.connection.channel()
+        if self.confirms:
+            channel.confirm_select()
+            channel.events["basic_ack"].add(self._on_ack)
+            channel.events["basic_nack"].add(self._on_nack)
+            channel.events["basic_return"].add(self._on_return)
+            self._next_tag = 1
+        self._channel = channel
+        self._producer = Producer(channel, auto_declare=False)
+
+    def _await_confirms(self) -> None:
+        deadline = time.monotonic() + self.confirm_timeout
+        while self._unconfirmed:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise ConfirmTimeout(f"{len(self._unconfirmed)} messages unconfirmed after {self.confirm_timeout}s")
+            try:
+                self.connection.drain_events(timeout=remaining)
+            except socket.timeout:
+                continue
+
+    def _settle(self, delivery_tag: int, multiple: bool) -> list[str]:
+        tags = [t for t in self._unconfirmed if t <= delivery_tag] if multiple else [delivery_tag]
+        return [self._unconfirmed.pop(t) for t in tags if t in self._unconfirmed]
+
+    def _on_ack(self, delivery_tag: int, multiple: bool) -> None:
+        self._settle(delivery_tag, multiple)
+
+    def _on_nack(self, delivery_tag: int, multiple: bool) -> None:
+        self._nacked.update(self._settle(delivery_tag, multiple))
+
+    def _on_return(self, exc, exchange, routing_key, message) -> None:
+        message_id = message.properties.get("message_id", "")
+        reason = f"returned by the broker: {exc.reply_text if hasattr(exc, 'reply_text') else exc} ({exchange} {routing_key})"
+        logger.warning("message returned", extra={"message_id": message_id, "event_type": routing_key})
+        self._returned[message_id] = reason

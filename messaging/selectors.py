@@ -1,0 +1,78 @@
+"""Reads over messaging's tables: the saga timeline and the backlog figures."""
+
+from datetime import datetime
+
+from django.db.models import Count, Min
+from django.utils import timezone
+
+from messaging.masking import mask_sensitive
+from messaging.models import DeadLetter, EventLogEntry, InboxMessage, OutboxMessage
+
+
+def timeline_for(correlation_id: str, *, detailed: bool = False) -> list[dict]:
+    """Every event of one correlation id (an order), published or not, one entry per message id.
+
+    The outbox holds what is produced (including what is still waiting to be published);
+    the event log holds what was seen on the bus and outlives the outbox's retention.
+    With ``detailed``, each entry also says who handled it and what is stuck.
+    """
+    entries: dict[str, dict] = {}
+    for row in EventLogEntry.objects.filter(correlation_id=correlation_id):
+        entries[row.message_id] = {
+            "event_type": row.event_type,
+            "message_id": row.message_id,
+            "occurred_at": row.occurred_at or row.recorded_at,
+            "published_at": row.recorded_at,
+            "source": row.event_type.split(".", 1)[0],
+            "causation_id": row.causation_id or None,
+            "state": "published",
+            "payload": row.payload,
+        }
+    for row in OutboxMessage.objects.filter(correlation_id=correlation_id):
+        entries[str(row.event_id)] = {
+            "event_type": row.event_type,
+            "message_id": str(row.event_id),
+            "occurred_at": row.created_at,
+            "published_at": row.published_at,
+            "source": row.source,
+            "causation_id": row.causation_id or None,
+            "state": row.state,
+            "payload": mask_sensitive(row.payload),
+            "attempts": row.attempts,
+            "last_error": row.last_error,
+        }
+    ordered = sorted(entries.values(), key=lambda e: (e["occurred_at"], e["message_id"]))
+    if detailed:
+        _add_handling(ordered)
+    return ordered
+
+
+def _add_handling(entries: list[dict]) -> None:
+    message_ids = [e["message_id"] for e in entries]
+    handled: dict[str, list[dict]] = {}
+    for row in InboxMessage.objects.filter(message_id__in=message_ids).order_by("handled_at"):
+        handled.setdefault(row.message_id, []).append({"consumer": row.consumer, "handled_at": row.handled_at})
+    dead: dict[str, list[dict]] = {}
+    for row in DeadLetter.objects.filter(message_id__in=message_ids):
+        dead.setdefault(row.message_id, []).append(
+            {"id": row.pk, "consumer": row.consumer, "reason": row.reason, "error": row.error}
+        )
+    for entry in entries:
+        entry["handled_by"] = handled.get(entry["message_id"], [])
+        entry["dead_letters"] = dead.get(entry["message_id"], [])
+
+
+def outbox_backlog() -> dict:
+    """Pending and parked rows and the age of the oldest pending one, in seconds."""
+    pending = OutboxMessage.objects.filter(published_at__isnull=True, parked_at__isnull=True)
+    stats = pending.aggregate(count=Count("id"), oldest=Min("created_at"))
+    oldest: datetime | None = stats["oldest"]
+    return {
+        "pending": stats["count"],
+        "oldest_pending_age": (timezone.now() - oldest).total_seconds() if oldest else 0.0,
+        "parked": OutboxMessage.objects.filter(published_at__isnull=True, parked_at__isnull=False).count(),
+    }
+
+
+def dead_letter_counts() -> dict[str, int]:
+    return dict(DeadLetter.objects.values_list("consumer").annotate(n=Count("id")).values_list("consumer", "n"))

@@ -1,0 +1,165 @@
+"""The checkout API: thin views over orders' services and selectors."""
+
+from rest_framework import serializers, status
+from rest_framework.response import Response
+from rest_framework.throttling import ScopedRateThrottle
+from rest_framework.views import APIView
+
+from config.exceptions import ApiError
+from orders.models import Order
+from orders.selectors import order_get, order_timeline, storefront_products
+from orders.services.checkout import (
+    CheckoutRejected,
+    IdempotencyKeyInUse,
+    IdempotencyKeyReused,
+    Line,
+    checkout,
+    request_fingerprint,
+)
+from orders.services.saga import InvalidOrderState, OrderNotFound, order_cancel
+
+IDEMPOTENCY_HEADER = "Idempotency-Key"
+
+
+class StrictCharField(serializers.CharField):
+    """A string, and only a string (no silent conversion of numbers)."""
+
+    def to_internal_value(self, data):
+        if not isinstance(data, str):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+class StrictIntegerField(serializers.IntegerField):
+    """An integer, and only an integer (no "2", 2.0 or true)."""
+
+    def to_internal_value(self, data):
+        if isinstance(data, bool) or not isinstance(data, int):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+class TimelineEntrySerializer(serializers.Serializer):
+    event_type = serializers.CharField()
+    message_id = serializers.CharField()
+    occurred_at = serializers.DateTimeField()
+    published_at = serializers.DateTimeField(allow_null=True)
+    source = serializers.CharField()
+    causation_id = serializers.CharField(allow_null=True)
+    state = serializers.CharField()
+
+
+class OrderLineOutputSerializer(serializers.Serializer):
+    sku = serializers.CharField()
+    quantity = serializers.IntegerField()
+    unit_price = serializers.DecimalField(max_digits=12, decimal_places=2)
+
+
+class OrderOutputSerializer(serializers.Serializer):
+    id = serializers.UUIDField()
+    status = serializers.CharField()
+    failure_reason = serializers.CharField(allow_null=True)
+    customer_id = serializers.CharField()
+    total = serializers.DecimalField(max_digits=12, decimal_places=2)
+    currency = serializers.CharField()
+    items = OrderLineOutputSerializer(source="lines.all", many=True)
+    created_at = serializers.DateTimeField()
+    updated_at = serializers.DateTimeField()
+    timeline = serializers.SerializerMethodField()
+
+    def get_timeline(self, order: Order) -> list[dict]:
+        return TimelineEntrySerializer(order_timeline(order=order), many=True).data
+
+
+def order_representation(order: Order) -> dict:
+    return OrderOutputSerializer(order).data
+
+
+class ProductListApi(APIView):
+    class OutputSerializer(serializers.Serializer):
+        sku = serializers.CharField()
+        name = serializers.CharField()
+        price = serializers.DecimalField(max_digits=12, decimal_places=2)
+        available = serializers.IntegerField()
+
+    def get(self, request):
+        return Response(self.OutputSerializer(storefront_products(), many=True).data)
+
+
+class CheckoutApi(APIView):
+    throttle_classes = [ScopedRateThrottle]
+    throttle_scope = "checkout"
+
+    class ItemSerializer(serializers.Serializer):
+        sku = StrictCharField(max_length=64)
+        quantity = StrictIntegerField(min_value=1, max_value=1000)
+
+    class InputSerializer(serializers.Serializer):
+        customer_id = StrictCharField(min_length=1, max_length=255, trim_whitespace=False)
+        items = serializers.ListField(min_length=1, max_length=50)
+        payment_token = StrictCharField(min_length=1, max_length=255, trim_whitespace=False)
+
+        def validate_items(self, items):
+            serializer = CheckoutApi.ItemSerializer(data=items, many=True)
+            serializer.is_valid(raise_exception=True)
+            skus = [item["sku"] for item in serializer.validated_data]
+            repeated = sorted({sku for sku in skus if skus.count(sku) > 1})
+            if repeated:
+                raise serializers.ValidationError([f"sku repeated: {sku}" for sku in repeated])
+            return serializer.validated_data
+
+    def post(self, request):
+        key = idempotency_key_of(request)
+        serializer = self.InputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        try:
+            result = checkout(
+                key=key,
+                request_hash=request_fingerprint(request.data),
+                customer_id=data["customer_id"],
+                lines=[Line(item["sku"], item["quantity"]) for item in data["items"]],
+                payment_token=data["payment_token"],
+                render=order_representation,
+            )
+        except CheckoutRejected as exc:
+            raise serializers.ValidationError(exc.errors) from None
+        except IdempotencyKeyReused:
+            raise ApiError(422, "idempotency_key_reused", "This Idempotency-Key was used with a different body.") from None
+        except IdempotencyKeyInUse:
+            raise ApiError(409, "idempotency_key_in_use", "A request with this Idempotency-Key is in progress.") from None
+        response = Response(result.body, status=result.status)
+        if result.replayed:
+            response["Idempotent-Replayed"] = "true"
+        return response
+
+
+def idempotency_key_of(request) -> str:
+    key = request.headers.get(IDEMPOTENCY_HEADER)
+    if key is None:
+        raise serializers.ValidationError({IDEMPOTENCY_HEADER: ["This header is required."]})
+    if not 1 <= len(key) <= 255 or not all(" " <= ch <= "~" for ch in key):
+        raise serializers.ValidationError({IDEMPOTENCY_HEADER: ["Use 1 to 255 printable ASCII characters."]})
+    return key
+
+
+class OrderDetailApi(APIView):
+    def get(self, request, order_id: str):
+        order = order_get(order_id=order_id)
+        if order is None:
+            raise ApiError(404, "not_found", "No such order.")
+        return Response(order_representation(order))
+
+
+class OrderCancelApi(APIView):
+    def post(self, request, order_id: str):
+        order = order_get(order_id=order_id)
+        if order is None:
+            raise ApiError(404, "not_found", "No such order.")
+        try:
+            order_cancel(order_id=order.id)
+        except OrderNotFound:
+            raise ApiError(404, "not_found", "No such order.") from None
+        except InvalidOrderState as exc:
+            raise ApiError(409, "invalid_state", f"The order is {exc.order.status} and cannot be cancelled.") from None
+        return Response(order_representation(order_get(order_id=order.id)), status=status.HTTP_202_ACCEPTED)

@@ -1,0 +1,11 @@
+from django.apps import AppConfig
+
+
+class OrdersConfig(AppConfig):
+    name = "orders"
+    verbose_name = "Orders"
+
+    def ready(self) -> None:
+        from orders import handlers
+
+        handlers.register()

@@ -1,0 +1,30 @@
+"""Orders' message handlers: thin readers of the payload over the services."""
+
+from messaging.api import IncomingEvent, register_handler
+from orders.events import order_id_of, product_update_of
+from orders.models import Order
+from orders.services.saga import order_confirm, order_fail
+from orders.services.storefront import storefront_product_apply
+
+
+def on_stock_reserved(event: IncomingEvent) -> None:
+    order_confirm(order_id=order_id_of(event))
+
+
+def on_payment_failed(event: IncomingEvent) -> None:
+    order_fail(order_id=order_id_of(event), reason=Order.FailureReason.PAYMENT_DECLINED)
+
+
+def on_reservation_failed(event: IncomingEvent) -> None:
+    order_fail(order_id=order_id_of(event), reason=Order.FailureReason.OUT_OF_STOCK)
+
+
+def on_product_updated(event: IncomingEvent) -> None:
+    storefront_product_apply(**product_update_of(event))
+
+
+def register() -> None:
+    register_handler(consumer="orders", event_type="inventory.stock.reserved", handler=on_stock_reserved)
+    register_handler(consumer="orders", event_type="payments.payment.failed", handler=on_payment_failed)
+    register_handler(consumer="orders", event_type="inventory.stock.reservation_failed", handler=on_reservation_failed)
+    register_handler(consumer="orders", event_type="inventory.product.updated", handler=on_product_updated)

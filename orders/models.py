@@ -1,0 +1,97 @@
+"""Orders owns the orders, its storefront copy of the catalogue and the checkout keys."""
+
+import uuid
+
+from django.db import models
+
+
+class StorefrontProduct(models.Model):
+    """Orders' own copy of a product, kept from ``inventory.product.updated`` events."""
+
+    sku = models.CharField(max_length=64, primary_key=True)
+    name = models.CharField(max_length=200)
+    price = models.DecimalField(max_digits=12, decimal_places=2)
+    available = models.IntegerField()
+    version = models.PositiveBigIntegerField(help_text="Inventory's version; only a newer one is applied.")
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        db_table = "orders_storefront_product"
+        ordering = ["sku"]
+
+    def __str__(self) -> str:
+        return self.sku
+
+
+class Order(models.Model):
+    class Status(models.TextChoices):
+        PENDING = "PENDING"
+        CONFIRMED = "CONFIRMED"
+        FAILED = "FAILED"
+        CANCELLED = "CANCELLED"
+
+    class FailureReason(models.TextChoices):
+        PAYMENT_DECLINED = "payment_declined"
+        OUT_OF_STOCK = "out_of_stock"
+        TIMEOUT = "timeout"
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    customer_id = models.CharField(max_length=255)
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.PENDING)
+    failure_reason = models.CharField(max_length=30, choices=FailureReason.choices, null=True, blank=True)
+    total = models.DecimalField(max_digits=12, decimal_places=2)
+    currency = models.CharField(max_length=3)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        db_table = "orders_order"
+        indexes = [
+            models.Index(fields=["status", "created_at"], name="order_status_created_idx"),
+            models.Index(fields=["customer_id"], name="order_customer_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.id} ({self.status})"
+
+
+class OrderLine(models.Model):
+    """A line keeps the SKU and the price at checkout, not a reference into inventory."""
+
+    order = models.ForeignKey(Order, related_name="lines", on_delete=models.CASCADE)
+    sku = models.CharField(max_length=64)
+    quantity = models.PositiveIntegerField()
+    unit_price = models.DecimalField(max_digits=12, decimal_places=2)
+
+    class Meta:
+        db_table = "orders_order_line"
+        constraints = [models.UniqueConstraint(fields=["order", "sku"], name="order_line_sku_uniq")]
+        ordering = ["id"]
+
+    def __str__(self) -> str:
+        return f"{self.quantity} x {self.sku}"
+
+
+class CheckoutRequest(models.Model):
+    """An ``Idempotency-Key`` and what it produced, so a retried checkout gets the same answer."""
+
+    class State(models.TextChoices):
+        IN_FLIGHT = "in_flight"
+        COMPLETED = "completed"
+
+    key = models.CharField(max_length=255, primary_key=True)
+    request_hash = models.CharField(max_length=64, help_text="SHA-256 of the canonical JSON body.")
+    state = models.CharField(max_length=10, choices=State.choices, default=State.IN_FLIGHT)
+    locked_until = models.DateTimeField(help_text="An in-flight key past this belongs to a dead process.")
+    claim_token = models.UUIDField(help_text="Which claim may complete it (a takeover issues a new one).")
+    response_status = models.PositiveSmallIntegerField(null=True, blank=True)
+    response_body = models.JSONField(null=True, blank=True)
+    order_id = models.UUIDField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        db_table = "orders_checkout_request"
+        indexes = [models.Index(fields=["created_at"], name="checkout_created_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.key} ({self.state})"

@@ -1,0 +1,11 @@
+from django.apps import AppConfig
+
+
+class PaymentsConfig(AppConfig):
+    name = "payments"
+    verbose_name = "Payments"
+
+    def ready(self) -> None:
+        from payments import handlers
+
+        handlers.register()

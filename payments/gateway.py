@@ -1,0 +1,136 @@
+"""A fake payment gateway that behaves like a real one (Stripe-style), for tests and demos.
+
+- Test tokens: ``tok_visa`` is charged; ``tok_chargeDeclined`` and any unknown token are
+  declined (a decline moves no money). ``tok_timeout`` is charged but the first response is
+  lost (``GatewayTimeout``: the caller cannot know the outcome); ``tok_unavailable`` always
+  fails with ``GatewayUnavailable`` before charging.
+- Every charge and refund carries an idempotency key: the same key returns the first result
+  and moves no more money; the same key with other parameters is an error.
+- A charge is refunded at most once, whatever key the refund uses.
+- The ledger lives on the ``gateway`` database connection in autocommit, so a rollback of the
+  caller's transaction does not undo a charge, as with a real card.
+"""
+
+from dataclasses import dataclass
+from decimal import Decimal
+
+from django.db import IntegrityError
+
+from payments.models import GatewayOperation
+
+GATEWAY_DB = "gateway"
+CHARGEABLE_TOKENS = {"tok_visa", "tok_timeout"}
+
+
+class GatewayError(Exception):
+    pass
+
+
+class GatewayTimeout(GatewayError):
+    """No answer in time: the operation may or may not have happened."""
+
+
+class GatewayUnavailable(GatewayError):
+    """The gateway refused to work; nothing happened."""
+
+
+class IdempotencyKeyReused(GatewayError):
+    pass
+
+
+class ChargeNotRefundable(GatewayError):
+    pass
+
+
+@dataclass(frozen=True)
+class GatewayResult:
+    succeeded: bool
+    operation_id: str
+    amount: Decimal
+    currency: str
+    decline_code: str = ""
+
+
+def _result(op: GatewayOperation) -> GatewayResult:
+    return GatewayResult(
+        succeeded=op.outcome == GatewayOperation.Outcome.SUCCEEDED,
+        operation_id=f"{'ch' if op.kind == GatewayOperation.Kind.CHARGE else 're'}_{op.pk}",
+        amount=op.amount,
+        currency=op.currency,
+        decline_code=op.decline_code,
+    )
+
+
+class FakeGateway:
+    def _operations(self):
+        return GatewayOperation.objects.using(GATEWAY_DB)
+
+    def _existing(self, key: str, kind: str, amount: Decimal) -> GatewayOperation | None:
+        op = self._operations().filter(idempotency_key=key).first()
+        if op and (op.kind != kind or op.amount != amount):
+            raise IdempotencyKeyReused(f"{key} was used for a {op.kind} of {op.amount}")
+        return op
+
+    def charge(self, *, idempotency_key: str, order_id: str, amount: Decimal, currency: str, token: str) -> GatewayResult:
+        existing = self._existing(idempotency_key, GatewayOperation.Kind.CHARGE, amount)
+        if existing:
+            return _result(existing)
+        if token == "tok_unavailable":
+            raise GatewayUnavailable("the gateway is unavailable")
+        chargeable = token in CHARGEABLE_TOKENS
+        try:
+            op = self._operations().create(
+                idempotency_key=idempotency_key,
+                kind=GatewayOperation.Kind.CHARGE,
+                outcome=GatewayOperation.Outcome.SUCCEEDED if chargeable else GatewayOperation.Outcome.DECLINED,
+                order_id=order_id,
+                amount=amount,
+                currency=currency,
+                decline_code="" if chargeable else ("card_declined" if token == "tok_chargeDeclined" else "invalid_token"),
+            )
+        except IntegrityError:  # the same key at the same moment: the first one wins
+            return _result(self._existing(idempotency_key, GatewayOperation.Kind.CHARGE, amount))
+        if token == "tok_timeout":
+            raise GatewayTimeout("charged, but the response was lost")
+        return _result(op)
+
+    def find(self, idempotency_key: str) -> GatewayResult | None:
+        """Ask what became of an operation whose outcome is unknown."""
+        op = self._operations().filter(idempotency_key=idempotency_key).first()
+        return _result(op) if op else None
+
+    def refund(self, *, idempotency_key: str, charge_key: str, amount: Decimal) -> GatewayResult:
+        existing = self._existing(idempotency_key, GatewayOperation.Kind.REFUND, amount)
+        if existing:
+            return _result(existing)
+        charge = self._operations().filter(idempotency_key=charge_key, kind=GatewayOperation.Kind.CHARGE).first()
+        if charge is None or charge.outcome != GatewayOperation.Outcome.SUCCEEDED:
+            raise ChargeNotRefundable(f"no successful charge {charge_key}")
+        if amount > charge.amount:
+            raise ChargeNotRefundable(f"refund {amount} exceeds charge {charge.amount}")
+        try:
+            op = self._operations().create(
+                idempotency_key=idempotency_key,
+                kind=GatewayOperation.Kind.REFUND,
+                outcome=GatewayOperation.Outcome.SUCCEEDED,
+                order_id=charge.order_id,
+                amount=amount,
+                currency=charge.currency,
+                refunded_charge_key=charge_key,
+            )
+        except IntegrityError:
+            existing = self._operations().filter(idempotency_key=idempotency_key).first()
+            if existing:
+                return _result(existing)
+            raise ChargeNotRefundable(f"charge {charge_key} is already refunded") from None
+        return _result(op)
+
+    def ledger(self, *, order_id: str | None = None) -> list[GatewayOperation]:
+        """The money moved: successful charges and refunds, oldest first."""
+        ops = self._operations().filter(outcome=GatewayOperation.Outcome.SUCCEEDED)
+        if order_id:
+            ops = ops.filter(order_id=order_id)
+        return list(ops.order_by("id"))
+
+
+gateway = FakeGateway()

@@ -1,0 +1,34 @@
+"""Payments' message handlers: thin readers of the payload over the services."""
+
+from messaging.api import IncomingEvent, register_handler
+from payments import services
+from payments.events import amount_of, items_of, order_id_of, text_of
+
+
+def on_order_created(event: IncomingEvent) -> None:
+    services.payment_charge(
+        order_id=order_id_of(event),
+        amount=amount_of(event),
+        currency=text_of(event, "currency"),
+        token=text_of(event, "payment_token"),
+        items=items_of(event),
+    )
+
+
+def on_reservation_failed(event: IncomingEvent) -> None:
+    services.payment_refund(order_id=order_id_of(event), reason="out_of_stock")
+
+
+def on_order_cancelled(event: IncomingEvent) -> None:
+    services.payment_refund(order_id=order_id_of(event), reason="cancelled")
+
+
+def on_order_failed(event: IncomingEvent) -> None:
+    services.payment_refund(order_id=order_id_of(event), reason=str(event.payload.get("reason") or "failed"))
+
+
+def register() -> None:
+    register_handler(consumer="payments", event_type="orders.order.created", handler=on_order_created)
+    register_handler(consumer="payments", event_type="inventory.stock.reservation_failed", handler=on_reservation_failed)
+    register_handler(consumer="payments", event_type="orders.order.cancelled", handler=on_order_cancelled)
+    register_handler(consumer="payments", event_type="orders.order.failed", handler=on_order_failed)

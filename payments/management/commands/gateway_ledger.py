@@ -1,0 +1,24 @@
+import json
+
+from django.core.management.base import BaseCommand
+
+from payments.gateway import gateway
+
+
+class Command(BaseCommand):
+    help = "Print the money the fake payment gateway moved (charges and refunds) as JSON lines."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--order", default=None, help="only this order id")
+
+    def handle(self, *args, order=None, **options):
+        for op in gateway.ledger(order_id=order):
+            line = {
+                "order_id": op.order_id,
+                "kind": op.kind,
+                "amount": f"{op.amount:.2f}",
+                "currency": op.currency,
+                "idempotency_key": op.idempotency_key,
+                "at": op.created_at.isoformat(),
+            }
+            self.stdout.write(json.dumps(line))

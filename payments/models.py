@@ -1,0 +1,66 @@
+"""Payments keeps one record per order: what was charged and refunded, and its row lock."""
+
+import uuid
+
+from django.db import models
+
+
+class Payment(models.Model):
+    """Where one order's money stands, in payments' eyes.
+
+    ``voided`` is a tombstone: the order was cancelled or failed before any charge, so an
+    ``orders.order.created`` arriving later must not charge.
+    """
+
+    class Status(models.TextChoices):
+        NEW = "new"
+        CHARGED = "charged"
+        DECLINED = "declined"
+        REFUNDED = "refunded"
+        VOIDED = "voided"
+
+    order_id = models.UUIDField(primary_key=True, default=uuid.uuid4)
+    status = models.CharField(max_length=20, choices=Status.choices, default=Status.NEW)
+    amount = models.DecimalField(max_digits=12, decimal_places=2, null=True, blank=True)
+    currency = models.CharField(max_length=3, blank=True)
+    charge_id = models.CharField(max_length=100, blank=True)
+    refund_id = models.CharField(max_length=100, blank=True)
+    decline_code = models.CharField(max_length=100, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        db_table = "payments_payment"
+
+    def __str__(self) -> str:
+        return f"{self.order_id}: {self.status}"
+
+
+class GatewayOperation(models.Model):
+    """The fake gateway's own ledger. It lives on the ``gateway`` database connection, outside
+    any handler's transaction, like a real card processor's records."""
+
+    class Kind(models.TextChoices):
+        CHARGE = "charge"
+        REFUND = "refund"
+
+    class Outcome(models.TextChoices):
+        SUCCEEDED = "succeeded"
+        DECLINED = "declined"
+
+    idempotency_key = models.CharField(max_length=255, unique=True)
+    kind = models.CharField(max_length=10, choices=Kind.choices)
+    outcome = models.CharField(max_length=10, choices=Outcome.choices)
+    order_id = models.CharField(max_length=100, db_index=True)
+    amount = models.DecimalField(max_digits=12, decimal_places=2)
+    currency = models.CharField(max_length=3)
+    decline_code = models.CharField(max_length=100, blank=True)
+    refunded_charge_key = models.CharField(max_length=255, blank=True, null=True, unique=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        db_table = "fake_gateway_operation"
+        ordering = ["id"]
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.outcome} {self.amount} ({self.idempotency_key})"
