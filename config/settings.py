@@ -110,9 +110,7 @@ if env.str("TEST_DATABASE_NAME", default=""):
 # payments handler cannot undo a charge (as with a real card). On PostgreSQL it shares the
 # database (Django treats the identical alias as the same test database); on SQLite it gets
 # its own file.
-_default_gateway_url = (
-    f"sqlite:///{VAR_DIR / 'gateway.sqlite3'}" if DATABASE_URL.startswith("sqlite") else DATABASE_URL
-)
+_default_gateway_url = f"sqlite:///{VAR_DIR / 'gateway.sqlite3'}" if DATABASE_URL.startswith("sqlite") else DATABASE_URL
 DATABASES["gateway"] = _database(env.str("GATEWAY_DATABASE_URL", default=_default_gateway_url))
 if "TEST" in DATABASES["default"] and DATABASES["gateway"]["NAME"] == DATABASES["default"]["NAME"]:
     DATABASES["gateway"]["TEST"] = dict(DATABASES["default"]["TEST"])

@@ -35,7 +35,15 @@ class PublishedFilter(admin.SimpleListFilter):
 
 @admin.register(OutboxMessage)
 class OutboxMessageAdmin(ReadOnlyAdmin):
-    list_display = ["event_id", "event_type", "aggregate_type", "aggregate_id", "created_at", "published_at", "attempts"]
+    list_display = [
+        "event_id",
+        "event_type",
+        "aggregate_type",
+        "aggregate_id",
+        "created_at",
+        "published_at",
+        "attempts",
+    ]
     list_filter = [PublishedFilter, "source", "event_type"]
     search_fields = ["=aggregate_id", "=correlation_id", "event_type", "=event_id"]
     exclude = ["payload"]

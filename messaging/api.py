@@ -9,6 +9,7 @@
 
 from messaging.dispatch import InvalidPayload, TransientError
 from messaging.envelope import IncomingEvent
+from messaging.lifecycle import Stopper
 from messaging.masking import mask_sensitive
 from messaging.outbox import OutsideTransactionError, publish, tracing
 from messaging.registry import register_handler
@@ -18,6 +19,7 @@ __all__ = [
     "IncomingEvent",
     "InvalidPayload",
     "OutsideTransactionError",
+    "Stopper",
     "TransientError",
     "mask_sensitive",
     "publish",

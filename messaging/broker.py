@@ -12,12 +12,15 @@ Per consumer ``C`` (``orders``, ``payments``, ``inventory``, ``events``):
 Queue arguments cannot change once declared; a different delay gets a new queue name.
 """
 
-from kombu import Connection, Exchange, Queue, binding
+import logging
 
 from django.conf import settings
+from kombu import Connection, Exchange, Queue, binding
 
 from messaging import registry
 from messaging.conf import exchange_name, queue_name, setting
+
+logger = logging.getLogger(__name__)
 
 
 def connect() -> Connection:
@@ -107,3 +110,13 @@ def declare_topology(connection: Connection, consumers=registry.CONSUMERS) -> No
         if supports_confirms(connection):  # no TTL or dead-lettering on the filesystem broker
             for queue in retry_queues(consumer):
                 queue(channel).declare()
+
+
+def close_quietly(resource) -> None:
+    """Close a connection or channel that may already be broken."""
+    if resource is None:
+        return
+    try:
+        resource.close()
+    except Exception as exc:  # noqa: BLE001 - closing what is already gone is not an error
+        logger.debug("closing %r: %s", resource, exc)

@@ -13,7 +13,7 @@ import logging
 import time
 
 import structlog
-from django.db import DatabaseError, close_old_connections
+from django.db import DatabaseError
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 from kombu import Consumer
@@ -23,7 +23,7 @@ from messaging.conf import queue_name, setting
 from messaging.dead_letters import dead_letter_record
 from messaging.dispatch import Decision, Outcome, database_reachable, decide
 from messaging.envelope import ATTEMPT_HEADER, Envelope
-from messaging.lifecycle import Backoff, Stopper
+from messaging.lifecycle import Backoff, Stopper, drop_broken_db_connections
 from messaging.publisher import BatchPublisher, ConfirmTimeout
 
 logger = logging.getLogger(__name__)
@@ -53,7 +53,7 @@ class ConsumerWorker:
     def run(self, *, once: bool = False) -> int:
         backoff = Backoff()
         while not self.stopper.stopping:
-            close_old_connections()
+            drop_broken_db_connections()
             try:
                 self._connect()
                 self._consume(once=once)
@@ -116,11 +116,7 @@ class ConsumerWorker:
     def _disconnect(self) -> None:
         if self._retry_publisher is not None:
             self._retry_publisher.close()
-        if self._connection is not None:
-            try:
-                self._connection.release()
-            except Exception:  # noqa: BLE001 - already broken
-                pass
+        broker.close_quietly(self._connection)
         self._connection = None
         self._retry_publisher = None
 
@@ -154,7 +150,9 @@ class ConsumerWorker:
                 consumer, body=message.body, properties=properties, headers=headers, routing_key=routing_key
             )
             self._settle(consumer, message, decision, properties, headers, routing_key)
-            metrics.consumer_message(consumer, context["event_type"], decision.outcome.value, time.monotonic() - started)
+            metrics.consumer_message(
+                consumer, context["event_type"], decision.outcome.value, time.monotonic() - started
+            )
 
     def _settle(self, consumer: str, message, decision: Decision, properties, headers, routing_key) -> None:
         outcome = decision.outcome

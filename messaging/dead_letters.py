@@ -69,8 +69,14 @@ def dead_letter_record(
     logger.error(
         "dead letter: %s",
         reason,
-        extra={"consumer": consumer, "message_id": message_id or "-", "event_type": fields["event_type"],
-               "correlation_id": fields["correlation_id"], "dead_letter_id": letter.pk, "error": error[:500]},
+        extra={
+            "consumer": consumer,
+            "message_id": message_id or "-",
+            "event_type": fields["event_type"],
+            "correlation_id": fields["correlation_id"],
+            "dead_letter_id": letter.pk,
+            "error": error[:500],
+        },
     )
     return letter
 

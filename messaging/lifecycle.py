@@ -9,6 +9,8 @@ import random
 import signal
 import time
 
+from django.db import connections
+
 logger = logging.getLogger(__name__)
 
 
@@ -53,3 +55,17 @@ class Backoff:
 
     def reset(self) -> None:
         self.failures = 0
+
+
+def drop_broken_db_connections() -> None:
+    """Close database connections that have failed, so the next query reconnects.
+
+    Django's ``close_old_connections`` also closes a connection past ``CONN_MAX_AGE``; a
+    long-running worker keeps its connection instead and only replaces a broken one.
+    """
+    for conn in connections.all(initialized_only=True):
+        if conn.connection is not None and conn.errors_occurred and not conn.in_atomic_block:
+            if conn.is_usable():
+                conn.errors_occurred = False
+            else:
+                conn.close()

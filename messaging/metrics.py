@@ -7,12 +7,8 @@ adds gauges read from the database (outbox backlog, parked rows, dead letters).
 
 from prometheus_client import Counter, Histogram
 
-RELAY_PUBLISHED = Counter(
-    "messaging_relay_published_total", "Outbox rows published and confirmed by the broker."
-)
-RELAY_REFUSED = Counter(
-    "messaging_relay_refused_total", "Outbox rows the broker returned or nacked.", ["reason"]
-)
+RELAY_PUBLISHED = Counter("messaging_relay_published_total", "Outbox rows published and confirmed by the broker.")
+RELAY_REFUSED = Counter("messaging_relay_refused_total", "Outbox rows the broker returned or nacked.", ["reason"])
 RELAY_BATCH_SECONDS = Histogram(
     "messaging_relay_batch_seconds",
     "Time to claim, publish, confirm and mark one batch.",

@@ -12,13 +12,12 @@ delivered (the embedded mode's documented limit).
 """
 
 import logging
-import socket
 import time
 from dataclasses import dataclass, field
 
 from kombu import Connection, Producer
 
-from messaging.broker import supports_confirms
+from messaging.broker import close_quietly, supports_confirms
 from messaging.envelope import Envelope
 
 logger = logging.getLogger(__name__)
@@ -81,11 +80,7 @@ class BatchPublisher:
         return result
 
     def close(self) -> None:
-        if self._channel is not None:
-            try:
-                self._channel.close()
-            except Exception:  # noqa: BLE001 - the connection may already be gone
-                pass
+        close_quietly(self._channel)
         self._channel = None
         self._producer = None
 
@@ -110,7 +105,7 @@ class BatchPublisher:
                 raise ConfirmTimeout(f"{len(self._unconfirmed)} messages unconfirmed after {self.confirm_timeout}s")
             try:
                 self.connection.drain_events(timeout=remaining)
-            except socket.timeout:
+            except TimeoutError:
                 continue
 
     def _settle(self, delivery_tag: int, multiple: bool) -> list[str]:
@@ -125,6 +120,7 @@ class BatchPublisher:
 
     def _on_return(self, exc, exchange, routing_key, message) -> None:
         message_id = message.properties.get("message_id", "")
-        reason = f"returned by the broker: {exc.reply_text if hasattr(exc, 'reply_text') else exc} ({exchange} {routing_key})"
+        reply = getattr(exc, "reply_text", exc)
+        reason = f"returned by the broker: {reply} (exchange {exchange!r}, routing key {routing_key!r})"
         logger.warning("message returned", extra={"message_id": message_id, "event_type": routing_key})
         self._returned[message_id] = reason

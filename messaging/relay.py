@@ -18,14 +18,14 @@ import logging
 import time
 from datetime import timedelta
 
-from django.db import DatabaseError, close_old_connections, connection, transaction
+from django.db import DatabaseError, connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
 from messaging import broker, metrics
 from messaging.conf import exchange_name, setting
 from messaging.envelope import envelope_for_outbox
-from messaging.lifecycle import Backoff, Stopper
+from messaging.lifecycle import Backoff, Stopper, drop_broken_db_connections
 from messaging.models import OutboxMessage
 from messaging.publisher import BatchPublisher, ConfirmTimeout
 
@@ -119,7 +119,7 @@ class OutboxRelay:
         """Relay until stopped (or, with ``once``, until nothing is claimable); the exit code."""
         backoff = Backoff()
         while not self.stopper.stopping:
-            close_old_connections()
+            drop_broken_db_connections()
             try:
                 self._ensure_broker()
                 claimed = self.relay_batch()
@@ -176,10 +176,6 @@ class OutboxRelay:
     def _reset_broker(self) -> None:
         if self._publisher is not None:
             self._publisher.close()
-        if self._connection is not None:
-            try:
-                self._connection.release()
-            except Exception:  # noqa: BLE001 - already broken
-                pass
+        broker.close_quietly(self._connection)
         self._connection = None
         self._publisher = None

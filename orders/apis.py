@@ -125,9 +125,13 @@ class CheckoutApi(APIView):
         except CheckoutRejected as exc:
             raise serializers.ValidationError(exc.errors) from None
         except IdempotencyKeyReused:
-            raise ApiError(422, "idempotency_key_reused", "This Idempotency-Key was used with a different body.") from None
+            raise ApiError(
+                422, "idempotency_key_reused", "This Idempotency-Key was used with a different body."
+            ) from None
         except IdempotencyKeyInUse:
-            raise ApiError(409, "idempotency_key_in_use", "A request with this Idempotency-Key is in progress.") from None
+            raise ApiError(
+                409, "idempotency_key_in_use", "A request with this Idempotency-Key is in progress."
+            ) from None
         response = Response(result.body, status=result.status)
         if result.replayed:
             response["Idempotent-Replayed"] = "true"

@@ -71,7 +71,9 @@ class FakeGateway:
             raise IdempotencyKeyReused(f"{key} was used for a {op.kind} of {op.amount}")
         return op
 
-    def charge(self, *, idempotency_key: str, order_id: str, amount: Decimal, currency: str, token: str) -> GatewayResult:
+    def charge(
+        self, *, idempotency_key: str, order_id: str, amount: Decimal, currency: str, token: str
+    ) -> GatewayResult:
         existing = self._existing(idempotency_key, GatewayOperation.Kind.CHARGE, amount)
         if existing:
             return _result(existing)
@@ -86,7 +88,9 @@ class FakeGateway:
                 order_id=order_id,
                 amount=amount,
                 currency=currency,
-                decline_code="" if chargeable else ("card_declined" if token == "tok_chargeDeclined" else "invalid_token"),
+                decline_code=""
+                if chargeable
+                else ("card_declined" if token == "tok_chargeDeclined" else "invalid_token"),
             )
         except IntegrityError:  # the same key at the same moment: the first one wins
             return _result(self._existing(idempotency_key, GatewayOperation.Kind.CHARGE, amount))

@@ -29,6 +29,8 @@ def on_order_failed(event: IncomingEvent) -> None:
 
 def register() -> None:
     register_handler(consumer="payments", event_type="orders.order.created", handler=on_order_created)
-    register_handler(consumer="payments", event_type="inventory.stock.reservation_failed", handler=on_reservation_failed)
+    register_handler(
+        consumer="payments", event_type="inventory.stock.reservation_failed", handler=on_reservation_failed
+    )
     register_handler(consumer="payments", event_type="orders.order.cancelled", handler=on_order_cancelled)
     register_handler(consumer="payments", event_type="orders.order.failed", handler=on_order_failed)

@@ -96,7 +96,9 @@ def payment_refund(*, order_id: uuid.UUID, reason: str) -> None:
         logger.info("refund ignored: payment is %s", payment.status)
         return
     try:
-        result = gateway.refund(idempotency_key=refund_key(order_id), charge_key=charge_key(order_id), amount=payment.amount)
+        result = gateway.refund(
+            idempotency_key=refund_key(order_id), charge_key=charge_key(order_id), amount=payment.amount
+        )
     except (GatewayTimeout, GatewayUnavailable) as exc:
         raise TransientError(f"gateway: {exc}") from exc
     payment.status, payment.refund_id = Payment.Status.REFUNDED, result.operation_id

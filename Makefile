@@ -1,0 +1,45 @@
+# Saga shop: `make run` to try it, `make test` to prove it. `make help` lists every target.
+PYTHON ?= python3.11
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-$(shell sha1sum requirements.txt | cut -c1-12)
+PORT ?= 8000
+PYTEST_ARGS ?=
+
+.DEFAULT_GOAL := help
+.PHONY: help install run test lint chaos bench demo browser-check clean
+
+help: ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
+
+$(STAMP): requirements.txt
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
+	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.txt
+	@rm -f $(VENV)/.installed-* && touch $@
+
+install: $(STAMP) ## create .venv and install the pinned requirements
+
+run: export DEBUG ?= 1
+run: export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
+run: $(STAMP) ## run web, relay, consumers and the saga deadline loop together until Ctrl-C (embedded SQLite + filesystem broker unless DATABASE_URL/BROKER_URL are set)
+	python manage.py migrate --noinput -v0
+	python manage.py migrate --database gateway --noinput -v0
+	python manage.py seed_catalog
+	@echo ""
+	@echo "  API:    http://127.0.0.1:$(PORT)/api/products/   (checkout: POST /api/checkout/)"
+	@echo "  Admin:  http://127.0.0.1:$(PORT)/admin/  - no default login; create one with:"
+	@echo "          .venv/bin/python manage.py createsuperuser"
+	@echo ""
+	honcho start -f Procfile -p $(PORT)
+
+test: $(STAMP) ## import contracts + the whole suite on real PostgreSQL and RabbitMQ
+	$(VENV)/bin/lint-imports
+	$(VENV)/bin/ruff check --quiet .
+	$(PY) scripts/with_test_services.py $(VENV)/bin/pytest $(PYTEST_ARGS)
+
+lint: $(STAMP) ## ruff and import-linter
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/lint-imports
+
+clean: ## remove the embedded mode's data (var/)
+	rm -rf var

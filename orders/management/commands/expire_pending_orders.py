@@ -1,0 +1,34 @@
+import logging
+
+from django.conf import settings
+from django.core.management.base import BaseCommand
+
+from messaging.api import Stopper
+from orders.services.checkout import checkout_keys_purge
+from orders.services.saga import orders_expire
+
+logger = logging.getLogger(__name__)
+
+
+class Command(BaseCommand):
+    help = "Fail (and so compensate) orders PENDING longer than SAGA_TIMEOUT; also drop expired checkout keys."
+
+    def add_arguments(self, parser):
+        parser.add_argument(
+            "--loop", action="store_true", help="check every min(SAGA_TIMEOUT, 5) seconds until stopped"
+        )
+
+    def handle(self, *args, loop=False, **options):
+        stopper = Stopper().install()
+        interval = min(settings.SAGA_TIMEOUT, 5.0)
+        while True:
+            expired = orders_expire(timeout_seconds=settings.SAGA_TIMEOUT)
+            purged = checkout_keys_purge()
+            if expired or purged:
+                logger.info("saga deadline", extra={"orders_failed": expired, "checkout_keys_purged": purged})
+            if not loop:
+                self.stdout.write(f"{expired} order(s) failed for timeout")
+                return
+            stopper.sleep(interval)
+            if stopper.stopping:
+                return
