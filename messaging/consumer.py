@@ -23,6 +23,7 @@ from messaging.conf import queue_name, setting
 from messaging.dead_letters import dead_letter_record
 from messaging.dispatch import Decision, Outcome, database_reachable, decide
 from messaging.envelope import ATTEMPT_HEADER, Envelope
+from messaging.faults import fault_point
 from messaging.lifecycle import Backoff, Stopper, drop_broken_db_connections
 from messaging.publisher import BatchPublisher, ConfirmTimeout
 
@@ -157,6 +158,7 @@ class ConsumerWorker:
     def _settle(self, consumer: str, message, decision: Decision, properties, headers, routing_key) -> None:
         outcome = decision.outcome
         if outcome is Outcome.HANDLED:
+            fault_point(f"consumer.{consumer}.before_ack")
             logger.info("handled")
             message.ack()
         elif outcome is Outcome.DUPLICATE:

@@ -13,6 +13,7 @@ from django.db import DatabaseError, InterfaceError, OperationalError, connectio
 
 from messaging import registry
 from messaging.envelope import IncomingEvent, InvalidMessage, parse_incoming
+from messaging.faults import fault_point
 from messaging.inbox import inbox_claim
 from messaging.outbox import handling
 
@@ -90,6 +91,7 @@ def decide(consumer: str, *, body: bytes, properties: dict, headers: dict, routi
                 return Decision(Outcome.DUPLICATE, event)
             with handling(event):
                 spec.handler(event)
+            fault_point(f"consumer.{consumer}.before_commit")
     except InvalidPayload as exc:
         return _failure(Outcome.DEAD_LETTER, "invalid_payload", exc, event)
     except (OperationalError, InterfaceError) as exc:

@@ -25,6 +25,7 @@ from django.utils import timezone
 from messaging import broker, metrics
 from messaging.conf import exchange_name, setting
 from messaging.envelope import envelope_for_outbox
+from messaging.faults import fault_point
 from messaging.lifecycle import Backoff, Stopper, drop_broken_db_connections
 from messaging.models import OutboxMessage
 from messaging.publisher import BatchPublisher, ConfirmTimeout
@@ -104,6 +105,7 @@ class OutboxRelay:
                 return 0
             envelopes = [envelope_for_outbox(row, self.exchange) for row in rows]
             result = self._publisher.publish(envelopes)
+            fault_point("relay.after_confirm")
             by_message_id = {str(row.event_id): row for row in rows}
             delivered_ids = [by_message_id[mid].pk for mid in result.delivered]
             if delivered_ids:

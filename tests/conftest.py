@@ -1,0 +1,69 @@
+"""Shared fixtures. The suite runs on real PostgreSQL and RabbitMQ (``make test`` provides both)."""
+
+import os
+
+import pytest
+from django.conf import settings
+from django.db import connection
+
+from tests.support import broker as broker_support
+from tests.support.processes import ProcessGroup
+
+ALL_DATABASES = ["default", "gateway"]
+
+
+def pytest_configure(config):
+    engine = settings.DATABASES["default"]["ENGINE"]
+    if "postgresql" not in engine or not settings.BROKER_URL.startswith("amqp"):
+        raise pytest.UsageError(
+            "The suite needs real PostgreSQL and RabbitMQ: run it with `make test` "
+            "(or scripts/with_test_services.py .venv/bin/pytest ...)."
+        )
+
+
+def database_url() -> str:
+    """The URL of the test database, for processes started by a test."""
+    s = connection.settings_dict
+    return f"postgres://{s['USER']}@{s['HOST'] or '127.0.0.1'}:{s['PORT'] or 5432}/{s['NAME']}"
+
+
+@pytest.fixture
+def process_env() -> dict[str, str]:
+    url = database_url()
+    return {
+        **os.environ,
+        "DATABASE_URL": url,
+        "GATEWAY_DATABASE_URL": url,
+        "DEBUG": "1",
+        "RELAY_POLL_INTERVAL": "0.2",
+        "PYTHONUNBUFFERED": "1",
+    }
+
+
+@pytest.fixture
+def processes(process_env, tmp_path):
+    group = ProcessGroup(tmp_path, process_env)
+    yield group
+    group.stop_all()
+    print(group.logs())
+
+
+@pytest.fixture
+def quiet_broker():
+    """Empty the topology's queues before the test."""
+    broker_support.purge_topology()
+
+
+@pytest.fixture
+def capture():
+    """Make capture queues bound to the events exchange; they are deleted afterwards."""
+    made = []
+
+    def make(binding_key: str = "#", exchange: str | None = None) -> broker_support.CaptureQueue:
+        queue = broker_support.CaptureQueue(binding_key, exchange)
+        made.append(queue)
+        return queue
+
+    yield make
+    for queue in made:
+        queue.delete()

@@ -1,0 +1,72 @@
+"""Looking at the test vhost of RabbitMQ from the outside: capture queues and purges."""
+
+import uuid
+
+from kombu import Connection, Exchange, Queue
+
+from django.conf import settings
+
+from messaging import broker, registry
+
+
+def connection() -> Connection:
+    return Connection(settings.BROKER_URL, connect_timeout=5)
+
+
+def purge_topology() -> None:
+    """Empty every queue of the topology, so a test starts with a quiet broker."""
+    with connection() as conn:
+        broker.declare_topology(conn)
+        channel = conn.default_channel
+        for consumer in registry.CONSUMERS:
+            for queue in [broker.main_queue(consumer), broker.dead_letter_queue(consumer), *broker.retry_queues(consumer)]:
+                queue(channel).purge()
+
+
+class CaptureQueue:
+    """A queue of the test's own, bound to the exchange, to count what really arrives."""
+
+    def __init__(self, binding_key: str = "#", exchange: str | None = None):
+        self.name = f"test_capture_{uuid.uuid4().hex[:10]}"
+        self.exchange = Exchange(exchange or settings.MESSAGING["EXCHANGE"], type="topic", durable=True)
+        self.binding_key = binding_key
+        with connection() as conn:
+            self._queue(conn).declare()
+
+    def _queue(self, conn):
+        return Queue(self.name, self.exchange, routing_key=self.binding_key, durable=True)(conn.default_channel)
+
+    def count(self) -> int:
+        with connection() as conn:
+            return self._queue(conn).queue_declare(passive=True).message_count
+
+    def drain(self) -> list:
+        """Take every message out of the queue: (message_id, headers, body) triples."""
+        messages = []
+        with connection() as conn:
+            queue = self._queue(conn)
+            while (message := queue.get(no_ack=True)) is not None:
+                messages.append((message.properties.get("message_id"), dict(message.headers or {}), message.body))
+        return messages
+
+    def delete(self) -> None:
+        with connection() as conn:
+            self._queue(conn).delete()
+
+
+def publish_raw(
+    routing_key: str, body: bytes, *, properties: dict | None = None, headers: dict | None = None, exchange=None
+):
+    """Publish a message as an outsider would, with any properties (or none)."""
+    with connection() as conn:
+        producer = conn.Producer()
+        producer.publish(
+            body,
+            exchange=exchange if exchange is not None else settings.MESSAGING["EXCHANGE"],
+            routing_key=routing_key,
+            headers=headers or {},
+            content_type="application/json",
+            content_encoding="utf-8",
+            delivery_mode=2,
+            **(properties or {}),
+        )

@@ -1,0 +1,88 @@
+"""Real processes for end-to-end and crash tests: start ``manage.py`` commands, stop or kill them."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+BASE_DIR = Path(__file__).resolve().parents[2]
+
+
+class ProcessGroup:
+    """Processes started by one test; whatever is still alive at the end is killed."""
+
+    def __init__(self, log_dir: Path, env: dict[str, str]):
+        self.log_dir = log_dir
+        self.env = env
+        self.procs: list[tuple[str, subprocess.Popen, Path]] = []
+
+    def start(self, name: str, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen:
+        log = self.log_dir / f"{name}-{len(self.procs)}.log"
+        proc = subprocess.Popen(
+            [sys.executable, "manage.py", *args],
+            cwd=BASE_DIR,
+            env={**self.env, **(env or {})},
+            stdout=log.open("wb"),
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        self.procs.append((name, proc, log))
+        return proc
+
+    def run(self, *args: str, env: dict[str, str] | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, "manage.py", *args],
+            cwd=BASE_DIR,
+            env={**self.env, **(env or {})},
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+
+    def stop(self, proc: subprocess.Popen, timeout: float = 30) -> int:
+        """SIGTERM, and the exit code once it has finished what it had in hand."""
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+        return proc.wait(timeout=timeout)
+
+    def kill(self, proc: subprocess.Popen) -> None:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+
+    def stop_all(self) -> None:
+        for _, proc, _ in self.procs:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + 20
+        for _, proc, _ in self.procs:
+            try:
+                proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                self.kill(proc)
+
+    def kill_all(self) -> None:
+        for _, proc, _ in self.procs:
+            try:
+                self.kill(proc)
+            except (ProcessLookupError, subprocess.TimeoutExpired):
+                pass
+
+    def logs(self, tail: int = 40) -> str:
+        parts = []
+        for name, proc, log in self.procs:
+            lines = log.read_text(errors="replace").splitlines() if log.exists() else []
+            parts.append(f"--- {name} (pid {proc.pid}, exit {proc.poll()}) ---\n" + "\n".join(lines[-tail:]))
+        return "\n".join(parts)
+
+
+def wait_until(predicate, *, timeout: float, interval: float = 0.1, message: str = "condition") -> None:
+    """Poll ``predicate`` until it is true; fail the test after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout}s waiting for {message}")
