@@ -95,6 +95,8 @@ class ConsumerWorker:
         self._connection = connection
         self._confirms = broker.supports_confirms(connection)
         broker.declare_topology(connection, self.consumers)
+        # Ready before the first consume: deliveries may arrive while the next one starts.
+        self._retry_publisher = BatchPublisher(connection, setting("RELAY_CONFIRM_TIMEOUT"))
         channel = connection.channel()
         channel.basic_qos(0, self.prefetch, False)
         for consumer in self.consumers:
@@ -111,7 +113,6 @@ class ConsumerWorker:
                     on_message=functools.partial(self._on_dead_lettered, consumer),
                     auto_declare=False,
                 ).consume()
-        self._retry_publisher = BatchPublisher(connection, setting("RELAY_CONFIRM_TIMEOUT"))
         logger.info("consuming", extra={"consumers": self.consumers})
 
     def _disconnect(self) -> None:
@@ -148,7 +149,7 @@ class ConsumerWorker:
         with structlog.contextvars.bound_contextvars(**context):
             started = time.monotonic()
             decision = decide(
-                consumer, body=message.body, properties=properties, headers=headers, routing_key=routing_key
+                consumer, body=raw_body(message), properties=properties, headers=headers, routing_key=routing_key
             )
             self._settle(consumer, message, decision, properties, headers, routing_key)
             metrics.consumer_message(
@@ -188,7 +189,7 @@ class ConsumerWorker:
             message_id=str(properties.get("message_id")),
             exchange="",
             routing_key=target,
-            body=message.body,
+            body=raw_body(message),
             correlation_id=str(properties.get("correlation_id") or ""),
             headers=retry_headers,
         )
@@ -210,7 +211,7 @@ class ConsumerWorker:
         try:
             dead_letter_record(
                 consumer=consumer,
-                body=message.body,
+                body=raw_body(message),
                 properties=properties,
                 headers=headers,
                 routing_key=routing_key,
@@ -241,7 +242,7 @@ class ConsumerWorker:
         try:
             dead_letter_record(
                 consumer=consumer,
-                body=message.body,
+                body=raw_body(message),
                 properties=properties,
                 headers=headers,
                 routing_key=original_key,
@@ -253,6 +254,12 @@ class ConsumerWorker:
             message.requeue()
             raise DatabaseDown("could not store a dead letter") from None
         message.ack()
+
+
+def raw_body(message) -> bytes:
+    """The body as bytes: py-amqp hands over a str when it could decode the content encoding."""
+    body = message.body
+    return body.encode(message.content_encoding or "utf-8") if isinstance(body, str) else bytes(body)
 
 
 def _parse_time(value):

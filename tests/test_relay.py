@@ -48,7 +48,9 @@ class LateTransaction(threading.Thread):
         try:
             with transaction.atomic():
                 self.message_id = str(
-                    publish(event_type="test.thing.late", payload={"late": True}, aggregate_type="thing", aggregate_id="L")
+                    publish(
+                        event_type="test.thing.late", payload={"late": True}, aggregate_type="thing", aggregate_id="L"
+                    )
                 )
                 self.written.set()
                 self.release.wait(timeout=120)

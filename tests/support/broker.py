@@ -19,7 +19,11 @@ def purge_topology() -> None:
         broker.declare_topology(conn)
         channel = conn.default_channel
         for consumer in registry.CONSUMERS:
-            for queue in [broker.main_queue(consumer), broker.dead_letter_queue(consumer), *broker.retry_queues(consumer)]:
+            for queue in [
+                broker.main_queue(consumer),
+                broker.dead_letter_queue(consumer),
+                *broker.retry_queues(consumer),
+            ]:
                 queue(channel).purge()
 
 
