@@ -43,3 +43,15 @@ lint: $(STAMP) ## ruff and import-linter
 
 clean: ## remove the embedded mode's data (var/)
 	rm -rf var
+
+chaos: $(STAMP) ## the long fault-injection run on PostgreSQL + RabbitMQ (bounded; prints what it injected and the invariants it checked)
+	$(PY) scripts/with_test_services.py $(PY) chaos/run.py
+
+bench: $(STAMP) ## the benchmarks on PostgreSQL + RabbitMQ, with the machine's own ceilings (prints a table, writes bench/results/)
+	$(PY) scripts/with_test_services.py $(PY) bench/run.py
+
+demo: $(STAMP) ## place orders that show every saga path against what `make run` is running, and print their timelines
+	DEBUG=$${DEBUG:-1} $(PY) scripts/demo.py
+
+browser-check: $(STAMP) ## open the admin and the API docs in headless Chromium (needs a root install of Debian's chromium)
+	$(PY) scripts/browser_check.py
