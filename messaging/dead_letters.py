@@ -4,13 +4,21 @@ The consumer records them here; operators list, replay and purge them through th
 functions from the ``dead_letters`` command and the admin.
 """
 
+import json
 import logging
-from datetime import datetime
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 
 from django.db import transaction
 from django.utils import timezone
 
-from messaging.models import DeadLetter
+from messaging import broker
+from messaging.conf import queue_name, setting
+from messaging.envelope import ATTEMPT_HEADER, Envelope
+from messaging.masking import mask_sensitive
+from messaging.models import DeadLetter, InboxMessage
+from messaging.publisher import BatchPublisher
 
 logger = logging.getLogger(__name__)
 
@@ -45,6 +53,7 @@ def dead_letter_record(
         "headers": _json_safe(headers),
         "properties": {k: _json_safe(properties[k]) for k in _KEPT_PROPERTIES if properties.get(k) is not None},
         "last_failed_at": now,
+        "replayed_at": None,  # failing again after a replay makes it a live dead letter again
     }
     with transaction.atomic():
         existing = (
@@ -93,3 +102,124 @@ def _json_safe(value):
     if value is None or isinstance(value, str | int | float | bool):
         return value
     return str(value)
+
+
+# --- operators: list, show, replay, purge ----------------------------------------------------
+
+# Headers that describe a failed delivery, not the event: a replay starts afresh without them.
+_DELIVERY_HEADERS = ("x-death", "x-first-death-exchange", "x-first-death-queue", "x-first-death-reason")
+
+
+@dataclass(frozen=True)
+class ReplayOutcome:
+    dead_letter_id: int
+    consumer: str
+    message_id: str
+    replayed: bool
+    note: str = ""
+
+
+def dead_letters_list(*, consumer: str | None = None):
+    letters = DeadLetter.objects.order_by("id")
+    return letters.filter(consumer=consumer) if consumer else letters
+
+
+def dead_letter_display_body(letter: DeadLetter) -> str:
+    """The body for people: JSON pretty-printed with payment tokens masked, else escaped text."""
+    raw = bytes(letter.body)
+    try:
+        return json.dumps(mask_sensitive(json.loads(raw)), indent=2, sort_keys=True)
+    except ValueError:
+        return raw.decode("utf-8", errors="backslashreplace")
+
+
+def _replay_message_id(letter: DeadLetter, new_id: bool) -> str:
+    if not new_id:
+        return letter.message_id
+    # Derived, not random: a replay interrupted before it was recorded reuses the same id, so
+    # the inbox still stops a double effect; each completed --new-id replay gets a fresh one.
+    return str(uuid.uuid5(uuid.NAMESPACE_URL, f"dead-letter:{letter.pk}:{letter.message_id}:{letter.replay_count}"))
+
+
+def _replay_note(letter: DeadLetter, message_id: str, new_id: bool) -> str | None:
+    """Why a replay would do nothing or might do something twice, if so."""
+    if not message_id:
+        return "it has no message_id, so it cannot be deduplicated: replay it with --new-id"
+    if new_id:
+        return None
+    handled = InboxMessage.objects.filter(consumer=letter.consumer, message_id=message_id).first()
+    if handled:
+        return (
+            f"{letter.consumer} already handled this message at {handled.handled_at:%Y-%m-%d %H:%M:%S}: "
+            "use --new-id to run it again"
+        )
+    return None
+
+
+def dead_letter_replay(*, ids: list[int], new_id: bool = False) -> list[ReplayOutcome]:
+    """Republish dead letters to their own consumer's queue (never to the other contexts).
+
+    By default the message keeps its ``message_id``, so the inbox still protects against a
+    double effect; ``new_id`` makes it a new message that will run again.
+    """
+    letters = list(DeadLetter.objects.filter(pk__in=ids).order_by("id"))
+    missing = sorted(set(ids) - {letter.pk for letter in letters})
+    outcomes = [ReplayOutcome(i, "-", "-", False, "no such dead letter") for i in missing]
+    if not letters:
+        return outcomes
+    retention = timedelta(seconds=setting("INBOX_RETENTION"))
+    with broker.connect() as connection:
+        connection.connect()
+        broker.declare_topology(connection, sorted({letter.consumer for letter in letters}))
+        publisher = BatchPublisher(connection, setting("RELAY_CONFIRM_TIMEOUT"))
+        try:
+            for letter in letters:
+                outcomes.append(_replay_one(letter, new_id, publisher, retention))
+        finally:
+            publisher.close()
+    return outcomes
+
+
+def _replay_one(letter: DeadLetter, new_id: bool, publisher: BatchPublisher, retention: timedelta) -> ReplayOutcome:
+    message_id = _replay_message_id(letter, new_id)
+    blocked = _replay_note(letter, message_id, new_id)
+    if blocked:
+        return ReplayOutcome(letter.pk, letter.consumer, letter.message_id or "-", False, blocked)
+    headers = {k: v for k, v in letter.headers.items() if k not in _DELIVERY_HEADERS}
+    headers.update({ATTEMPT_HEADER: 1, "x-replayed-from": letter.pk})
+    if letter.routing_key:
+        headers.setdefault("x-original-routing-key", letter.routing_key)
+    envelope = Envelope(
+        message_id=message_id,
+        exchange="",
+        routing_key=queue_name(letter.consumer),
+        body=bytes(letter.body),
+        correlation_id=str(letter.properties.get("correlation_id") or letter.correlation_id or ""),
+        headers=headers,
+    )
+    result = publisher.publish([envelope])
+    if result.failed:
+        return ReplayOutcome(letter.pk, letter.consumer, message_id, False, result.failed[message_id])
+    DeadLetter.objects.filter(pk=letter.pk).update(replayed_at=timezone.now(), replay_count=letter.replay_count + 1)
+    note = f"as a new message {message_id}" if new_id else ""
+    if not new_id and timezone.now() - letter.first_failed_at > retention:
+        note = (
+            "older than INBOX_RETENTION: if this consumer handled it before and its inbox row is "
+            "purged, it will be handled again"
+        )
+    logger.info(
+        "dead letter replayed",
+        extra={"dead_letter_id": letter.pk, "consumer": letter.consumer, "message_id": message_id},
+    )
+    return ReplayOutcome(letter.pk, letter.consumer, message_id, True, note)
+
+
+def dead_letter_replay_all(*, consumer: str | None = None, new_id: bool = False) -> list[ReplayOutcome]:
+    """Replay every dead letter not replayed since it last failed."""
+    ids = list(dead_letters_list(consumer=consumer).filter(replayed_at__isnull=True).values_list("pk", flat=True))
+    return dead_letter_replay(ids=ids, new_id=new_id)
+
+
+def dead_letter_purge(*, ids: list[int]) -> int:
+    deleted, _ = DeadLetter.objects.filter(pk__in=ids).delete()
+    return deleted

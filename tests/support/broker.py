@@ -2,9 +2,8 @@
 
 import uuid
 
-from kombu import Connection, Exchange, Queue
-
 from django.conf import settings
+from kombu import Connection, Exchange, Queue
 
 from messaging import broker, registry
 

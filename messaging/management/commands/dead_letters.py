@@ -1,0 +1,85 @@
+import json
+
+from django.core.management.base import BaseCommand, CommandError
+
+from messaging.dead_letters import (
+    dead_letter_display_body,
+    dead_letter_purge,
+    dead_letter_replay,
+    dead_letter_replay_all,
+    dead_letters_list,
+)
+from messaging.masking import mask_sensitive
+from messaging.models import DeadLetter
+from messaging.registry import CONSUMERS
+
+
+class Command(BaseCommand):
+    help = "Inspect, replay and purge dead letters: list | show ID | replay ID... | replay --all | purge ID..."
+
+    def add_arguments(self, parser):
+        actions = parser.add_subparsers(dest="action", required=True)
+        listing = actions.add_parser("list", help="one line per dead letter: id, consumer, message_id, reason")
+        listing.add_argument("--consumer", choices=CONSUMERS)
+        show = actions.add_parser("show", help="everything about one dead letter")
+        show.add_argument("id", type=int)
+        replay = actions.add_parser("replay", help="republish to the original consumer only")
+        replay.add_argument("ids", nargs="*", type=int, metavar="ID")
+        replay.add_argument("--all", action="store_true", help="every dead letter not replayed since it failed")
+        replay.add_argument("--consumer", choices=CONSUMERS, help="with --all: only this consumer's")
+        replay.add_argument("--new-id", action="store_true", help="a new message_id: the message runs again")
+        purge = actions.add_parser("purge", help="delete dead letters")
+        purge.add_argument("ids", nargs="+", type=int, metavar="ID")
+
+    def handle(self, *args, action, **options):
+        getattr(self, f"_{action}")(**options)
+
+    def _list(self, consumer=None, **options):
+        for letter in dead_letters_list(consumer=consumer):
+            self.stdout.write(f"{letter.pk}\t{letter.consumer}\t{letter.message_id or '-'}\t{letter.reason}")
+
+    def _show(self, id, **options):
+        letter = DeadLetter.objects.filter(pk=id).first()
+        if letter is None:
+            raise CommandError(f"no dead letter {id}")
+        fields = {
+            "id": letter.pk,
+            "consumer": letter.consumer,
+            "message_id": letter.message_id or "-",
+            "event_type": letter.event_type,
+            "routing_key": letter.routing_key,
+            "correlation_id": letter.correlation_id,
+            "reason": letter.reason,
+            "error": letter.error,
+            "attempts": letter.attempts,
+            "first_failed_at": letter.first_failed_at.isoformat(),
+            "last_failed_at": letter.last_failed_at.isoformat(),
+            "replayed_at": letter.replayed_at.isoformat() if letter.replayed_at else None,
+            "replay_count": letter.replay_count,
+        }
+        for name, value in fields.items():
+            self.stdout.write(f"{name:16} {value}")
+        self.stdout.write("headers:\n" + json.dumps(mask_sensitive(letter.headers), indent=2, sort_keys=True))
+        self.stdout.write("body:\n" + dead_letter_display_body(letter))
+        if letter.traceback:
+            self.stdout.write("traceback:\n" + letter.traceback)
+
+    def _replay(self, ids=(), all=False, consumer=None, new_id=False, **options):
+        if all == bool(ids):
+            raise CommandError("name the dead letters (ID ...) or pass --all, not both")
+        if consumer and not all:
+            raise CommandError("--consumer goes with --all")
+        outcomes = (
+            dead_letter_replay_all(consumer=consumer, new_id=new_id)
+            if all
+            else dead_letter_replay(ids=list(ids), new_id=new_id)
+        )
+        for outcome in outcomes:
+            status = "replayed" if outcome.replayed else "NOT replayed"
+            note = f": {outcome.note}" if outcome.note else ""
+            self.stdout.write(f"{outcome.dead_letter_id}\t{outcome.consumer}\t{outcome.message_id}\t{status}{note}")
+        if any(not o.replayed for o in outcomes):
+            raise SystemExit(1)
+
+    def _purge(self, ids, **options):
+        self.stdout.write(f"{dead_letter_purge(ids=list(ids))} dead letter(s) purged")
