@@ -19,9 +19,13 @@ class ProcessGroup:
         self.procs: list[tuple[str, subprocess.Popen, Path]] = []
 
     def start(self, name: str, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen:
+        """Start ``manage.py <args>``."""
+        return self.spawn(name, [sys.executable, "manage.py", *args], env=env)
+
+    def spawn(self, name: str, argv: list[str], env: dict[str, str] | None = None) -> subprocess.Popen:
         log = self.log_dir / f"{name}-{len(self.procs)}.log"
         proc = subprocess.Popen(
-            [sys.executable, "manage.py", *args],
+            argv,
             cwd=BASE_DIR,
             env={**self.env, **(env or {})},
             stdout=log.open("wb"),
