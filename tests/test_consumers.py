@@ -135,3 +135,34 @@ def test_a_handler_that_keeps_failing_is_retried_then_dead_lettered(processes, q
     assert ledger(failing) == []
     assert ledger(healthy) == [("charge", Decimal("10.00"))]
     assert not Payment.objects.filter(order_id=failing).exists()
+
+
+def test_what_rabbitmq_dead_letters_is_moved_to_the_dead_letter_table(processes, quiet_broker):
+    message_id = str(uuid.uuid4())
+    # As RabbitMQ leaves a message that hit the quorum queue's delivery limit.
+    publish_raw(
+        "payments_queue_dlq",
+        json.dumps(order_created(str(uuid.uuid4()))).encode(),
+        properties={"message_id": message_id},
+        headers={
+            **headers("orders.order.created"),
+            "x-death": [
+                {
+                    "count": 20,
+                    "reason": "delivery_limit",
+                    "queue": "payments_queue",
+                    "exchange": "ecommerce_events",
+                    "routing-keys": ["orders.order.created"],
+                }
+            ],
+        },
+        exchange="",
+    )
+
+    result = processes.run("run_consumers", "payments", "--once")
+
+    assert result.returncode == 0, result.stderr
+    letter = DeadLetter.objects.get()
+    assert (letter.consumer, letter.message_id, letter.reason) == ("payments", message_id, "broker_delivery_limit")
+    assert (letter.routing_key, letter.attempts) == ("orders.order.created", 20)
+    assert not InboxMessage.objects.filter(message_id=message_id).exists()
