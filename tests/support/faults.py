@@ -1,0 +1,204 @@
+"""Fault injection for the fault tests and ``make chaos``: SIGKILLs, cut connections, restarts.
+
+Everything here touches only the test's own resources: its processes, the connections of its
+RabbitMQ vhost (``TEST_BROKER_VHOST``) and the backends of its PostgreSQL test database. The
+one exception, ``broker_restart``, stops the whole broker and is for ``make chaos`` only.
+"""
+
+import os
+import random
+import subprocess
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from django.db import connections
+
+from tests.support.processes import ProcessGroup
+
+
+@dataclass
+class Injection:
+    """What one fault did, for the test's assertions and the chaos run's printout."""
+
+    at: float  # seconds since the injector started
+    description: str
+    ok: bool = True  # False when the fault did not happen as planned (a fault point not reached)
+
+
+class Restartable:
+    """A long-running command that the faults SIGKILL and start again, always the same way."""
+
+    def __init__(self, group: ProcessGroup, name: str, *args: str, env: dict[str, str] | None = None):
+        self.group, self.name, self.args, self.env = group, name, args, dict(env or {})
+        self.proc = group.start(name, *args, env=self.env)
+        self.kills = 0
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def kill(self) -> None:
+        self.group.kill(self.proc)
+        self.kills += 1
+
+    def start(self) -> None:
+        self.proc = self.group.start(self.name, *self.args, env=self.env)
+
+    def kill_and_restart(self) -> str:
+        self.kill()
+        self.start()
+        return f"SIGKILL {self.name} at a random moment, restarted"
+
+    def kill_at(self, point: str, marker_dir: Path, timeout: float = 30) -> tuple[bool, str]:
+        """Restart it with a fault point, SIGKILL it there, start it again without."""
+        marker = marker_dir / f"{self.name}-{uuid.uuid4().hex[:8]}.pid"
+        self.group.kill(self.proc)
+        self.proc = self.group.start(
+            self.name, *self.args, env={**self.env, "FAULT_POINT": point, "FAULT_MARKER": str(marker)}
+        )
+        deadline = time.monotonic() + timeout
+        while not marker.exists() and time.monotonic() < deadline and self.alive():
+            time.sleep(0.05)
+        reached = marker.exists()
+        self.kill()
+        self.start()
+        return reached, f"SIGKILL {self.name} at {point}{'' if reached else ' (NOT REACHED)'}, restarted"
+
+
+class Injector(threading.Thread):
+    """Runs faults one after another at random intervals, in the background.
+
+    The faults touch no database connection of this process, so the test's thread may go on
+    placing orders meanwhile.
+    """
+
+    def __init__(self, rng: random.Random, faults: list[Callable[[], str | tuple[bool, str]]], interval=(0.3, 1.5)):
+        super().__init__(daemon=True)
+        self.rng, self.faults, self.interval = rng, list(faults), interval
+        self.log: list[Injection] = []
+        self.error: BaseException | None = None
+        self._stop_asked = threading.Event()
+
+    def run(self) -> None:
+        started = time.monotonic()
+        try:
+            for fault in self.faults:
+                if self._stop_asked.wait(self.rng.uniform(*self.interval)):
+                    return
+                outcome = fault()
+                ok, description = outcome if isinstance(outcome, tuple) else (True, outcome)
+                self.log.append(Injection(round(time.monotonic() - started, 2), description, ok))
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the test's thread by finish()
+            self.error = exc
+
+    def finish(self, timeout: float = 300) -> list[Injection]:
+        self.join(timeout)
+        if self.is_alive():
+            self._stop_asked.set()
+            raise AssertionError(f"the injector did not finish in {timeout}s")
+        if self.error:
+            raise self.error
+        return self.log
+
+
+def kill_any(rng: random.Random, targets: list[Restartable]) -> Callable[[], str]:
+    return lambda: rng.choice(targets).kill_and_restart()
+
+
+def kill_at(rng: random.Random, targets: list[Restartable], point: str, marker_dir: Path):
+    return lambda: rng.choice(targets).kill_at(point, marker_dir)
+
+
+# --- connections --------------------------------------------------------------------------
+
+
+def close_broker_connections() -> str:
+    """Cut every AMQP connection of the test's vhost (and of no other)."""
+    vhost = os.environ["TEST_BROKER_VHOST"]
+    before = _broker_connection_count(vhost)
+    result = subprocess.run(
+        ["rabbitmqctl", "-q", "close_all_connections", "--vhost", vhost, "fault test: connection cut"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    if result.returncode:
+        raise RuntimeError(f"rabbitmqctl close_all_connections failed: {result.stderr}")
+    return f"closed the {before} broker connections of vhost {vhost}"
+
+
+def _broker_connection_count(vhost: str) -> int:
+    result = subprocess.run(
+        ["rabbitmqctl", "-q", "list_connections", "vhost", "--no-table-headers"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    return sum(1 for line in result.stdout.splitlines() if line.strip() == vhost)
+
+
+# The processes a fault test starts connect under this name, so that cutting "the test's
+# database connections" can never reach the test's own connection or another run's.
+APPLICATION_NAME = "saga_fault_test"
+
+
+def with_application_name(database_url: str) -> str:
+    return f"{database_url}{'&' if '?' in database_url else '?'}application_name={APPLICATION_NAME}"
+
+
+def terminate_database_backends() -> str:
+    """pg_terminate_backend the backends of the test database opened by the test's processes."""
+    connection = connections["default"]
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                "WHERE datname = current_database() AND application_name = %s AND pid <> pg_backend_pid()",
+                [APPLICATION_NAME],
+            )
+            [terminated] = cursor.fetchone()
+            cursor.execute("SELECT current_database()")
+            [database] = cursor.fetchone()
+    finally:
+        if threading.current_thread() is not threading.main_thread():
+            connection.close()  # the injector's thread has its own connection: do not leak it
+    return f"terminated {terminated} PostgreSQL backends of {database}"
+
+
+def backends_waiting_on_a_lock() -> int:
+    """Backends of the test's processes waiting on a lock held by another transaction."""
+    with connections["default"].cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND application_name = %s AND wait_event_type = 'Lock'",
+            [APPLICATION_NAME],
+        )
+        return cursor.fetchone()[0]
+
+
+def pause(target: Restartable, seconds: float) -> Callable[[], str]:
+    """SIGKILL a process and start it again only after a while: a consumer that is down."""
+
+    def fault() -> str:
+        target.kill()
+        time.sleep(seconds)
+        target.start()
+        return f"{target.name} SIGKILLed, down for {seconds:.1f}s, restarted"
+
+    return fault
+
+
+def broker_restart(down_for: float = 3.0) -> str:
+    """stop_app / start_app: every vhost of the broker goes away. ``make chaos`` only."""
+    try:
+        subprocess.run(["rabbitmqctl", "-q", "stop_app"], check=True, timeout=120, capture_output=True)
+        time.sleep(down_for)
+    finally:
+        subprocess.run(["rabbitmqctl", "-q", "start_app"], check=False, timeout=120, capture_output=True)
+        subprocess.run(["rabbitmqctl", "-q", "await_startup"], check=False, timeout=120, capture_output=True)
+    return f"broker stopped (stop_app) for {down_for:.1f}s and started again"

@@ -1,0 +1,355 @@
+"""The invariants every fault test and ``make chaos`` check once the system is quiet.
+
+``wait_quiet`` waits until nothing is left to do (outbox drained, queues empty, every event
+handled by every consumer bound to it or dead-lettered, no change for a while);
+``check_invariants`` then reads the database, the gateway's ledger and the broker and
+returns every violation it finds, with the list of checks it made, so that a test can assert
+``report.violations == []`` and ``make chaos`` can print both.
+"""
+
+import os
+import subprocess
+import time
+import uuid
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from decimal import Decimal
+
+from django.db.models import CharField, Count, Exists, OuterRef, Sum
+from django.db.models.functions import Cast
+
+from inventory.models import Product, Reservation
+from messaging import registry
+from messaging.models import DeadLetter, InboxMessage, OutboxMessage
+from orders.models import Order, OrderLine, StorefrontProduct
+from payments.gateway import gateway
+from payments.models import Payment
+
+TERMINAL = {Order.Status.CONFIRMED, Order.Status.FAILED, Order.Status.CANCELLED}
+# Saga events an order has at most one of; a second one means a message had a double effect.
+ONCE_PER_ORDER = (
+    "orders.order.created",
+    "payments.payment.succeeded",
+    "payments.payment.failed",
+    "payments.payment.refunded",
+    "inventory.stock.reserved",
+    "inventory.stock.reservation_failed",
+    "inventory.stock.released",
+    "orders.order.confirmed",
+    "orders.order.failed",
+    "orders.order.cancelled",
+)
+
+
+@dataclass(frozen=True)
+class ExpectedDeadLetter:
+    consumer: str
+    message_id: str  # "" for a message that had none
+    reason: str
+
+
+@dataclass
+class Report:
+    checks: list[str] = field(default_factory=list)
+    violations: list[str] = field(default_factory=list)
+
+    def check(self, name: str, problems: list[str], summary: str = "") -> None:
+        self.checks.append(f"{name}{f': {summary}' if summary else ''}")
+        self.violations.extend(f"{name}: {problem}" for problem in problems[:20])
+        if len(problems) > 20:
+            self.violations.append(f"{name}: ... and {len(problems) - 20} more")
+
+
+# --- waiting for quiet --------------------------------------------------------------------
+
+
+def broker_queue_depths() -> dict[str, int] | None:
+    """Messages per queue of the test's vhost, ready and unacknowledged; None if unreachable."""
+    vhost = os.environ["TEST_BROKER_VHOST"]
+    result = subprocess.run(
+        ["rabbitmqctl", "-q", "list_queues", "-p", vhost, "name", "messages", "--no-table-headers"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    if result.returncode:
+        return None
+    depths = {}
+    for line in result.stdout.splitlines():
+        name, _, count = line.rpartition("\t")
+        if name and not name.startswith("test_capture_"):  # a test's own observation queues
+            depths[name] = int(count)
+    return depths
+
+
+def unhandled_deliveries() -> int:
+    """Published events not yet handled (nor dead-lettered) by a consumer bound to them."""
+    return sum(_unhandled(consumer).count() for consumer in registry.CONSUMERS)
+
+
+def _unhandled(consumer: str):
+    """Published outbox rows routed to ``consumer`` with neither an inbox row nor a dead letter."""
+    keys = registry.binding_keys(consumer)
+    rows = OutboxMessage.objects.filter(published_at__isnull=False)
+    if registry.ANY_EVENT not in keys:
+        rows = rows.filter(event_type__in=keys)
+    message_id = Cast(OuterRef("event_id"), output_field=CharField())
+    return rows.exclude(Exists(InboxMessage.objects.filter(consumer=consumer, message_id=message_id))).exclude(
+        Exists(DeadLetter.objects.filter(consumer=consumer, message_id=message_id))
+    )
+
+
+def system_state() -> dict:
+    depths = broker_queue_depths()
+    return {
+        "unpublished": OutboxMessage.objects.filter(published_at__isnull=True, parked_at__isnull=True).count(),
+        "queued": None if depths is None else sum(depths.values()),
+        "unhandled": unhandled_deliveries(),
+        "inbox": InboxMessage.objects.count(),
+        "outbox": OutboxMessage.objects.count(),
+        "dead_letters": DeadLetter.objects.count(),
+        "pending_orders": Order.objects.filter(status=Order.Status.PENDING).count(),
+    }
+
+
+def wait_quiet(*, timeout: float, stable_for: float = 3.0, allow_pending_orders: bool = False) -> dict:
+    """Wait until nothing is left to do and nothing changes for ``stable_for`` seconds.
+
+    Messages held by a consumer count (``messages`` includes unacknowledged ones), and so do
+    retries waiting in delay queues. Fails with the last state seen after ``timeout``.
+    """
+    deadline = time.monotonic() + timeout
+    stable_since, last = None, None
+    while time.monotonic() < deadline:
+        state = system_state()
+        idle = (
+            state["unpublished"] == 0
+            and state["queued"] == 0
+            and state["unhandled"] == 0
+            and (allow_pending_orders or state["pending_orders"] == 0)
+        )
+        if idle and state == last:
+            if time.monotonic() - stable_since >= stable_for:
+                return state
+        else:
+            stable_since = time.monotonic()
+        last = state
+        time.sleep(0.5)
+    raise AssertionError(f"the system did not become quiet in {timeout}s; last state: {last}")
+
+
+# --- the invariants -----------------------------------------------------------------------
+
+
+def check_invariants(
+    *,
+    initial_stock: dict[str, int],
+    order_ids: Iterable | None = None,
+    expected_dead_letters: Iterable[ExpectedDeadLetter] = (),
+    tolerated_dead_letter: Callable[[DeadLetter], bool] | None = None,
+    cancelled: Iterable = (),
+    broker: bool = True,
+) -> Report:
+    """Check everything the saga promises once quiet; ``order_ids`` limits it to those orders.
+
+    ``expected_dead_letters`` must all be there with their reason, and no other dead letter
+    may exist unless ``tolerated_dead_letter`` accepts it. ``cancelled`` are orders whose
+    cancellation was accepted (202). ``broker`` also checks that every queue of the test's
+    vhost is empty: exact only once the consumers have stopped.
+    """
+    report = Report()
+    orders = Order.objects.all()
+    if order_ids is not None:
+        orders = orders.filter(pk__in=[uuid.UUID(str(i)) for i in order_ids])
+    orders = {str(o.id): o for o in orders}
+    scope = set(orders)
+
+    _check_terminal(report, orders, {str(i) for i in cancelled})
+    _check_stock(report, initial_stock)
+    _check_money(report, orders, whole_ledger=order_ids is None)
+    _check_once(report, scope if order_ids is not None else None)
+    _check_nothing_lost(report, scope if order_ids is not None else None)
+    if order_ids is None:
+        _check_dead_letters(report, list(expected_dead_letters), tolerated_dead_letter)
+    _check_outbox(report, scope if order_ids is not None else None)
+    if broker:
+        depths = broker_queue_depths()
+        if depths is None:
+            report.check("queues empty", ["rabbitmqctl list_queues failed"])
+        else:
+            full = [f"{name} holds {n}" for name, n in sorted(depths.items()) if n]
+            report.check("queues empty", full, f"{len(depths)} queues, 0 messages")
+    return report
+
+
+def _check_terminal(report: Report, orders: dict[str, Order], cancelled: set[str]) -> None:
+    statuses = Counter(o.status for o in orders.values())
+    pending = [f"order {oid} is {o.status}" for oid, o in orders.items() if o.status not in TERMINAL]
+    summary = f"{len(orders)} orders ({', '.join(f'{n} {s}' for s, n in sorted(statuses.items()))})"
+    report.check("every order terminal", pending, summary)
+    reverted = [
+        f"order {oid} was cancelled (202) but is {orders[oid].status}"
+        for oid in sorted(cancelled)
+        if oid in orders and orders[oid].status != Order.Status.CANCELLED
+    ]
+    report.check("an accepted cancellation stays", reverted, f"{len(cancelled)} cancellations accepted")
+
+
+def _check_stock(report: Report, initial_stock: dict[str, int]) -> None:
+    held = dict(
+        OrderLine.objects.filter(order__status=Order.Status.CONFIRMED, sku__in=initial_stock)
+        .values_list("sku")
+        .annotate(units=Sum("quantity"))
+    )
+    products = {p.sku: p for p in Product.objects.filter(sku__in=initial_stock)}
+    problems = []
+    for sku, initial in sorted(initial_stock.items()):
+        available = products[sku].stock if sku in products else 0
+        if available + held.get(sku, 0) != initial:
+            problems.append(f"{sku}: initial {initial} != available {available} + held {held.get(sku, 0)}")
+    summary = ", ".join(
+        f"{sku} {initial} = {products[sku].stock} + {held.get(sku, 0)}"
+        for sku, initial in sorted(initial_stock.items())
+        if sku in products
+    )
+    report.check("stock conserved (initial = available + held by CONFIRMED)", problems, summary)
+
+    confirmed = set(
+        str(i)
+        for i in Order.objects.filter(status=Order.Status.CONFIRMED, lines__sku__in=initial_stock).values_list(
+            "id", flat=True
+        )
+    )
+    reserved = {
+        str(r.order_id)
+        for r in Reservation.objects.filter(status=Reservation.Status.RESERVED)
+        if any(line["sku"] in initial_stock for line in r.lines)
+    }
+    problems = [f"order {oid} is CONFIRMED without a reservation" for oid in sorted(confirmed - reserved)]
+    problems += [f"order {oid} holds stock but is not CONFIRMED" for oid in sorted(reserved - confirmed)]
+    report.check("stock reserved exactly for CONFIRMED orders", problems, f"{len(reserved)} reservations held")
+
+    storefront = {s.sku: s for s in StorefrontProduct.objects.filter(sku__in=initial_stock)}
+    problems = [
+        f"{sku}: storefront shows {storefront[sku].available} (v{storefront[sku].version}), "
+        f"inventory has {p.stock} (v{p.version})"
+        if sku in storefront
+        else f"{sku}: missing from the storefront"
+        for sku, p in sorted(products.items())
+        if sku not in storefront or (storefront[sku].available, storefront[sku].version) != (p.stock, p.version)
+    ]
+    report.check("storefront in step with inventory", problems, f"{len(products)} products")
+
+
+def _check_money(report: Report, orders: dict[str, Order], *, whole_ledger: bool) -> None:
+    moved: dict[str, list[tuple[str, Decimal]]] = defaultdict(list)
+    for op in gateway.ledger() if whole_ledger else (op for oid in orders for op in gateway.ledger(order_id=oid)):
+        moved[op.order_id].append((op.kind, op.amount))
+    payments = {str(p.order_id): p for p in Payment.objects.filter(order_id__in=list(orders))}
+    problems, charged, refunded = [], 0, 0
+    for oid, order in orders.items():
+        ops = moved.get(oid, [])
+        charged += sum(1 for kind, _ in ops if kind == "charge")
+        refunded += sum(1 for kind, _ in ops if kind == "refund")
+        if order.status == Order.Status.CONFIRMED:
+            if ops != [("charge", order.total)]:
+                problems.append(f"CONFIRMED order {oid} (total {order.total}) moved {ops}")
+        elif order.status in TERMINAL and ops not in ([], [("charge", order.total), ("refund", order.total)]):
+            problems.append(f"{order.status} order {oid} (total {order.total}) moved {ops}")
+        payment = payments.get(oid)
+        status = payment.status if payment else None
+        agrees = {
+            (): {None, Payment.Status.DECLINED, Payment.Status.VOIDED},
+            ("charge",): {Payment.Status.CHARGED},
+            ("charge", "refund"): {Payment.Status.REFUNDED},
+        }.get(tuple(kind for kind, _ in ops), set())
+        if order.status in TERMINAL and status not in agrees:
+            problems.append(f"payments records {status} for order {oid}, the gateway moved {ops}")
+    if whole_ledger:
+        strangers = sorted(set(moved) - set(orders))
+        problems += [f"money moved for {oid}, which is no order: {moved[oid]}" for oid in strangers]
+    report.check(
+        "money by the gateway ledger (CONFIRMED: one charge; FAILED/CANCELLED: none or charge + equal refund)",
+        problems,
+        f"{charged} charges, {refunded} refunds",
+    )
+
+
+def _check_once(report: Report, scope: set[str] | None) -> None:
+    inbox = InboxMessage.objects.all()
+    outbox = OutboxMessage.objects.all()
+    if scope is not None:
+        inbox, outbox = inbox.filter(correlation_id__in=scope), outbox.filter(correlation_id__in=scope)
+    doubled = inbox.values("consumer", "message_id").annotate(n=Count("id")).filter(n__gt=1)
+    problems = [f"{d['consumer']} recorded {d['message_id']} {d['n']} times" for d in doubled]
+    # A message handled twice would publish its consequences twice, under the same cause.
+    effects = (
+        outbox.exclude(causation_id="")
+        .values("causation_id", "event_type", "aggregate_id")
+        .annotate(n=Count("id"))
+        .filter(n__gt=1)
+    )
+    problems += [f"{e['causation_id']} caused {e['event_type']} {e['n']} times" for e in effects]
+    per_order = (
+        outbox.filter(event_type__in=ONCE_PER_ORDER)
+        .values("correlation_id", "event_type")
+        .annotate(n=Count("id"))
+        .filter(n__gt=1)
+    )
+    problems += [f"order {p['correlation_id']} has {p['n']} x {p['event_type']}" for p in per_order]
+    report.check(
+        "each consumer handled each message id at most once (inbox, effects, saga events)",
+        problems,
+        f"{inbox.count()} inbox rows",
+    )
+
+
+def _check_nothing_lost(report: Report, scope: set[str] | None) -> None:
+    problems = []
+    for consumer in registry.CONSUMERS:
+        rows = _unhandled(consumer)
+        if scope is not None:
+            rows = rows.filter(correlation_id__in=scope)
+        problems += [f"{consumer} never handled {t} {i}" for i, t in rows.values_list("event_id", "event_type")]
+    published = OutboxMessage.objects.filter(published_at__isnull=False).count()
+    report.check(
+        "every published event handled (or dead-lettered) by every consumer bound to it",
+        problems,
+        f"{published} events published",
+    )
+
+
+def _check_dead_letters(
+    report: Report, expected: list[ExpectedDeadLetter], tolerated: Callable[[DeadLetter], bool] | None
+) -> None:
+    letters = list(DeadLetter.objects.all())
+    found = Counter(ExpectedDeadLetter(d.consumer, d.message_id, d.reason) for d in letters)
+    wanted = Counter(expected)
+    problems = [f"missing: {e}" for e in sorted(wanted - found, key=str)]
+    extra = [d for d in letters if (found - wanted)[ExpectedDeadLetter(d.consumer, d.message_id, d.reason)]]
+    problems += [
+        f"unexpected: {d.consumer} {d.message_id or '-'} {d.reason}: {d.error[:200]}"
+        for d in extra
+        if not (tolerated and tolerated(d))
+    ]
+    problems += [f"dead letter {d.pk} has no error" for d in letters if not d.error]
+    report.check(
+        "every poison message is a dead letter with its reason, and nothing else is",
+        problems,
+        f"{len(letters)} dead letters ({len(expected)} expected)",
+    )
+
+
+def _check_outbox(report: Report, scope: set[str] | None) -> None:
+    rows = OutboxMessage.objects.filter(published_at__isnull=True)
+    if scope is not None:
+        rows = rows.filter(correlation_id__in=scope)
+    problems = [f"{r.event_type} {r.event_id} is still pending" for r in rows if r.parked_at is None]
+    problems += [f"parked {r.event_type} {r.event_id} has no error" for r in rows if r.parked_at and not r.last_error]
+    parked = sum(1 for r in rows if r.parked_at)
+    total = OutboxMessage.objects.count()
+    report.check(
+        "no outbox row unpublished but parked ones with their error", problems, f"{total} rows, {parked} parked"
+    )

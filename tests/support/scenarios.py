@@ -1,0 +1,282 @@
+"""Fault scenarios on real processes, shared by the fault tests (short) and ``make chaos`` (long).
+
+Each one starts the saga's processes, seeds the catalogue, places a load of orders while an
+``Injector`` fires its faults in the background, waits until the system is quiet, checks that
+every long-running process is still alive (they recover by themselves), stops them with
+SIGTERM and returns what happened. The caller then checks the invariants.
+"""
+
+import json
+import random
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from kombu import Queue
+
+from messaging.models import DeadLetter
+from tests.support import faults
+from tests.support.broker import connection as broker_connection
+from tests.support.broker import publish_raw
+from tests.support.faults import Injection, Injector, Restartable
+from tests.support.invariants import ExpectedDeadLetter, wait_quiet
+from tests.support.load import CATALOG, OrderLoad, as_json, order_created_payload
+from tests.support.processes import ProcessGroup
+from tests.support.saga import seed_catalog
+
+# Short retries so that a transient failure is retried within the test's time.
+FAST_RETRIES = {"CONSUMER_RETRY_DELAYS": "0.2,0.5,1", "CONSUMER_MAX_ATTEMPTS": "5"}
+CONSUMER_POINTS = [
+    f"consumer.{consumer}.{moment}"
+    for consumer in ("payments", "inventory", "orders", "events")
+    for moment in ("before_commit", "before_ack")
+]
+
+
+@dataclass
+class Outcome:
+    injections: list[Injection]
+    load: OrderLoad
+    expected_dead_letters: list[ExpectedDeadLetter] = field(default_factory=list)
+    tolerated_dead_letter: Callable[[DeadLetter], bool] | None = None
+    exit_codes: list[int] = field(default_factory=list)  # of the SIGTERM at the end, all 0 expected
+
+    def injected(self) -> list[str]:
+        return [f"{i.at:7.2f}s  {i.description}" for i in self.injections]
+
+
+def process_log_events(group: ProcessGroup, event: str) -> int:
+    """How many JSON log lines of the group's processes have this ``event``."""
+    count = 0
+    for _, _, log in group.procs:
+        for line in log.read_text(errors="replace").splitlines():
+            if line.startswith("{") and json.loads(line).get("event") == event:
+                count += 1
+    return count
+
+
+def _settle(group: ProcessGroup, running: list[Restartable], load: OrderLoad, timeout: float) -> list[int]:
+    load.finish()
+    wait_quiet(timeout=timeout)
+    dead = [f"{r.name} (pid {r.proc.pid}, exit {r.proc.poll()})" for r in running if not r.alive()]
+    if dead:
+        raise AssertionError(f"processes died instead of recovering: {dead}\n{group.logs()}")
+    return [group.stop(r.proc) for r in running]
+
+
+def _run(rng, load: OrderLoad, fault_list, *, max_orders: int, interval, at_least: int = 10) -> list[Injection]:
+    injector = Injector(rng, fault_list, interval=interval)
+    injector.start()
+    load.run_while(injector.is_alive, max_orders=max_orders, at_least=at_least)
+    return injector.finish()
+
+
+def relay_kills(
+    group: ProcessGroup, rng: random.Random, *, random_kills: int, confirm_kills: int, max_orders: int, quiet=120
+) -> Outcome:
+    """Two relays (small batches) SIGKILLed at random moments and right after the broker confirmed."""
+    relays = [Restartable(group, "relay", "run_outbox_relay", "--batch-size", "5") for _ in range(2)]
+    consumers = [Restartable(group, "consumers", "run_consumers", env=FAST_RETRIES) for _ in range(2)]
+    seed_catalog(catalog=CATALOG)
+    load = OrderLoad(rng)
+    fault_list = [faults.kill_any(rng, relays)] * random_kills
+    fault_list += [faults.kill_at(rng, relays, "relay.after_confirm", group.log_dir)] * confirm_kills
+    rng.shuffle(fault_list)
+    injections = _run(rng, load, fault_list, max_orders=max_orders, interval=(0.2, 1.0))
+    return Outcome(injections, load, exit_codes=_settle(group, relays + consumers, load, quiet))
+
+
+def consumer_kills(
+    group: ProcessGroup, rng: random.Random, *, random_kills: int, points: list[str], max_orders: int, quiet=120
+) -> Outcome:
+    """Two consumer processes SIGKILLed at random moments, inside handlers and between commit and ack."""
+    relay = Restartable(group, "relay", "run_outbox_relay")
+    consumers = [Restartable(group, "consumers", "run_consumers", env=FAST_RETRIES) for _ in range(2)]
+    seed_catalog(catalog=CATALOG)
+    load = OrderLoad(rng)
+    fault_list = [faults.kill_any(rng, consumers)] * random_kills
+    fault_list += [faults.kill_at(rng, consumers, point, group.log_dir) for point in points]
+    rng.shuffle(fault_list)
+    injections = _run(rng, load, fault_list, max_orders=max_orders, interval=(0.2, 1.0))
+    return Outcome(injections, load, exit_codes=_settle(group, [relay, *consumers], load, quiet))
+
+
+def connection_cuts(
+    group: ProcessGroup, rng: random.Random, *, broker_cuts: int, database_cuts: int, max_orders: int, quiet=150
+) -> Outcome:
+    """Every broker connection of the vhost and every database backend of the processes cut mid-load.
+
+    The deadline loop runs too (with a deadline no order reaches): it must survive the cuts.
+    """
+    relay = Restartable(group, "relay", "run_outbox_relay", "--batch-size", "20")
+    consumers = [Restartable(group, "consumers", "run_consumers", env=FAST_RETRIES) for _ in range(2)]
+    deadline = Restartable(group, "deadline", "expire_pending_orders", "--loop", env={"SAGA_TIMEOUT": "600"})
+    seed_catalog(catalog=CATALOG)
+    load = OrderLoad(rng)
+    fault_list = [faults.close_broker_connections] * broker_cuts + [faults.terminate_database_backends] * database_cuts
+    rng.shuffle(fault_list)
+    injections = _run(rng, load, fault_list, max_orders=max_orders, interval=(0.5, 2.0))
+    return Outcome(injections, load, exit_codes=_settle(group, [relay, *consumers, deadline], load, quiet))
+
+
+def broker_restart(group: ProcessGroup, rng: random.Random, *, restarts: int, max_orders: int, quiet=180) -> Outcome:
+    """``make chaos`` only: the whole broker stopped and started mid-load (it affects every vhost)."""
+    relay = Restartable(group, "relay", "run_outbox_relay")
+    consumers = [Restartable(group, "consumers", "run_consumers", env=FAST_RETRIES) for _ in range(2)]
+    seed_catalog(catalog=CATALOG)
+    load = OrderLoad(rng)
+    injections = _run(rng, load, [faults.broker_restart] * restarts, max_orders=max_orders, interval=(2.0, 4.0))
+    load.run_while(lambda: False, max_orders=max_orders, at_least=len(load.orders) + 10)  # after the restart
+    return Outcome(injections, load, exit_codes=_settle(group, [relay, *consumers], load, quiet))
+
+
+# --- poison ---------------------------------------------------------------------------------
+
+
+def _headers(event_type: str | None, version=1) -> dict:
+    headers = {"schema_version": version, "occurred_at": "2026-01-01T00:00:00+00:00"}
+    if event_type:
+        headers["event_type"] = event_type
+    return headers
+
+
+def _poison(queue: str, body: bytes, event_type: str | None, *, with_id: bool = True, version=1) -> str:
+    """Publish straight into one consumer's queue, as a retry or a replay would; the message id used."""
+    message_id = str(uuid.uuid4()) if with_id else ""
+    publish_raw(
+        queue,
+        body,
+        properties={"message_id": message_id} if message_id else {},
+        headers=_headers(event_type, version),
+        exchange="",
+    )
+    return message_id
+
+
+# Each kind: (consumer, reason, how to make it). Covers every way a message can be unusable.
+POISON_KINDS: list[tuple[str, str, Callable[[], str]]] = [
+    ("payments", "undecodable_body", lambda: _poison("payments_queue", b"\xff\xfe{not json", "orders.order.created")),
+    ("inventory", "undecodable_body", lambda: _poison("inventory_queue", b"[1, 2]", "orders.order.cancelled")),
+    ("events", "missing_message_id", lambda: _poison("events_queue", as_json({}), "x.y.z", with_id=False)),
+    ("orders", "missing_event_type", lambda: _poison("orders_queue", as_json({"order_id": str(uuid.uuid4())}), None)),
+    (
+        "payments",
+        "invalid_schema_version",
+        lambda: _poison("payments_queue", as_json(order_created_payload()), "orders.order.created", version="abc"),
+    ),
+    ("orders", "unknown_event_type", lambda: _poison("orders_queue", as_json({}), "orders.order.exploded")),
+    (
+        "inventory",
+        "unsupported_schema_version",
+        lambda: _poison("inventory_queue", as_json({}), "orders.order.cancelled", version=99),
+    ),
+    (
+        "payments",
+        "invalid_payload",
+        lambda: _poison("payments_queue", as_json(order_created_payload(total="-5")), "orders.order.created"),
+    ),
+    (
+        "orders",
+        "invalid_payload",  # a reservation for an order that does not exist
+        lambda: _poison(
+            "orders_queue", as_json({"order_id": str(uuid.uuid4()), "items": []}), "inventory.stock.reserved"
+        ),
+    ),
+    (
+        "payments",
+        "handler_error",  # a bug that raises on every attempt (the gateway refuses a 7-letter currency)
+        lambda: _poison("payments_queue", as_json(order_created_payload(currency="TOOLONG")), "orders.order.created"),
+    ),
+]
+
+
+def poison_past_delivery_limit() -> str:
+    """A message that "crashes" the consumer on every delivery: requeued until RabbitMQ's limit.
+
+    Quorum queues count every requeue; past ``x-delivery-limit`` the broker dead-letters it to
+    ``payments_queue_dlq``, from which the consumer moves it to the dead-letter table.
+    """
+    message_id = _poison("payments_queue", as_json(order_created_payload()), "orders.order.created")
+    with broker_connection() as conn:
+        queue = Queue("payments_queue", no_declare=True)(conn.default_channel)
+        for _ in range(100):
+            message = queue.get(no_ack=False)
+            if message is None:
+                break
+            message.requeue()
+        else:
+            raise AssertionError("the broker never dead-lettered the message")
+    return message_id
+
+
+def poison(group: ProcessGroup, rng: random.Random, *, copies: int, max_orders: int, quiet=120) -> Outcome:
+    """Every kind of poison message, ``copies`` of each, injected at random among valid orders."""
+    relay = Restartable(group, "relay", "run_outbox_relay")
+    consumers = [Restartable(group, "consumers", "run_consumers", env=FAST_RETRIES) for _ in range(2)]
+    seed_catalog(catalog=CATALOG)
+    for consumer in consumers:  # RabbitMQ's own dead-lettering needs the queue to itself
+        consumer.kill()
+    expected = [ExpectedDeadLetter("payments", poison_past_delivery_limit(), "broker_delivery_limit")]
+    for consumer in consumers:
+        consumer.start()
+    kinds = POISON_KINDS * copies
+    rng.shuffle(kinds)
+
+    def inject(consumer, reason, make):
+        def fault():
+            expected.append(ExpectedDeadLetter(consumer, make(), reason))
+            return f"poison for {consumer}: {reason}"
+
+        return fault
+
+    load = OrderLoad(rng)
+    fault_list = [inject(*kind) for kind in kinds]
+    injections = _run(rng, load, fault_list, max_orders=max_orders, interval=(0.05, 0.4))
+    injections.insert(0, Injection(0.0, "poison for payments: requeued past the delivery limit (before the load)"))
+    return Outcome(injections, load, expected, exit_codes=_settle(group, [relay, *consumers], load, quiet))
+
+
+# --- cancellations and deadlines ------------------------------------------------------------
+
+
+def races(
+    group: ProcessGroup,
+    rng: random.Random,
+    *,
+    pauses: int,
+    saga_timeout: float,
+    cancel_share: float,
+    max_orders: int,
+    quiet=150,
+) -> Outcome:
+    """Cancellations fired at random moments, and orders passing their deadline mid-saga.
+
+    One consumer process per context; the faults take one of them down for longer than the
+    saga deadline, so the deadline fails the orders caught in that step while their events
+    wait in the queue, to be handled late. ``tok_unavailable`` orders are retried until the
+    budget is spent (a dead letter), then the deadline fails them.
+    """
+    relay = Restartable(group, "relay", "run_outbox_relay")
+    retries = {**FAST_RETRIES, "CONSUMER_MAX_ATTEMPTS": "3"}
+    contexts = {
+        name: Restartable(group, f"consumers-{name.replace(' ', '-')}", "run_consumers", *name.split(), env=retries)
+        for name in ("payments", "inventory", "orders events")
+    }
+    deadline = Restartable(
+        group, "deadline", "expire_pending_orders", "--loop", env={"SAGA_TIMEOUT": str(saga_timeout)}
+    )
+    seed_catalog(catalog=CATALOG)
+    tokens = ["tok_visa"] * 6 + ["tok_chargeDeclined", "tok_timeout", "tok_unavailable"]
+    load = OrderLoad(rng, tokens=tokens, cancel_share=cancel_share, cancel_within=2 * saga_timeout)
+    down_for = saga_timeout * 2 + 1  # past the deadline, and past the loop's next check
+    fault_list = [faults.pause(contexts[rng.choice(list(contexts))], down_for) for _ in range(pauses)]
+    injections = _run(rng, load, fault_list, max_orders=max_orders, interval=(0.5, 1.5))
+    unavailable = {oid for oid, token in load.orders.items() if token == "tok_unavailable"}
+
+    def retried_out(letter: DeadLetter) -> bool:
+        return (
+            letter.consumer == "payments" and letter.reason == "handler_error" and letter.correlation_id in unavailable
+        )
+
+    running = [relay, *contexts.values(), deadline]
+    return Outcome(injections, load, [], retried_out, exit_codes=_settle(group, running, load, quiet))

@@ -1,0 +1,138 @@
+"""Processes SIGKILLed mid-load: relays, consumers, and a consumer that dies after the charge.
+
+Real PostgreSQL, RabbitMQ and processes; the exact invariants are checked once quiet.
+"""
+
+from decimal import Decimal
+
+import pytest
+
+from messaging.models import InboxMessage, OutboxMessage
+from orders.models import Order
+from orders.services.checkout import Line, order_place
+from orders.services.saga import order_cancel
+from payments.gateway import gateway
+from payments.models import Payment
+from tests.conftest import ALL_DATABASES
+from tests.support import fault_fixtures
+from tests.support.faults import backends_waiting_on_a_lock
+from tests.support.invariants import check_invariants, wait_quiet
+from tests.support.load import CATALOG, INITIAL_STOCK
+from tests.support.processes import wait_until
+from tests.support.saga import seed_catalog
+from tests.support.scenarios import FAST_RETRIES, consumer_kills, process_log_events, relay_kills
+
+pytestmark = pytest.mark.django_db(transaction=True, databases=ALL_DATABASES)
+process_env, rng = fault_fixtures.process_env, fault_fixtures.rng
+
+DUPLICATE = "duplicate: already handled, acked without effect"
+
+
+def test_relays_killed_at_random_points_lose_nothing_and_double_nothing(processes, quiet_broker, rng):
+    # given two relays and two consumer processes under a load of orders
+    # when the relays are SIGKILLed 6 times at random and 3 times between the confirms and the commit
+    outcome = relay_kills(processes, rng, random_kills=6, confirm_kills=3, max_orders=300)
+
+    # then every fault happened, every process recovered, and the invariants hold
+    assert [i.ok for i in outcome.injections] == [True] * 9, "\n".join(outcome.injected())
+    assert outcome.exit_codes == [0, 0, 0, 0]
+    report = check_invariants(initial_stock=INITIAL_STOCK)
+    assert report.violations == [], report.checks
+    # A batch confirmed but not committed is published again: the inboxes absorbed it.
+    assert process_log_events(processes, DUPLICATE) >= 3
+
+
+def test_consumers_killed_inside_handlers_and_before_acks_lose_nothing_and_double_nothing(processes, quiet_broker, rng):
+    # given a relay and two consumer processes under a load of orders
+    points = [
+        "consumer.payments.before_commit",
+        "consumer.payments.before_ack",
+        "consumer.inventory.before_commit",
+        "consumer.inventory.before_ack",
+        "consumer.orders.before_ack",
+    ]
+    # when the consumers are SIGKILLed 6 times at random and once at each of those points
+    outcome = consumer_kills(processes, rng, random_kills=6, points=points, max_orders=300)
+
+    # then every fault happened, every process recovered, and the invariants hold
+    assert [i.ok for i in outcome.injections] == [True] * 11, "\n".join(outcome.injected())
+    assert outcome.exit_codes == [0, 0, 0]
+    report = check_invariants(initial_stock=INITIAL_STOCK)
+    assert report.violations == [], report.checks
+    # Each kill after a commit left a handled message unacked: its redelivery was a duplicate.
+    assert process_log_events(processes, DUPLICATE) >= 3
+
+
+def paused_at(tmp_path, name: str):
+    """A payments consumer that stops after the gateway call, before its commit, holding one message."""
+    marker = tmp_path / f"{name}.pid"
+    return marker, {
+        **FAST_RETRIES,
+        "FAULT_POINT": "consumer.payments.before_commit",
+        "FAULT_MARKER": str(marker),
+        "CONSUMER_PREFETCH": "1",
+    }
+
+
+def test_a_charge_made_by_a_consumer_that_died_before_its_commit_is_not_made_again(processes, quiet_broker, tmp_path):
+    # given the saga running, with the payments consumer set to stop after the gateway call
+    relay = processes.start("relay", "run_outbox_relay")
+    others = processes.start("consumers", "run_consumers", "orders", "inventory", "events")
+    seed_catalog(catalog=CATALOG)
+    marker, fault = paused_at(tmp_path, "payments")
+    doomed = processes.start("payments", "run_consumers", "payments", env=fault)
+    order = order_place(customer_id="c", lines=[Line("WIDGET", 2)], payment_token="tok_visa")
+    wait_until(marker.exists, timeout=30, message="payments to stop before its commit")
+    assert [(op.kind, op.amount) for op in gateway.ledger(order_id=str(order.id))] == [("charge", Decimal("39.98"))]
+    assert not Payment.objects.filter(order_id=order.id).exists()  # its transaction is still open
+
+    # when it is SIGKILLed there and a new payments consumer gets the redelivery
+    processes.kill(doomed)
+    payments = processes.start("payments", "run_consumers", "payments", env=FAST_RETRIES)
+    wait_quiet(timeout=60)
+
+    # then the order is confirmed on the first charge, and no second one was made
+    assert Order.objects.get(pk=order.id).status == Order.Status.CONFIRMED
+    [charge] = gateway.ledger(order_id=str(order.id))
+    payment = Payment.objects.get(order_id=order.id)
+    assert (payment.status, payment.charge_id) == (Payment.Status.CHARGED, f"ch_{charge.pk}")
+    created = OutboxMessage.objects.get(event_type="orders.order.created")
+    assert InboxMessage.objects.filter(consumer="payments", message_id=str(created.event_id)).count() == 1
+    assert OutboxMessage.objects.filter(event_type="payments.payment.succeeded").count() == 1
+    assert [processes.stop(p) for p in (relay, others, payments)] == [0, 0, 0]
+    report = check_invariants(initial_stock=INITIAL_STOCK)
+    assert report.violations == [], report.checks
+
+
+def test_a_charge_lost_in_a_crash_is_found_and_refunded_when_the_order_is_cancelled_meanwhile(
+    processes, quiet_broker, tmp_path
+):
+    # given the payments consumer stopped after the gateway charged, its transaction still open
+    relay = processes.start("relay", "run_outbox_relay")
+    others = processes.start("consumers", "run_consumers", "orders", "inventory", "events")
+    seed_catalog(catalog=CATALOG)
+    marker, fault = paused_at(tmp_path, "payments")
+    doomed = processes.start("payments", "run_consumers", "payments", env=fault)
+    order = order_place(customer_id="c", lines=[Line("RARE", 1)], payment_token="tok_visa")
+    wait_until(marker.exists, timeout=30, message="payments to stop before its commit")
+
+    # when the order is cancelled, a second payments consumer takes the cancellation (it waits
+    # on the first one's uncommitted payment row), and the first one is SIGKILLed
+    order_cancel(order_id=order.id)
+    payments = processes.start("payments", "run_consumers", "payments", env=FAST_RETRIES)
+    wait_until(lambda: backends_waiting_on_a_lock() == 1, timeout=30, message="the refund to wait on the row lock")
+    processes.kill(doomed)
+    wait_quiet(timeout=60)
+
+    # then the refund found the charge the crash hid, and the redelivered charge did nothing
+    # (had the charge been handled first, it would have announced payments.payment.succeeded)
+    assert Order.objects.get(pk=order.id).status == Order.Status.CANCELLED
+    assert [(op.kind, op.amount) for op in gateway.ledger(order_id=str(order.id))] == [
+        ("charge", Decimal("250.00")),
+        ("refund", Decimal("250.00")),
+    ]
+    assert Payment.objects.get(order_id=order.id).status == Payment.Status.REFUNDED
+    assert OutboxMessage.objects.filter(event_type="payments.payment.succeeded").count() == 0
+    assert [processes.stop(p) for p in (relay, others, payments)] == [0, 0, 0]
+    report = check_invariants(initial_stock=INITIAL_STOCK, cancelled=[order.id])
+    assert report.violations == [], report.checks
