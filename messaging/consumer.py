@@ -11,6 +11,7 @@ behind it. Messages that RabbitMQ itself dead-letters (delivery limit, rejects) 
 import functools
 import logging
 import time
+from contextlib import nullcontext
 
 import structlog
 from django.db import DatabaseError
@@ -24,6 +25,7 @@ from messaging.dead_letters import dead_letter_record
 from messaging.dispatch import Decision, Outcome, database_reachable, decide
 from messaging.envelope import ATTEMPT_HEADER, Envelope
 from messaging.faults import fault_point
+from messaging.heartbeat import HandlerHeartbeat
 from messaging.lifecycle import Backoff, Stopper, drop_broken_db_connections
 from messaging.publisher import BatchPublisher, ConfirmTimeout
 
@@ -48,6 +50,7 @@ class ConsumerWorker:
         self._connection = None
         self._retry_publisher: BatchPublisher | None = None
         self._confirms = False
+        self._heartbeat: HandlerHeartbeat | None = None
         self._last_delivery = time.monotonic()
 
     # --- the loop --------------------------------------------------------------------------
@@ -77,9 +80,12 @@ class ConsumerWorker:
 
     def _consume(self, *, once: bool) -> None:
         self._last_delivery = time.monotonic()
+        # Wake often enough to send heartbeats at twice the negotiated rate.
+        heartbeat = getattr(self._connection.connection, "heartbeat", 0) if self._confirms else 0
+        wait = min(1.0, heartbeat / 4) if heartbeat else 1.0
         while not self.stopper.stopping:
             try:
-                self._connection.drain_events(timeout=self.idle_timeout if once else 1.0)
+                self._connection.drain_events(timeout=wait)
             except TimeoutError:
                 if once and time.monotonic() - self._last_delivery >= self.idle_timeout:
                     return
@@ -94,6 +100,9 @@ class ConsumerWorker:
         connection.connect()
         self._connection = connection
         self._confirms = broker.supports_confirms(connection)
+        negotiated = getattr(connection.connection, "heartbeat", 0) if self._confirms else 0
+        if negotiated:
+            self._heartbeat = HandlerHeartbeat(connection.connection, negotiated)
         broker.declare_topology(connection, self.consumers)
         # Ready before the first consume: deliveries may arrive while the next one starts.
         self._retry_publisher = BatchPublisher(connection, setting("RELAY_CONFIRM_TIMEOUT"))
@@ -116,6 +125,9 @@ class ConsumerWorker:
         logger.info("consuming", extra={"consumers": self.consumers})
 
     def _disconnect(self) -> None:
+        if self._heartbeat is not None:
+            self._heartbeat.stop()
+            self._heartbeat = None
         if self._retry_publisher is not None:
             self._retry_publisher.close()
         broker.close_quietly(self._connection)
@@ -148,9 +160,10 @@ class ConsumerWorker:
         }
         with structlog.contextvars.bound_contextvars(**context):
             started = time.monotonic()
-            decision = decide(
-                consumer, body=raw_body(message), properties=properties, headers=headers, routing_key=routing_key
-            )
+            with self._heartbeat.handling() if self._heartbeat else nullcontext():
+                decision = decide(
+                    consumer, body=raw_body(message), properties=properties, headers=headers, routing_key=routing_key
+                )
             self._settle(consumer, message, decision, properties, headers, routing_key)
             metrics.consumer_message(
                 consumer, context["event_type"], decision.outcome.value, time.monotonic() - started

@@ -3,7 +3,8 @@
 - Test tokens: ``tok_visa`` is charged; ``tok_chargeDeclined`` and any unknown token are
   declined (a decline moves no money). ``tok_timeout`` is charged but the first response is
   lost (``GatewayTimeout``: the caller cannot know the outcome); ``tok_unavailable`` always
-  fails with ``GatewayUnavailable`` before charging.
+  fails with ``GatewayUnavailable`` before charging; ``tok_slow`` is charged after
+  ``FAKE_GATEWAY_DELAY`` seconds (default 5), like a gateway having a bad day.
 - Every charge and refund carries an idempotency key: the same key returns the first result
   and moves no more money; the same key with other parameters is an error.
 - A charge is refunded at most once, whatever key the refund uses.
@@ -11,6 +12,8 @@
   caller's transaction does not undo a charge, as with a real card.
 """
 
+import os
+import time
 from dataclasses import dataclass
 from decimal import Decimal
 
@@ -19,7 +22,7 @@ from django.db import IntegrityError
 from payments.models import GatewayOperation
 
 GATEWAY_DB = "gateway"
-CHARGEABLE_TOKENS = {"tok_visa", "tok_timeout"}
+CHARGEABLE_TOKENS = {"tok_visa", "tok_timeout", "tok_slow"}
 
 
 class GatewayError(Exception):
@@ -79,6 +82,8 @@ class FakeGateway:
             return _result(existing)
         if token == "tok_unavailable":
             raise GatewayUnavailable("the gateway is unavailable")
+        if token == "tok_slow":
+            time.sleep(float(os.environ.get("FAKE_GATEWAY_DELAY", "5")))
         chargeable = token in CHARGEABLE_TOKENS
         try:
             op = self._operations().create(

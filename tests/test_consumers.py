@@ -166,3 +166,27 @@ def test_what_rabbitmq_dead_letters_is_moved_to_the_dead_letter_table(processes,
     assert (letter.consumer, letter.message_id, letter.reason) == ("payments", message_id, "broker_delivery_limit")
     assert (letter.routing_key, letter.attempts) == ("orders.order.created", 20)
     assert not InboxMessage.objects.filter(message_id=message_id).exists()
+
+
+def test_heartbeats_keep_the_connection_alive_through_a_slow_handler(processes, quiet_broker):
+    """A 9 s gateway call with 2 s heartbeats: without heartbeats during the handler RabbitMQ
+    would drop the connection, the ack would fail and the message would come back."""
+    order_id = str(uuid.uuid4())
+    send("orders.order.created", order_created(order_id, token="tok_slow"), str(uuid.uuid4()))
+
+    result = processes.run(
+        "run_consumers",
+        "payments",
+        "--once",
+        env={"BROKER_HEARTBEAT": "2", "FAKE_GATEWAY_DELAY": "9", "LOG_FORMAT": "json"},
+    )
+
+    assert result.returncode == 0, result.stderr
+    lines = log_lines(result.stderr)
+    assert [
+        line["event"]
+        for line in lines
+        if line["event"] in ("handled", "duplicate: already handled, acked without effect")
+    ] == ["handled"]
+    assert not [line for line in lines if line["event"].startswith("broker unavailable")]
+    assert ledger(order_id) == [("charge", Decimal("10.00"))]

@@ -1,0 +1,43 @@
+"""The catalogue: inventory owns it, orders keeps a storefront copy from its events."""
+
+from decimal import Decimal
+
+import pytest
+from django.core.management import call_command
+
+from inventory.models import Product
+from messaging.models import OutboxMessage
+from orders.models import StorefrontProduct
+from orders.services.storefront import storefront_product_apply
+
+pytestmark = pytest.mark.django_db
+
+
+def test_seed_catalog_creates_the_demo_products_once():
+    call_command("seed_catalog")
+    first = {p.sku: (p.stock, p.version) for p in Product.objects.all()}
+    events = OutboxMessage.objects.filter(event_type="inventory.product.updated").count()
+    Product.objects.filter(sku="WIDGET").update(stock=7)  # stock moved since, e.g. by sales
+
+    call_command("seed_catalog")
+
+    assert len(first) == 4 and events == 4
+    assert min(stock for stock, _ in first.values()) <= 5  # one product is scarce
+    assert Product.objects.get(sku="WIDGET").stock == 7
+    assert OutboxMessage.objects.filter(event_type="inventory.product.updated").count() == 4
+
+
+def test_every_product_event_carries_a_growing_version():
+    call_command("seed_catalog")
+    payloads = [row.payload for row in OutboxMessage.objects.filter(correlation_id="WIDGET")]
+    assert payloads == [{"sku": "WIDGET", "name": "Widget", "price": "19.99", "available": 1000, "version": 1}]
+
+
+def test_the_storefront_applies_only_newer_versions_whatever_the_arrival_order():
+    assert storefront_product_apply(sku="X", name="X", price=Decimal("1.00"), available=5, version=2)
+    assert not storefront_product_apply(sku="X", name="X", price=Decimal("1.00"), available=9, version=1)
+    assert not storefront_product_apply(sku="X", name="X", price=Decimal("1.00"), available=9, version=2)
+    assert storefront_product_apply(sku="X", name="X v3", price=Decimal("2.00"), available=4, version=3)
+
+    product = StorefrontProduct.objects.get(sku="X")
+    assert (product.name, product.price, product.available, product.version) == ("X v3", Decimal("2.00"), 4, 3)
