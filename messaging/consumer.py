@@ -149,6 +149,9 @@ class ConsumerWorker:
     # --- one delivery ----------------------------------------------------------------------
     def _on_message(self, consumer: str, message) -> None:
         self._last_delivery = time.monotonic()
+        # A handler's error may have broken any connection of the process (the gateway's too):
+        # replace broken ones now, or every later message would fail on them until a restart.
+        drop_broken_db_connections()
         headers = dict(message.headers or {})
         properties = {k: v for k, v in message.properties.items() if k != "application_headers"}
         routing_key = message.delivery_info.get("routing_key", "")
