@@ -2,6 +2,7 @@ import logging
 
 from django.conf import settings
 from django.core.management.base import BaseCommand
+from django.db import DatabaseError, connection
 
 from messaging.api import Stopper
 from orders.services.checkout import checkout_keys_purge
@@ -22,13 +23,21 @@ class Command(BaseCommand):
         stopper = Stopper().install()
         interval = min(settings.SAGA_TIMEOUT, 5.0)
         while True:
-            expired = orders_expire(timeout_seconds=settings.SAGA_TIMEOUT)
-            purged = checkout_keys_purge()
-            if expired or purged:
-                logger.info("saga deadline", extra={"orders_failed": expired, "checkout_keys_purged": purged})
-            if not loop:
-                self.stdout.write(f"{expired} order(s) failed for timeout")
-                return
+            try:
+                expired = orders_expire(timeout_seconds=settings.SAGA_TIMEOUT)
+                purged = checkout_keys_purge()
+            except DatabaseError as exc:
+                if not loop:
+                    raise
+                # A lost connection must not end the loop: the next check opens a new one.
+                logger.warning("database unavailable: %s", exc)
+                connection.close()
+            else:
+                if expired or purged:
+                    logger.info("saga deadline", extra={"orders_failed": expired, "checkout_keys_purged": purged})
+                if not loop:
+                    self.stdout.write(f"{expired} order(s) failed for timeout")
+                    return
             stopper.sleep(interval)
             if stopper.stopping:
                 return
