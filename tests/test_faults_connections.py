@@ -1,0 +1,53 @@
+"""Broker connections cut and database backends terminated mid-load: every process recovers.
+
+Only the test's own resources are touched: the connections of its RabbitMQ vhost and the
+PostgreSQL backends its processes opened (``make test`` shares both servers).
+"""
+
+import time
+
+import pytest
+
+from orders.models import Order
+from tests.conftest import ALL_DATABASES
+from tests.support import fault_fixtures
+from tests.support.faults import close_broker_connections
+from tests.support.invariants import check_invariants, wait_quiet
+from tests.support.load import CATALOG, INITIAL_STOCK, OrderLoad
+from tests.support.saga import seed_catalog
+from tests.support.scenarios import FAST_RETRIES, connection_cuts
+
+pytestmark = pytest.mark.django_db(transaction=True, databases=ALL_DATABASES)
+process_env, rng = fault_fixtures.process_env, fault_fixtures.rng
+
+
+def test_cut_broker_and_database_connections_lose_nothing_and_double_nothing(processes, quiet_broker, rng):
+    # given a relay, two consumer processes and the deadline loop under a load of orders
+    # when the vhost's broker connections are cut 3 times and the processes' backends terminated 3 times
+    outcome = connection_cuts(processes, rng, broker_cuts=3, database_cuts=3, max_orders=300)
+
+    # then each cut reached live connections, every process reconnected by itself, and the invariants hold
+    assert len(outcome.injections) == 6
+    assert all(" 0 " not in i.description for i in outcome.injections), "\n".join(outcome.injected())
+    assert outcome.exit_codes == [0, 0, 0, 0]
+    report = check_invariants(initial_stock=INITIAL_STOCK)
+    assert report.violations == [], report.checks
+
+
+def test_an_idle_relay_whose_broker_connection_is_cut_reconnects_by_itself(processes, quiet_broker, rng):
+    # given a relay idle between polls, with the consumers running
+    relay = processes.start("relay", "run_outbox_relay")
+    processes.start("consumers", "run_consumers", env=FAST_RETRIES)
+    seed_catalog(catalog=CATALOG)
+    wait_quiet(timeout=30)
+
+    # when the vhost's broker connections are cut while it waits for rows
+    close_broker_connections()
+    time.sleep(2)
+
+    # then it is still running and publishes the next order
+    assert relay.poll() is None, processes.logs()
+    load = OrderLoad(rng)
+    load.place(token="tok_visa")
+    wait_quiet(timeout=60)
+    assert Order.objects.get().status == Order.Status.CONFIRMED
