@@ -31,7 +31,7 @@ def test_cut_broker_and_database_connections_lose_nothing_and_double_nothing(pro
     assert all(" 0 " not in i.description for i in outcome.injections), "\n".join(outcome.injected())
     assert outcome.exit_codes == [0, 0, 0, 0]
     report = check_invariants(initial_stock=INITIAL_STOCK)
-    assert report.violations == [], report.checks
+    assert report.violations == [], str(report)
 
 
 def test_an_idle_relay_whose_broker_connection_is_cut_reconnects_by_itself(processes, quiet_broker, rng):

@@ -25,7 +25,7 @@ def test_poison_of_every_kind_among_valid_orders_becomes_dead_letters_with_their
     assert len(outcome.expected_dead_letters) == len(POISON_KINDS) + 1 == 11
     assert outcome.exit_codes == [0, 0, 0]
     report = check_invariants(initial_stock=INITIAL_STOCK, expected_dead_letters=outcome.expected_dead_letters)
-    assert report.violations == [], report.checks
+    assert report.violations == [], str(report)
     assert Counter(DeadLetter.objects.values_list("reason", flat=True)) == {
         "undecodable_body": 2,
         "missing_message_id": 1,

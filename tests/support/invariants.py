@@ -54,6 +54,10 @@ class Report:
     checks: list[str] = field(default_factory=list)
     violations: list[str] = field(default_factory=list)
 
+    def __str__(self) -> str:
+        lines = [f"VIOLATED {v}" for v in self.violations] + [f"checked  {c}" for c in self.checks]
+        return "\n".join(lines)
+
     def check(self, name: str, problems: list[str], summary: str = "") -> None:
         self.checks.append(f"{name}{f': {summary}' if summary else ''}")
         self.violations.extend(f"{name}: {problem}" for problem in problems[:20])
