@@ -25,6 +25,7 @@ def test_cut_broker_and_database_connections_lose_nothing_and_double_nothing(pro
     # given a relay, two consumer processes and the deadline loop under a load of orders
     # when the vhost's broker connections are cut 3 times and the processes' backends terminated 3 times
     outcome = connection_cuts(processes, rng, broker_cuts=3, database_cuts=3, max_orders=300)
+    print(outcome.load.summary(), *outcome.injected(), sep="\n")  # shown when the test fails
 
     # then each cut reached live connections, every process reconnected by itself, and the invariants hold
     assert len(outcome.injections) == 6

@@ -32,6 +32,7 @@ def test_relays_killed_at_random_points_lose_nothing_and_double_nothing(processe
     # given two relays and two consumer processes under a load of orders
     # when the relays are SIGKILLed 6 times at random and 3 times between the confirms and the commit
     outcome = relay_kills(processes, rng, random_kills=6, confirm_kills=3, max_orders=300)
+    print(outcome.load.summary(), *outcome.injected(), sep="\n")  # shown when the test fails
 
     # then every fault happened, every process recovered, and the invariants hold
     assert [i.ok for i in outcome.injections] == [True] * 9, "\n".join(outcome.injected())
@@ -53,6 +54,7 @@ def test_consumers_killed_inside_handlers_and_before_acks_lose_nothing_and_doubl
     ]
     # when the consumers are SIGKILLed 6 times at random and once at each of those points
     outcome = consumer_kills(processes, rng, random_kills=6, points=points, max_orders=300)
+    print(outcome.load.summary(), *outcome.injected(), sep="\n")  # shown when the test fails
 
     # then every fault happened, every process recovered, and the invariants hold
     assert [i.ok for i in outcome.injections] == [True] * 11, "\n".join(outcome.injected())

@@ -19,6 +19,7 @@ def test_poison_of_every_kind_among_valid_orders_becomes_dead_letters_with_their
     # given a message RabbitMQ dead-lettered past its delivery limit, and the saga under a load of orders
     # when one poison message of each kind is injected at random moments of the load
     outcome = poison(processes, rng, copies=1, max_orders=300)
+    print(outcome.load.summary(), *outcome.injected(), sep="\n")  # shown when the test fails
 
     # then each poison is a dead letter with its reason (and nothing else is), the valid orders all
     # completed behind them, and the invariants hold
