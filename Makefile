@@ -44,8 +44,8 @@ lint: $(STAMP) ## ruff and import-linter
 clean: ## remove the embedded mode's data (var/)
 	rm -rf var
 
-chaos: $(STAMP) ## the long fault-injection run on PostgreSQL + RabbitMQ (bounded; prints what it injected and the invariants it checked)
-	$(PY) scripts/with_test_services.py $(PY) chaos/run.py
+chaos: $(STAMP) ## the long fault-injection run on PostgreSQL + RabbitMQ (bounded; prints what it injected and the invariants it checked; CHAOS_ARGS="--seed N --only a,b --scale F")
+	$(PY) scripts/with_test_services.py $(PY) chaos/run.py $(CHAOS_ARGS)
 
 bench: $(STAMP) ## the benchmarks on PostgreSQL + RabbitMQ, with the machine's own ceilings (prints a table, writes bench/results/)
 	$(PY) scripts/with_test_services.py $(PY) bench/run.py

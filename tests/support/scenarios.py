@@ -209,6 +209,21 @@ def poison_past_delivery_limit() -> str:
     return message_id
 
 
+def _poison_faults(rng: random.Random, copies: int, expected: list[ExpectedDeadLetter]) -> list:
+    """One fault per poison message; each adds the dead letter it must become to ``expected``."""
+
+    def inject(consumer, reason, make):
+        def fault():
+            expected.append(ExpectedDeadLetter(consumer, make(), reason))
+            return f"poison for {consumer}: {reason}"
+
+        return fault
+
+    kinds = POISON_KINDS * copies
+    rng.shuffle(kinds)
+    return [inject(*kind) for kind in kinds]
+
+
 def poison(group: ProcessGroup, rng: random.Random, *, copies: int, max_orders: int, quiet=120) -> Outcome:
     """Every kind of poison message, ``copies`` of each, injected at random among valid orders."""
     relay = Restartable(group, "relay", "run_outbox_relay")
@@ -219,18 +234,8 @@ def poison(group: ProcessGroup, rng: random.Random, *, copies: int, max_orders: 
     expected = [ExpectedDeadLetter("payments", poison_past_delivery_limit(), "broker_delivery_limit")]
     for consumer in consumers:
         consumer.start()
-    kinds = POISON_KINDS * copies
-    rng.shuffle(kinds)
-
-    def inject(consumer, reason, make):
-        def fault():
-            expected.append(ExpectedDeadLetter(consumer, make(), reason))
-            return f"poison for {consumer}: {reason}"
-
-        return fault
-
     load = OrderLoad(rng)
-    fault_list = [inject(*kind) for kind in kinds]
+    fault_list = _poison_faults(rng, copies, expected)
     injections = _run(rng, load, fault_list, max_orders=max_orders, interval=(0.05, 0.4))
     injections.insert(0, Injection(0.0, "poison for payments: requeued past the delivery limit (before the load)"))
     return Outcome(injections, load, expected, exit_codes=_settle(group, [relay, *consumers], load, quiet))
@@ -280,3 +285,27 @@ def races(
 
     running = [relay, *contexts.values(), deadline]
     return Outcome(injections, load, [], retried_out, exit_codes=_settle(group, running, load, quiet))
+
+
+# --- everything at once ---------------------------------------------------------------------
+
+
+def mixed(group: ProcessGroup, rng: random.Random, *, rounds: int, max_orders: int, quiet=240) -> Outcome:
+    """``make chaos``: every fault at once, ``rounds`` of each kind, shuffled, with cancellations,
+    poison and the deadline loop (a deadline long enough that only stalled sagas reach it)."""
+    relays = [Restartable(group, "relay", "run_outbox_relay", "--batch-size", "10") for _ in range(2)]
+    consumers = [Restartable(group, "consumers", "run_consumers", env=FAST_RETRIES) for _ in range(2)]
+    deadline = Restartable(group, "deadline", "expire_pending_orders", "--loop", env={"SAGA_TIMEOUT": "15"})
+    seed_catalog(catalog=CATALOG)
+    load = OrderLoad(rng, cancel_share=0.2)
+    expected: list[ExpectedDeadLetter] = []
+    fault_list = [faults.kill_any(rng, relays), faults.kill_any(rng, consumers)] * rounds
+    fault_list += [faults.kill_at(rng, relays, "relay.after_confirm", group.log_dir)] * rounds
+    fault_list += [faults.kill_at(rng, consumers, rng.choice(CONSUMER_POINTS), group.log_dir) for _ in range(rounds)]
+    fault_list += [faults.close_broker_connections, faults.terminate_database_backends] * rounds
+    fault_list += [faults.kill_any(rng, [deadline])] * max(1, rounds // 2)
+    fault_list += _poison_faults(rng, 1, expected)
+    rng.shuffle(fault_list)
+    injections = _run(rng, load, fault_list, max_orders=max_orders, interval=(0.2, 1.2))
+    running = [*relays, *consumers, deadline]
+    return Outcome(injections, load, expected, exit_codes=_settle(group, running, load, quiet))

@@ -25,7 +25,7 @@ from messaging.models import OutboxMessage
 from orders.models import Order
 from orders.services.checkout import Line, order_place
 from orders.services.saga import InvalidOrderState, order_cancel, orders_expire
-from tests.support.invariants import check_invariants
+from tests.support.invariants import Report, check_invariants
 
 MAX_ATTEMPTS = 4
 MAX_DUPLICATES = 6
@@ -97,7 +97,7 @@ class Bus:
 TOKENS = ["tok_visa", "tok_visa", "tok_chargeDeclined", "tok_timeout", "tok_unavailable"]
 
 
-def shuffled_sagas(data: st.DataObject) -> None:
+def shuffled_sagas(data: st.DataObject) -> Report:
     """One to three orders on a fresh SKU of scarce stock, every delivery order chosen by ``data``."""
     sku = f"PROP-{uuid.uuid4().hex[:10]}"
     stock = data.draw(st.integers(0, 3), label="stock")
@@ -151,6 +151,7 @@ def shuffled_sagas(data: st.DataObject) -> None:
         or (outcome is Outcome.RETRY and d.envelope.headers["event_type"] != "orders.order.created")
     ]
     assert unexpected == []  # only a charge whose answer was lost or that the gateway refused is retried
+    return report
 
 
 def _cancel(order_id) -> bool:

@@ -1,0 +1,245 @@
+#!/usr/bin/env python3
+"""``make chaos``: the long fault-injection run on real PostgreSQL, RabbitMQ and processes.
+
+The same scenarios as the fault tests (``tests/support/scenarios.py``), longer and harder, plus
+two that ``make test`` never runs: a full broker restart (``rabbitmqctl stop_app`` /
+``start_app``, which disturbs every vhost of the broker) and every fault at once. Each scenario
+runs on a fresh database and prints what it injected and every invariant it checked; the run
+exits 1 if any scenario failed or broke an invariant.
+
+Run it through ``scripts/with_test_services.py`` (``make chaos`` does), which gives it its own
+vhost and test database name. Options: ``--seed N`` to replay a run's random choices,
+``--only a,b`` to run some scenarios, ``--scale F`` to multiply every count (0.3 for a quick look).
+"""
+
+import argparse
+import os
+import random
+import sys
+import tempfile
+import time
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+
+BASE_DIR = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(BASE_DIR))
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+# This process drives the run and prints its own report; the processes it starts log in full.
+PROCESS_LOG_LEVEL = os.environ.get("LOG_LEVEL", "INFO")
+os.environ["LOG_LEVEL"] = "CRITICAL"
+
+
+@dataclass
+class Result:
+    name: str
+    ok: bool
+    seconds: float
+    line: str
+
+
+def scenarios(scale: float) -> dict:
+    """name -> (what it does, function(group, rng) -> Outcome or None)."""
+    from tests.support import scenarios as s
+
+    def n(count: int) -> int:
+        return max(1, round(count * scale))
+
+    points = s.CONSUMER_POINTS + ["consumer.payments.before_commit"] * 4
+    return {
+        "relay_kills": (
+            "two relays SIGKILLed at random moments and between the broker's confirm and the commit",
+            lambda g, r: s.relay_kills(g, r, random_kills=n(24), confirm_kills=n(8), max_orders=n(1500)),
+        ),
+        "consumer_kills": (
+            "two consumer processes SIGKILLed at random, inside each handler (after the gateway call) "
+            "and between commit and ack",
+            lambda g, r: s.consumer_kills(
+                g,
+                r,
+                random_kills=n(16),
+                points=points[: max(1, round(len(points) * min(scale, 1)))],
+                max_orders=n(1500),
+            ),
+        ),
+        "connection_cuts": (
+            "every broker connection of the vhost cut, every database backend of the processes terminated",
+            lambda g, r: s.connection_cuts(g, r, broker_cuts=n(10), database_cuts=n(10), max_orders=n(1500)),
+        ),
+        "broker_restart": (
+            "the whole broker stopped and started mid-load (stop_app / start_app; every vhost)",
+            lambda g, r: s.broker_restart(g, r, restarts=1, max_orders=n(1500)),
+        ),
+        "poison": (
+            "every kind of poison message, five of each, among valid orders",
+            lambda g, r: s.poison(g, r, copies=n(5), max_orders=n(1500)),
+        ),
+        "races": (
+            "cancellations at random moments, consumers down past a 2 s saga deadline",
+            lambda g, r: s.races(g, r, pauses=n(8), saga_timeout=2.0, cancel_share=0.3, max_orders=n(1500)),
+        ),
+        "shuffled": (
+            "hypothesis: sagas' deliveries shuffled and duplicated, with a cancellation and the deadline "
+            "at any step, through the real dispatch",
+            lambda g, r: shuffled(n(250), r),
+        ),
+        "mixed": (
+            "everything at once: kills, fault points, cut connections, poison, cancellations, deadline",
+            lambda g, r: s.mixed(g, r, rounds=n(5), max_orders=n(2000)),
+        ),
+    }
+
+
+def shuffled(examples: int, rng: random.Random) -> list:
+    from hypothesis import HealthCheck, given, seed, settings
+    from hypothesis import strategies as st
+
+    from tests.support.simulation import shuffled_sagas
+
+    reports = []
+
+    @seed(rng.randrange(2**32))
+    @settings(max_examples=examples, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+    @given(st.data())
+    def property_holds(data):
+        reports.append(shuffled_sagas(data))
+
+    property_holds()
+    return reports
+
+
+def process_env() -> dict[str, str]:
+    from django.db import connection
+
+    from tests.support.faults import with_application_name
+
+    s = connection.settings_dict
+    url = with_application_name(f"postgres://{s['USER']}@{s['HOST'] or '127.0.0.1'}:{s['PORT'] or 5432}/{s['NAME']}")
+    return {
+        **os.environ,
+        "DATABASE_URL": url,
+        "GATEWAY_DATABASE_URL": url,
+        "DEBUG": "1",
+        "RELAY_POLL_INTERVAL": "0.2",
+        "PYTHONUNBUFFERED": "1",
+        "LOG_FORMAT": "json",
+        "LOG_LEVEL": PROCESS_LOG_LEVEL,
+    }
+
+
+def reset() -> None:
+    """A fresh database and empty queues for the next scenario."""
+    import subprocess
+
+    from django.core.management import call_command
+
+    from tests.support.invariants import broker_queue_depths
+
+    call_command("flush", interactive=False, verbosity=0)
+    vhost = os.environ["TEST_BROKER_VHOST"]
+    for name, count in (broker_queue_depths() or {}).items():
+        if count:
+            subprocess.run(["rabbitmqctl", "-q", "purge_queue", "-p", vhost, name], check=False, capture_output=True)
+
+
+def run_one(name: str, what: str, func, rng: random.Random, env: dict) -> Result:
+    from tests.support.invariants import check_invariants
+    from tests.support.load import INITIAL_STOCK
+    from tests.support.processes import ProcessGroup
+    from tests.support.scenarios import Outcome
+
+    print(f"\n-- {name}: {what}", flush=True)
+    started = time.monotonic()
+    reset()
+    with tempfile.TemporaryDirectory(prefix=f"chaos-{name}-") as logs:
+        group = ProcessGroup(Path(logs), env)
+        try:
+            outcome = func(group, rng)
+        except Exception:  # noqa: BLE001 - a failed scenario is reported, the others still run
+            print(f"   FAILED: {traceback.format_exc()}")
+            print("   last lines of each process:\n" + group.logs(tail=15))
+            return Result(name, False, time.monotonic() - started, "scenario failed (see above)")
+        finally:
+            group.stop_all()
+            group.kill_all()
+    seconds = time.monotonic() - started
+    if not isinstance(outcome, Outcome):  # the property run: every example checked its own invariants
+        print(f"   {len(outcome)} examples, each checked on its own orders and SKU:")
+        for line in outcome[-1].lines():
+            print(f"      {line}")
+        return Result(name, True, seconds, f"{len(outcome)} examples")
+
+    print(f"   injected ({len(outcome.injections)}):")
+    for line in outcome.injected():
+        print(f"      {line}")
+    print(f"   load: {outcome.load.summary()}")
+    report = check_invariants(
+        initial_stock=INITIAL_STOCK,
+        expected_dead_letters=outcome.expected_dead_letters,
+        tolerated_dead_letter=outcome.tolerated_dead_letter,
+        cancelled=outcome.load.cancelled,
+    )
+    missed = [i.description for i in outcome.injections if not i.ok]
+    report.check("every fault injected as planned", missed, f"{len(outcome.injections)} faults")
+    report.check(
+        "every process recovered by itself and exited 0 on SIGTERM",
+        [f"exit codes {outcome.exit_codes}"] if any(outcome.exit_codes) else [],
+        f"{len(outcome.exit_codes)} processes",
+    )
+    print("   invariants:")
+    for line in report.lines():
+        print(f"      {line}")
+    ok = not report.violations
+    line = f"{len(outcome.injections)} faults, {len(outcome.load.orders)} orders, {len(report.violations)} violations"
+    print(f"   {'PASS' if ok else 'FAIL'} in {seconds:.1f}s")
+    return Result(name, ok, seconds, line)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seed", type=int, default=None)
+    parser.add_argument("--only", default="", help="comma-separated scenario names")
+    parser.add_argument("--scale", type=float, default=1.0, help="multiply every count")
+    args = parser.parse_args()
+    if "TEST_BROKER_VHOST" not in os.environ:
+        sys.exit("run it with `make chaos` (scripts/with_test_services.py gives it a vhost and a test database)")
+
+    import django
+
+    django.setup()
+    from django.db import connections
+    from django.test.utils import setup_databases, setup_test_environment, teardown_databases
+
+    seed = args.seed if args.seed is not None else random.randrange(1_000_000)
+    chosen = scenarios(args.scale)
+    names = [n for n in args.only.split(",") if n] or list(chosen)
+    unknown = sorted(set(names) - set(chosen))
+    if unknown:
+        sys.exit(f"unknown scenario(s): {', '.join(unknown)}; known: {', '.join(chosen)}")
+
+    setup_test_environment()
+    databases = setup_databases(verbosity=0, interactive=False, aliases={"default", "gateway"})
+    started = time.monotonic()
+    results = []
+    try:
+        env = process_env()
+        print(f"== make chaos: seed {seed} (--seed {seed} replays it), scale {args.scale}")
+        print(f"   vhost {os.environ['TEST_BROKER_VHOST']}, database {connections['default'].settings_dict['NAME']}")
+        for name in names:
+            what, func = chosen[name]
+            results.append(run_one(name, what, func, random.Random(f"{seed}-{name}"), env))
+    finally:
+        connections.close_all()  # the gateway alias shares the test database
+        teardown_databases(databases, verbosity=0)
+    total = time.monotonic() - started
+    print("\n== summary")
+    for r in results:
+        print(f"   {r.name:16} {'PASS' if r.ok else 'FAIL'} {r.seconds:7.1f}s  {r.line}")
+    failed = [r.name for r in results if not r.ok]
+    verdict = f"FAIL ({', '.join(failed)})" if failed else "PASS"
+    print(f"== make chaos: {verdict}: {len(results)} scenarios in {total / 60:.1f} min, seed {seed}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
