@@ -49,7 +49,7 @@ def scenarios(scale: float) -> dict:
     return {
         "relay_kills": (
             "two relays SIGKILLed at random moments and between the broker's confirm and the commit",
-            lambda g, r: s.relay_kills(g, r, random_kills=n(24), confirm_kills=n(8), max_orders=n(1500)),
+            lambda g, r: s.relay_kills(g, r, random_kills=n(30), confirm_kills=n(10), max_orders=n(1500)),
         ),
         "consumer_kills": (
             "two consumer processes SIGKILLed at random, inside each handler (after the gateway call) "
@@ -57,14 +57,14 @@ def scenarios(scale: float) -> dict:
             lambda g, r: s.consumer_kills(
                 g,
                 r,
-                random_kills=n(16),
+                random_kills=n(24),
                 points=points[: max(1, round(len(points) * min(scale, 1)))],
                 max_orders=n(1500),
             ),
         ),
         "connection_cuts": (
             "every broker connection of the vhost cut, every database backend of the processes terminated",
-            lambda g, r: s.connection_cuts(g, r, broker_cuts=n(10), database_cuts=n(10), max_orders=n(1500)),
+            lambda g, r: s.connection_cuts(g, r, broker_cuts=n(12), database_cuts=n(12), max_orders=n(1500)),
         ),
         "broker_restart": (
             "the whole broker stopped and started mid-load (stop_app / start_app; every vhost)",
@@ -76,16 +76,16 @@ def scenarios(scale: float) -> dict:
         ),
         "races": (
             "cancellations at random moments, consumers down past a 2 s saga deadline",
-            lambda g, r: s.races(g, r, pauses=n(8), saga_timeout=2.0, cancel_share=0.3, max_orders=n(1500)),
+            lambda g, r: s.races(g, r, pauses=n(10), saga_timeout=2.0, cancel_share=0.3, max_orders=n(1500)),
         ),
         "shuffled": (
             "hypothesis: sagas' deliveries shuffled and duplicated, with a cancellation and the deadline "
             "at any step, through the real dispatch",
-            lambda g, r: shuffled(n(250), r),
+            lambda g, r: shuffled(n(300), r),
         ),
         "mixed": (
             "everything at once: kills, fault points, cut connections, poison, cancellations, deadline",
-            lambda g, r: s.mixed(g, r, rounds=n(5), max_orders=n(2000)),
+            lambda g, r: s.mixed(g, r, rounds=n(8), max_orders=n(2000)),
         ),
     }
 

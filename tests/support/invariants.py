@@ -204,8 +204,11 @@ def check_invariants(
 
 def _check_terminal(report: Report, orders: dict[str, Order], cancelled: set[str]) -> None:
     statuses = Counter(o.status for o in orders.values())
+    reasons = Counter(o.failure_reason for o in orders.values() if o.failure_reason)
     pending = [f"order {oid} is {o.status}" for oid, o in orders.items() if o.status not in TERMINAL]
     summary = f"{len(orders)} orders ({', '.join(f'{n} {s}' for s, n in sorted(statuses.items()))})"
+    if reasons:
+        summary += f"; failed for {', '.join(f'{r} {n}' for r, n in sorted(reasons.items()))}"
     report.check("every order terminal", pending, summary)
     reverted = [
         f"order {oid} was cancelled (202) but is {orders[oid].status}"
