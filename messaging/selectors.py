@@ -55,7 +55,13 @@ def _add_handling(entries: list[dict]) -> None:
     dead: dict[str, list[dict]] = {}
     for row in DeadLetter.objects.filter(message_id__in=message_ids):
         dead.setdefault(row.message_id, []).append(
-            {"id": row.pk, "consumer": row.consumer, "reason": row.reason, "error": row.error}
+            {
+                "id": row.pk,
+                "consumer": row.consumer,
+                "reason": row.reason,
+                "error": row.error,
+                "replayed_at": row.replayed_at,
+            }
         )
     for entry in entries:
         entry["handled_by"] = handled.get(entry["message_id"], [])
