@@ -18,10 +18,11 @@ from messaging.health import broker_reachable
 from messaging.lifecycle import Stopper
 from messaging.masking import mask_sensitive, mask_text
 from messaging.outbox import OutsideTransactionError, publish, tracing
-from messaging.registry import register_handler
-from messaging.selectors import dead_letter_counts, outbox_backlog, timeline_for
+from messaging.registry import CONSUMERS, register_handler
+from messaging.selectors import dead_letter_counts, dead_letter_counts_by_state, outbox_backlog, timeline_for
 
 __all__ = [
+    "CONSUMERS",
     "IncomingEvent",
     "InvalidPayload",
     "OutsideTransactionError",
@@ -29,6 +30,7 @@ __all__ = [
     "TransientError",
     "broker_reachable",
     "dead_letter_counts",
+    "dead_letter_counts_by_state",
     "mask_sensitive",
     "mask_text",
     "outbox_backlog",

@@ -10,6 +10,7 @@ from django.utils import timezone
 
 from messaging import registry
 from messaging.conf import setting
+from messaging.masking import mask_text
 
 
 def consumers_of(event_type: str) -> list[str]:
@@ -40,7 +41,7 @@ def timeline_waiting(entries: list[dict], *, now: datetime | None = None) -> lis
                     "since": since,
                     "age": max(0.0, (now - since).total_seconds()),
                     "consumer": consumer,
-                    "detail": detail,
+                    "detail": mask_text(detail),
                     "dead_letter_id": dead_letter_id,
                 }
             )

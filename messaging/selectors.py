@@ -2,7 +2,7 @@
 
 from datetime import datetime
 
-from django.db.models import Count, Min
+from django.db.models import Count, Min, Q
 from django.utils import timezone
 
 from messaging.masking import mask_sensitive
@@ -82,3 +82,16 @@ def outbox_backlog() -> dict:
 
 def dead_letter_counts() -> dict[str, int]:
     return dict(DeadLetter.objects.values_list("consumer").annotate(n=Count("id")).values_list("consumer", "n"))
+
+
+def dead_letter_counts_by_state() -> dict[tuple[str, str], int]:
+    """Dead letters per (consumer, state): ``waiting`` for an operator, or ``replayed``."""
+    rows = DeadLetter.objects.values("consumer").annotate(
+        waiting=Count("id", filter=Q(replayed_at__isnull=True)),
+        replayed=Count("id", filter=Q(replayed_at__isnull=False)),
+    )
+    counts = {}
+    for row in rows:
+        counts[(row["consumer"], "waiting")] = row["waiting"]
+        counts[(row["consumer"], "replayed")] = row["replayed"]
+    return counts

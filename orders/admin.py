@@ -1,6 +1,8 @@
 from django.contrib import admin
 
+from orders.admin_timeline import order_saga_view
 from orders.models import CheckoutRequest, Order, OrderLine, StorefrontProduct
+from orders.selectors import order_get
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
@@ -37,6 +39,13 @@ class OrderAdmin(ReadOnlyAdmin):
 
     def has_view_permission(self, request, obj=None):
         return request.user.is_staff and super().has_view_permission(request, obj)
+
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        # The saga timeline, read through messaging's public API (see change_form.html).
+        order = order_get(order_id=object_id)
+        if order is not None and self.has_view_permission(request, order):
+            extra_context = {**(extra_context or {}), "saga": order_saga_view(order)}
+        return super().change_view(request, object_id, form_url, extra_context)
 
 
 @admin.register(StorefrontProduct)

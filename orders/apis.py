@@ -1,11 +1,21 @@
 """The checkout API: thin views over orders' services and selectors."""
 
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import (
+    OpenApiExample,
+    OpenApiParameter,
+    OpenApiResponse,
+    extend_schema,
+    extend_schema_field,
+    extend_schema_serializer,
+)
 from rest_framework import serializers, status
 from rest_framework.response import Response
 from rest_framework.throttling import ScopedRateThrottle
 from rest_framework.views import APIView
 
 from config.exceptions import ApiError
+from config.schema import NOT_FOUND, THROTTLED, error_response
 from orders.models import Order
 from orders.selectors import order_get, order_timeline, storefront_products
 from orders.services.checkout import (
@@ -40,33 +50,38 @@ class StrictIntegerField(serializers.IntegerField):
 
 
 class TimelineEntrySerializer(serializers.Serializer):
-    event_type = serializers.CharField()
-    message_id = serializers.CharField()
+    event_type = serializers.CharField(help_text="The routing key, e.g. `payments.payment.succeeded`.")
+    message_id = serializers.CharField(help_text="The event's UUID, the same on every delivery.")
     occurred_at = serializers.DateTimeField()
-    published_at = serializers.DateTimeField(allow_null=True)
-    source = serializers.CharField()
-    causation_id = serializers.CharField(allow_null=True)
-    state = serializers.CharField()
+    published_at = serializers.DateTimeField(allow_null=True, help_text="Null while the event waits in the outbox.")
+    source = serializers.CharField(help_text="The context that produced it: orders, payments or inventory.")
+    causation_id = serializers.CharField(allow_null=True, help_text="The message that caused this one.")
+    state = serializers.ChoiceField(choices=["pending", "published", "parked"])
 
 
+@extend_schema_serializer(component_name="OrderLine")
 class OrderLineOutputSerializer(serializers.Serializer):
     sku = serializers.CharField()
     quantity = serializers.IntegerField()
     unit_price = serializers.DecimalField(max_digits=12, decimal_places=2)
 
 
+@extend_schema_serializer(component_name="Order")
 class OrderOutputSerializer(serializers.Serializer):
     id = serializers.UUIDField()
-    status = serializers.CharField()
-    failure_reason = serializers.CharField(allow_null=True)
+    status = serializers.ChoiceField(choices=Order.Status.values)
+    failure_reason = serializers.ChoiceField(choices=Order.FailureReason.values, allow_null=True)
     customer_id = serializers.CharField()
     total = serializers.DecimalField(max_digits=12, decimal_places=2)
     currency = serializers.CharField()
     items = OrderLineOutputSerializer(source="lines.all", many=True)
     created_at = serializers.DateTimeField()
     updated_at = serializers.DateTimeField()
-    timeline = serializers.SerializerMethodField()
+    timeline = serializers.SerializerMethodField(
+        help_text="Every event of this order from all contexts, published or not, in order of occurrence."
+    )
 
+    @extend_schema_field(TimelineEntrySerializer(many=True))
     def get_timeline(self, order: Order) -> list[dict]:
         return TimelineEntrySerializer(order_timeline(order=order), many=True).data
 
@@ -76,14 +91,48 @@ def order_representation(order: Order) -> dict:
 
 
 class ProductListApi(APIView):
+    @extend_schema_serializer(component_name="Product")
     class OutputSerializer(serializers.Serializer):
         sku = serializers.CharField()
         name = serializers.CharField()
         price = serializers.DecimalField(max_digits=12, decimal_places=2)
-        available = serializers.IntegerField()
+        available = serializers.IntegerField(help_text="May trail reservations by moments; 0 is still accepted.")
 
+    @extend_schema(
+        tags=["catalogue"],
+        operation_id="product_list",
+        summary="Products checkout accepts now",
+        responses={200: OutputSerializer(many=True)},
+    )
     def get(self, request):
         return Response(self.OutputSerializer(storefront_products(), many=True).data)
+
+
+CHECKOUT_DESCRIPTION = """Creates a PENDING order and its `orders.order.created` event in one transaction.
+Payments charges, inventory reserves, and the order becomes CONFIRMED or FAILED: poll
+`GET /api/orders/{id}/` to follow it.
+
+The same `Idempotency-Key` with the same body (compared as canonical JSON) returns the stored
+response with `Idempotent-Replayed: true`; with another body it is a 422; while the first
+request is still in flight, a 409. Test tokens: `tok_visa` is charged, `tok_chargeDeclined`
+and any unknown token are declined."""
+
+
+@extend_schema_serializer(component_name="CheckoutItem")
+class CheckoutItemSerializer(serializers.Serializer):
+    sku = serializers.CharField(max_length=64, help_text="Each SKU at most once per order.")
+    quantity = serializers.IntegerField(min_value=1, max_value=1000)
+
+
+@extend_schema_serializer(component_name="Checkout")
+class CheckoutBodySerializer(serializers.Serializer):
+    """The checkout body as documented; ``CheckoutApi.InputSerializer`` validates it."""
+
+    customer_id = serializers.CharField(min_length=1, max_length=255)
+    items = serializers.ListField(child=CheckoutItemSerializer(), min_length=1, max_length=50)
+    payment_token = serializers.CharField(
+        min_length=1, max_length=255, help_text="Shown only masked outside payments (`tok_****`)."
+    )
 
 
 class CheckoutApi(APIView):
@@ -108,6 +157,100 @@ class CheckoutApi(APIView):
                 raise serializers.ValidationError([f"sku repeated: {sku}" for sku in repeated])
             return serializer.validated_data
 
+    @extend_schema(
+        tags=["orders"],
+        operation_id="checkout",
+        summary="Place an order (starts the saga)",
+        description=CHECKOUT_DESCRIPTION,
+        parameters=[
+            OpenApiParameter(
+                IDEMPOTENCY_HEADER,
+                {"type": "string", "minLength": 1, "maxLength": 255, "pattern": "^[ -~]+$"},
+                OpenApiParameter.HEADER,
+                required=True,
+                description="1-255 printable ASCII characters, e.g. a UUID. Retry with the same key and body "
+                "to get the stored response instead of a second order.",
+                examples=[OpenApiExample("A UUID", value="8e0f3c4e-7d55-4b0e-9c43-3f2f7b8f9a10")],
+            ),
+            OpenApiParameter(
+                "Idempotent-Replayed",
+                OpenApiTypes.STR,
+                OpenApiParameter.HEADER,
+                enum=["true"],
+                description="Present when this is the stored response of an earlier request with the same key.",
+                response=[201],
+            ),
+        ],
+        request=CheckoutBodySerializer,
+        responses={
+            201: OpenApiResponse(OrderOutputSerializer, description="The order, PENDING; the saga runs from here."),
+            400: error_response(
+                "Invalid body or `Idempotency-Key`; nothing is written and the key is not used up.",
+                (
+                    "Missing key",
+                    {
+                        "code": "invalid",
+                        "detail": "The request is invalid.",
+                        "errors": {"Idempotency-Key": ["This header is required."]},
+                    },
+                ),
+                (
+                    "Unknown SKU",
+                    {
+                        "code": "invalid",
+                        "detail": "The request is invalid.",
+                        "errors": {"items": ["unknown sku: NOPE"]},
+                    },
+                ),
+                (
+                    "Bad quantity",
+                    {
+                        "code": "invalid",
+                        "detail": "The request is invalid.",
+                        "errors": {"items.0.quantity": ["Ensure this value is less than or equal to 1000."]},
+                    },
+                ),
+            ),
+            409: error_response(
+                "A request with this key is still in flight.",
+                (
+                    "In flight",
+                    {"code": "idempotency_key_in_use", "detail": "A request with this Idempotency-Key is in progress."},
+                ),
+            ),
+            422: error_response(
+                "This key was used with a different body.",
+                (
+                    "Reused",
+                    {
+                        "code": "idempotency_key_reused",
+                        "detail": "This Idempotency-Key was used with a different body.",
+                    },
+                ),
+            ),
+            429: THROTTLED,
+        },
+        examples=[
+            OpenApiExample(
+                "Two widgets",
+                value={
+                    "customer_id": "alice",
+                    "items": [{"sku": "WIDGET", "quantity": 2}],
+                    "payment_token": "tok_visa",
+                },
+                request_only=True,
+            ),
+            OpenApiExample(
+                "A declined card",
+                value={
+                    "customer_id": "bob",
+                    "items": [{"sku": "GADGET", "quantity": 1}],
+                    "payment_token": "tok_chargeDeclined",
+                },
+                request_only=True,
+            ),
+        ],
+    )
     def post(self, request):
         key = idempotency_key_of(request)
         serializer = self.InputSerializer(data=request.data)
@@ -147,7 +290,22 @@ def idempotency_key_of(request) -> str:
     return key
 
 
+ORDER_ID = OpenApiParameter(
+    "order_id",
+    OpenApiTypes.UUID,
+    OpenApiParameter.PATH,
+    description="The order's id: a random UUID, the guest's capability to read and cancel the order.",
+)
+
+
 class OrderDetailApi(APIView):
+    @extend_schema(
+        tags=["orders"],
+        operation_id="order_detail",
+        summary="An order, its status and its saga timeline",
+        parameters=[ORDER_ID],
+        responses={200: OrderOutputSerializer, 404: NOT_FOUND},
+    )
     def get(self, request, order_id: str):
         order = order_get(order_id=order_id)
         if order is None:
@@ -156,6 +314,23 @@ class OrderDetailApi(APIView):
 
 
 class OrderCancelApi(APIView):
+    @extend_schema(
+        tags=["orders"],
+        operation_id="order_cancel",
+        summary="Cancel a PENDING or CONFIRMED order",
+        description="The order is CANCELLED at once; payments refunds a charge and inventory releases reserved "
+        "stock, each exactly once (watch the timeline).",
+        parameters=[ORDER_ID],
+        request=None,
+        responses={
+            202: OpenApiResponse(OrderOutputSerializer, description="The order, now CANCELLED."),
+            404: NOT_FOUND,
+            409: error_response(
+                "Already FAILED or CANCELLED.",
+                ("Already failed", {"code": "invalid_state", "detail": "The order is FAILED and cannot be cancelled."}),
+            ),
+        },
+    )
     def post(self, request, order_id: str):
         order = order_get(order_id=order_id)
         if order is None:
