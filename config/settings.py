@@ -163,6 +163,10 @@ REST_FRAMEWORK = {
     "EXCEPTION_HANDLER": "config.exceptions.api_exception_handler",
     "DEFAULT_THROTTLE_RATES": {"checkout": None if CHECKOUT_THROTTLE == "off" else CHECKOUT_THROTTLE},
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    # The throttle's client is REMOTE_ADDR, or the address this many proxies in front of us saw
+    # (the last hops of X-Forwarded-For). DRF's default (None) trusts the whole header, which
+    # lets any client pick a fresh identity per request.
+    "NUM_PROXIES": env.int("NUM_PROXIES", default=0),
 }
 # Throttle counters live in the cache: with several web processes use a shared one
 # (e.g. CACHE_URL=redis://127.0.0.1:6379/1 with the redis package, or dbcache://throttle).

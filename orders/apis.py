@@ -2,7 +2,6 @@
 
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import (
-    OpenApiExample,
     OpenApiParameter,
     OpenApiResponse,
     extend_schema,
@@ -16,6 +15,14 @@ from rest_framework.views import APIView
 
 from config.exceptions import ApiError
 from config.schema import NOT_FOUND, THROTTLED, error_response
+from orders.api_docs import (
+    CHECKOUT_DESCRIPTION,
+    CHECKOUT_ERRORS,
+    CHECKOUT_EXAMPLES,
+    CHECKOUT_HEADERS,
+    ORDER_CONFIRMED,
+    CheckoutBodySerializer,
+)
 from orders.models import Order
 from orders.selectors import order_get, order_timeline, storefront_products
 from orders.services.checkout import (
@@ -108,33 +115,6 @@ class ProductListApi(APIView):
         return Response(self.OutputSerializer(storefront_products(), many=True).data)
 
 
-CHECKOUT_DESCRIPTION = """Creates a PENDING order and its `orders.order.created` event in one transaction.
-Payments charges, inventory reserves, and the order becomes CONFIRMED or FAILED: poll
-`GET /api/orders/{id}/` to follow it.
-
-The same `Idempotency-Key` with the same body (compared as canonical JSON) returns the stored
-response with `Idempotent-Replayed: true`; with another body it is a 422; while the first
-request is still in flight, a 409. Test tokens: `tok_visa` is charged, `tok_chargeDeclined`
-and any unknown token are declined."""
-
-
-@extend_schema_serializer(component_name="CheckoutItem")
-class CheckoutItemSerializer(serializers.Serializer):
-    sku = serializers.CharField(max_length=64, help_text="Each SKU at most once per order.")
-    quantity = serializers.IntegerField(min_value=1, max_value=1000)
-
-
-@extend_schema_serializer(component_name="Checkout")
-class CheckoutBodySerializer(serializers.Serializer):
-    """The checkout body as documented; ``CheckoutApi.InputSerializer`` validates it."""
-
-    customer_id = serializers.CharField(min_length=1, max_length=255)
-    items = serializers.ListField(child=CheckoutItemSerializer(), min_length=1, max_length=50)
-    payment_token = serializers.CharField(
-        min_length=1, max_length=255, help_text="Shown only masked outside payments (`tok_****`)."
-    )
-
-
 class CheckoutApi(APIView):
     throttle_classes = [ScopedRateThrottle]
     throttle_scope = "checkout"
@@ -162,94 +142,14 @@ class CheckoutApi(APIView):
         operation_id="checkout",
         summary="Place an order (starts the saga)",
         description=CHECKOUT_DESCRIPTION,
-        parameters=[
-            OpenApiParameter(
-                IDEMPOTENCY_HEADER,
-                {"type": "string", "minLength": 1, "maxLength": 255, "pattern": "^[ -~]+$"},
-                OpenApiParameter.HEADER,
-                required=True,
-                description="1-255 printable ASCII characters, e.g. a UUID. Retry with the same key and body "
-                "to get the stored response instead of a second order.",
-                examples=[OpenApiExample("A UUID", value="8e0f3c4e-7d55-4b0e-9c43-3f2f7b8f9a10")],
-            ),
-            OpenApiParameter(
-                "Idempotent-Replayed",
-                OpenApiTypes.STR,
-                OpenApiParameter.HEADER,
-                enum=["true"],
-                description="Present when this is the stored response of an earlier request with the same key.",
-                response=[201],
-            ),
-        ],
+        parameters=CHECKOUT_HEADERS,
         request=CheckoutBodySerializer,
         responses={
             201: OpenApiResponse(OrderOutputSerializer, description="The order, PENDING; the saga runs from here."),
-            400: error_response(
-                "Invalid body or `Idempotency-Key`; nothing is written and the key is not used up.",
-                (
-                    "Missing key",
-                    {
-                        "code": "invalid",
-                        "detail": "The request is invalid.",
-                        "errors": {"Idempotency-Key": ["This header is required."]},
-                    },
-                ),
-                (
-                    "Unknown SKU",
-                    {
-                        "code": "invalid",
-                        "detail": "The request is invalid.",
-                        "errors": {"items": ["unknown sku: NOPE"]},
-                    },
-                ),
-                (
-                    "Bad quantity",
-                    {
-                        "code": "invalid",
-                        "detail": "The request is invalid.",
-                        "errors": {"items.0.quantity": ["Ensure this value is less than or equal to 1000."]},
-                    },
-                ),
-            ),
-            409: error_response(
-                "A request with this key is still in flight.",
-                (
-                    "In flight",
-                    {"code": "idempotency_key_in_use", "detail": "A request with this Idempotency-Key is in progress."},
-                ),
-            ),
-            422: error_response(
-                "This key was used with a different body.",
-                (
-                    "Reused",
-                    {
-                        "code": "idempotency_key_reused",
-                        "detail": "This Idempotency-Key was used with a different body.",
-                    },
-                ),
-            ),
+            **CHECKOUT_ERRORS,
             429: THROTTLED,
         },
-        examples=[
-            OpenApiExample(
-                "Two widgets",
-                value={
-                    "customer_id": "alice",
-                    "items": [{"sku": "WIDGET", "quantity": 2}],
-                    "payment_token": "tok_visa",
-                },
-                request_only=True,
-            ),
-            OpenApiExample(
-                "A declined card",
-                value={
-                    "customer_id": "bob",
-                    "items": [{"sku": "GADGET", "quantity": 1}],
-                    "payment_token": "tok_chargeDeclined",
-                },
-                request_only=True,
-            ),
-        ],
+        examples=CHECKOUT_EXAMPLES,
     )
     def post(self, request):
         key = idempotency_key_of(request)
@@ -305,6 +205,7 @@ class OrderDetailApi(APIView):
         summary="An order, its status and its saga timeline",
         parameters=[ORDER_ID],
         responses={200: OrderOutputSerializer, 404: NOT_FOUND},
+        examples=[ORDER_CONFIRMED],
     )
     def get(self, request, order_id: str):
         order = order_get(order_id=order_id)
