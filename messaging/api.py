@@ -20,6 +20,7 @@ from messaging.masking import mask_sensitive, mask_text
 from messaging.outbox import OutsideTransactionError, publish, tracing
 from messaging.registry import CONSUMERS, register_handler
 from messaging.selectors import dead_letter_counts, dead_letter_counts_by_state, outbox_backlog, timeline_for
+from messaging.serve_metrics import serve_metrics
 
 __all__ = [
     "CONSUMERS",
@@ -36,6 +37,7 @@ __all__ = [
     "outbox_backlog",
     "publish",
     "register_handler",
+    "serve_metrics",
     "timeline_for",
     "timeline_waiting",
     "tracing",
