@@ -99,6 +99,13 @@ def scrape(port: int) -> dict[tuple[str, tuple], float]:
         return samples(response.read().decode())
 
 
+def scrape_when_up(port: int) -> dict[tuple[str, tuple], float]:
+    try:
+        return scrape(port)
+    except OSError:  # the process is still starting
+        return {}
+
+
 def published() -> int:
     return OutboxMessage.objects.filter(published_at__isnull=False).count()
 
@@ -113,7 +120,8 @@ def test_relay_and_consumers_serve_their_counters_on_their_own_ports(processes, 
     order = checkout(Client(), [{"sku": "WIDGET", "quantity": 1}])
     wait_terminal([order["id"]])
     wait_until(lambda: not OutboxMessage.objects.filter(published_at__isnull=True).exists(), timeout=30)
-    wait_until(lambda: scrape(relay_port)[("messaging_relay_published_total", ())] == published(), timeout=10)
+    relayed = ("messaging_relay_published_total", ())
+    wait_until(lambda: scrape_when_up(relay_port).get(relayed) == published(), timeout=10)
 
     relay = scrape(relay_port)
     assert relay[("messaging_relay_published_total", ())] == published()
@@ -125,3 +133,20 @@ def test_relay_and_consumers_serve_their_counters_on_their_own_ports(processes, 
     # The orders consumer decided the outcome, so it counted it.
     assert consumers[("orders_saga_outcomes_total", (("reason", "none"), ("status", "CONFIRMED")))] == 1
     assert consumers[("orders_checkout_to_terminal_seconds_count", (("status", "CONFIRMED"),))] == 1
+
+
+@pytest.mark.django_db(transaction=True, databases=ALL_DATABASES)
+def test_the_deadline_loop_counts_the_timeouts_it_decides(processes):
+    order = Order.objects.create(customer_id="c", total=Decimal("1.00"), currency="USD")
+    Order.objects.filter(pk=order.pk).update(created_at=timezone.now() - timedelta(minutes=10))
+    port = free_port()
+
+    processes.start("deadline", "expire_pending_orders", "--loop", "--metrics-port", str(port))
+    timeouts = ("orders_saga_outcomes_total", (("reason", "timeout"), ("status", "FAILED")))
+    wait_until(lambda: scrape_when_up(port).get(timeouts) == 1, timeout=20, message="the timeout to be counted")
+
+    got = scrape(port)
+    assert Order.objects.get(pk=order.pk).failure_reason == "timeout"
+    assert got[("orders_checkout_to_terminal_seconds_count", (("status", "FAILED"),))] == 1
+    assert got[("orders_checkout_to_terminal_seconds_bucket", (("le", "600.0"), ("status", "FAILED")))] == 0
+    assert got[("orders_checkout_to_terminal_seconds_bucket", (("le", "1800.0"), ("status", "FAILED")))] == 1
