@@ -1,6 +1,7 @@
 """The operator's console: the order's saga timeline, the outbox, dead letters, the overview."""
 
 import json
+import re
 import uuid
 from datetime import timedelta
 from decimal import Decimal
@@ -334,3 +335,9 @@ def test_the_admin_index_links_the_overview_and_the_docs(staff):
     html = staff.get("/admin/").content.decode()
     assert 'href="/admin/overview/"' in html
     assert 'href="/api/docs/"' in html
+
+
+def test_the_order_list_flags_an_order_pending_for_over_a_minute(staff, order_id):
+    Order.objects.filter(pk=order_id).update(created_at=timezone.now() - timedelta(minutes=2, seconds=5))
+    html = staff.get("/admin/orders/order/").content.decode()
+    assert re.search(r'<span class="ops-bad">2m 0[5-9]s</span>', html)
