@@ -300,6 +300,10 @@ def main() -> int:
     twice.notes.append(f"charges for this order: {charges}")
     wait_all(api, [cancelled], "compensating the cancellation")
 
+    print(
+        "\nTimes are seconds after the order's first event. 'published' is when the relay recorded the broker's"
+        "\nconfirm, so a fast consumer may show up a moment earlier."
+    )
     for path in paths:
         print_timeline(api, path, api.base)
     print(f"\nAll of it is in the admin ({api.base}/admin/, 'Saga overview') and the API docs ({api.base}/api/docs/).")
