@@ -44,7 +44,6 @@ class TraceparentMiddleware:
 
     def __call__(self, request):
         traceparent = continue_trace(request.headers.get("traceparent"))
-        request.traceparent = traceparent
         with tracing(traceparent), structlog.contextvars.bound_contextvars(trace_id=trace_id_of(traceparent)):
             response = self.get_response(request)
         response["traceresponse"] = traceparent
