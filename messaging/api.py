@@ -21,6 +21,7 @@ from messaging.outbox import OutsideTransactionError, publish, tracing
 from messaging.registry import CONSUMERS, register_handler
 from messaging.selectors import dead_letter_counts, dead_letter_counts_by_state, outbox_backlog, timeline_for
 from messaging.serve_metrics import serve_metrics
+from messaging.tracecontext import child_span, trace_id_of
 
 __all__ = [
     "CONSUMERS",
@@ -30,6 +31,7 @@ __all__ = [
     "Stopper",
     "TransientError",
     "broker_reachable",
+    "child_span",
     "dead_letter_counts",
     "dead_letter_counts_by_state",
     "mask_sensitive",
@@ -40,5 +42,6 @@ __all__ = [
     "serve_metrics",
     "timeline_for",
     "timeline_waiting",
+    "trace_id_of",
     "tracing",
 ]

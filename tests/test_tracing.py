@@ -9,8 +9,8 @@ from decimal import Decimal
 import pytest
 from django.test import Client
 
-from config.middleware import continue_trace
 from inventory.models import Product
+from messaging.api import child_span as continue_trace
 from messaging.models import OutboxMessage
 from orders.models import Order, StorefrontProduct
 from tests.conftest import ALL_DATABASES
@@ -98,6 +98,7 @@ def test_the_trace_id_travels_from_checkout_through_every_hop_and_every_consumer
     # The request's own span on the first event; every later hop keeps the trace id.
     assert rows[0].traceparent == served_by
     assert {row.traceparent.split("-")[1] for row in rows} == {TRACE_ID}
+    assert len({row.traceparent for row in rows}) == 4  # each hop is a span of its own
     on_the_wire = {mid: headers for mid, headers, _ in wire.drain()}
     assert {on_the_wire[str(row.event_id)]["traceparent"] for row in rows} == {row.traceparent for row in rows}
 
@@ -120,6 +121,8 @@ def test_the_trace_id_travels_from_checkout_through_every_hop_and_every_consumer
     assert about_messages, lines
     for line in about_messages:
         assert {"consumer", "event_type", "correlation_id"} <= line.keys(), line
+        if line.get("correlation_id") == order_id and line["event"] == "handled":
+            assert line["trace_id"] == TRACE_ID, line
     handled = sorted(
         (line["consumer"], line["event_type"])
         for line in about_messages
