@@ -51,7 +51,7 @@ bench: $(STAMP) ## the benchmarks on PostgreSQL + RabbitMQ, with the machine's o
 	$(PY) scripts/with_test_services.py $(PY) bench/run.py
 
 demo: $(STAMP) ## place orders that show every saga path against what `make run` is running, and print their timelines
-	DEBUG=$${DEBUG:-1} $(PY) scripts/demo.py
+	DEBUG=$${DEBUG:-1} $(PY) scripts/demo.py --base-url http://127.0.0.1:$(PORT)
 
 browser-check: $(STAMP) ## open the admin and the API docs in headless Chromium (needs a root install of Debian's chromium)
 	$(PY) scripts/browser_check.py

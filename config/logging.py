@@ -2,12 +2,21 @@
 
 Context bound with ``structlog.contextvars.bind_contextvars`` (the relay and consumers bind
 ``event_type``, ``message_id``, ``correlation_id`` and ``consumer``) is added to every line,
-so one order can be followed with one grep.
+so one order can be followed with one grep. Payment tokens are masked in every line
+(``mask_secrets``), whatever logged them.
 """
 
 import logging.config
 
 import structlog
+
+
+def mask_secrets(logger, method_name, event_dict):
+    """Mask sensitive keys at any depth and ``payment_token=...`` inside any text."""
+    from messaging.masking import mask_sensitive, mask_text  # settings are loaded by the time we log
+
+    masked = mask_sensitive(event_dict)
+    return {key: mask_text(value) if isinstance(value, str) else value for key, value in masked.items()}
 
 
 def configure_logging(log_format: str, level: str) -> None:
@@ -17,10 +26,12 @@ def configure_logging(log_format: str, level: str) -> None:
         structlog.stdlib.add_logger_name,
         structlog.stdlib.ExtraAdder(),
         structlog.processors.TimeStamper(fmt="iso", utc=True),
+        # Tracebacks become text here, so that the masking below covers them too.
+        structlog.processors.format_exc_info,
+        mask_secrets,
     ]
     if log_format == "json":
         renderer = structlog.processors.JSONRenderer()
-        shared.append(structlog.processors.format_exc_info)
     elif log_format == "console":
         renderer = structlog.dev.ConsoleRenderer(colors=False)
     else:

@@ -48,6 +48,8 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "rest_framework",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",  # Swagger UI served from our own static files, no CDN
     "messaging",
     "orders",
     "payments",
@@ -56,6 +58,8 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",  # static files (admin, API docs) under gunicorn
+    "config.middleware.TraceparentMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -78,6 +82,7 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
             ],
+            "libraries": {"ops": "config.templatetags.ops"},
         },
     },
 ]
@@ -96,6 +101,9 @@ def _database(url: str) -> dict:
     config = env.db_url_config(url)
     config["CONN_MAX_AGE"] = env.int("CONN_MAX_AGE", default=60)
     config["CONN_HEALTH_CHECKS"] = True
+    if config["ENGINE"] == "django.db.backends.postgresql":
+        # A database that does not answer fails fast (readiness probe, reconnect loops).
+        config["OPTIONS"] = {"connect_timeout": 3, **config.get("OPTIONS", {})}
     if config["ENGINE"] == "django.db.backends.sqlite3":
         config["OPTIONS"] = {**_SQLITE_OPTIONS, **config.get("OPTIONS", {})}
     return config
@@ -154,11 +162,46 @@ REST_FRAMEWORK = {
     "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
     "EXCEPTION_HANDLER": "config.exceptions.api_exception_handler",
     "DEFAULT_THROTTLE_RATES": {"checkout": None if CHECKOUT_THROTTLE == "off" else CHECKOUT_THROTTLE},
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    # The throttle's client is REMOTE_ADDR, or the address this many proxies in front of us saw
+    # (the last hops of X-Forwarded-For). DRF's default (None) trusts the whole header, which
+    # lets any client pick a fresh identity per request.
+    "NUM_PROXIES": env.int("NUM_PROXIES", default=0),
 }
+# Throttle counters live in the cache: with several web processes use a shared one
+# (e.g. CACHE_URL=redis://127.0.0.1:6379/1 with the redis package, or dbcache://throttle).
+CACHES = {"default": env.cache_url("CACHE_URL", default="locmemcache://")}
+
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Saga shop API",
+    "DESCRIPTION": (
+        "Checkout starts a choreographed saga across orders, payments and inventory; the order's "
+        "timeline shows every event of it. Every error body is "
+        '`{"code": "...", "detail": "...", "errors": {"field": ["..."]}}` (`errors` only for validation errors).'
+    ),
+    "VERSION": "1.0.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "COMPONENT_SPLIT_REQUEST": True,
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    "ENUM_NAME_OVERRIDES": {"DependencyStatusEnum": ["ok", "down"]},
+    "ENUM_GENERATE_CHOICE_DESCRIPTION": False,
+    "TAGS": [
+        {"name": "orders", "description": "Checkout, order status and timeline, cancellation."},
+        {"name": "catalogue", "description": "What can be ordered."},
+        {"name": "operations", "description": "Health probes."},
+    ],
+}
+
+# --- Operations ---------------------------------------------------------------------------
+# Set: /metrics requires "Authorization: Bearer <token>".
+METRICS_TOKEN = env.str("METRICS_TOKEN", default="")
 
 # --- Static files, i18n -------------------------------------------------------------------
 STATIC_URL = "static/"
-STATIC_ROOT = VAR_DIR / "static"
+STATIC_ROOT = VAR_DIR / "static"  # `collectstatic` fills it; WhiteNoise serves it
+STATIC_ROOT.mkdir(exist_ok=True)
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
 USE_I18N = True

@@ -1,7 +1,20 @@
 from django.contrib import admin
 from django.urls import include, path
+from django.views.decorators.http import require_GET
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+
+from config.health import HealthApi, ReadinessApi
+from config.metrics import metrics_view
+from config.overview import overview_view
 
 urlpatterns = [
+    # Before admin.site.urls, whose catch-all would take it.
+    path("admin/overview/", admin.site.admin_view(overview_view), name="admin-overview"),
     path("admin/", admin.site.urls),
+    path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
+    path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="docs"),
     path("api/", include("orders.urls")),
+    path("healthz", HealthApi.as_view(), name="healthz"),
+    path("readyz", ReadinessApi.as_view(), name="readyz"),
+    path("metrics", require_GET(metrics_view), name="metrics"),
 ]

@@ -1,6 +1,21 @@
-from django.contrib import admin
+"""The operator's console over messaging's tables. Read-only, except for the actions, which
+call the same services as the ``dead_letters`` and ``outbox_retry_parked`` commands."""
 
+import json
+
+from django.contrib import admin, messages
+from django.template.response import TemplateResponse
+from django.utils.html import format_html
+
+from messaging.dead_letters import dead_letter_display_body, dead_letter_purge, dead_letter_replay
+from messaging.housekeeping import outbox_retry_parked
+from messaging.masking import mask_sensitive, mask_text
 from messaging.models import DeadLetter, EventLogEntry, InboxMessage, OutboxMessage
+from messaging.selectors import outbox_backlog
+
+
+def pretty(data) -> str:
+    return format_html('<pre class="ops-pre">{}</pre>', json.dumps(mask_sensitive(data), indent=2, sort_keys=True))
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
@@ -14,6 +29,11 @@ class ReadOnlyAdmin(admin.ModelAdmin):
 
     def has_delete_permission(self, request, obj=None):
         return False
+
+    def has_operate_permission(self, request) -> bool:
+        """Actions (retry, replay, purge) need the model's change permission, not only view."""
+        opts = self.model._meta
+        return request.user.has_perm(f"{opts.app_label}.change_{opts.model_name}")
 
 
 class PublishedFilter(admin.SimpleListFilter):
@@ -35,18 +55,53 @@ class PublishedFilter(admin.SimpleListFilter):
 
 @admin.register(OutboxMessage)
 class OutboxMessageAdmin(ReadOnlyAdmin):
-    list_display = [
+    list_display = ["event_id", "state_badge", "event_type", "aggregate_id", "created_at", "published_at", "attempts"]
+    list_filter = [PublishedFilter, "source", "event_type"]
+    # aggregate id, routing key (event_type), message id (event_id), correlation id
+    search_fields = ["=aggregate_id", "=correlation_id", "event_type", "=event_id"]
+    search_help_text = "An aggregate id, order id, message id, or part of a routing key."
+    fields = [
         "event_id",
+        "state_badge",
+        "source",
         "event_type",
         "aggregate_type",
         "aggregate_id",
+        "correlation_id",
+        "causation_id",
+        "traceparent",
+        "schema_version",
         "created_at",
         "published_at",
         "attempts",
+        "last_error",
+        "next_attempt_at",
+        "parked_at",
+        "payload_pretty",
     ]
-    list_filter = [PublishedFilter, "source", "event_type"]
-    search_fields = ["=aggregate_id", "=correlation_id", "event_type", "=event_id"]
-    exclude = ["payload"]
+    readonly_fields = ["state_badge", "payload_pretty"]
+    actions = ["retry_parked"]
+
+    @admin.display(description="state")
+    def state_badge(self, obj):
+        css = {"published": "ops-ok", "pending": "ops-warn", "parked": "ops-bad"}[obj.state]
+        return format_html('<span class="{}">{}</span>', css, obj.state)
+
+    @admin.display(description="payload (payment tokens masked)")
+    def payload_pretty(self, obj):
+        return pretty(obj.payload)
+
+    @admin.action(description="Retry the selected parked rows", permissions=["operate"])
+    def retry_parked(self, request, queryset):
+        ids = list(queryset.values_list("pk", flat=True))
+        retried = outbox_retry_parked(ids=ids)
+        skipped = len(ids) - retried
+        self.message_user(request, f"{retried} parked row(s) will be published again.", messages.SUCCESS)
+        if skipped:
+            self.message_user(request, f"{skipped} selected row(s) were not parked: unchanged.", messages.WARNING)
+
+    def changelist_view(self, request, extra_context=None):
+        return super().changelist_view(request, {**(extra_context or {}), "backlog": outbox_backlog()})
 
 
 @admin.register(InboxMessage)
@@ -54,6 +109,7 @@ class InboxMessageAdmin(ReadOnlyAdmin):
     list_display = ["consumer", "message_id", "event_type", "correlation_id", "handled_at"]
     list_filter = ["consumer", "event_type"]
     search_fields = ["=message_id", "=correlation_id"]
+    search_help_text = "A message id or an order id."
 
 
 @admin.register(EventLogEntry)
@@ -61,6 +117,12 @@ class EventLogEntryAdmin(ReadOnlyAdmin):
     list_display = ["message_id", "event_type", "correlation_id", "occurred_at", "recorded_at"]
     list_filter = ["event_type"]
     search_fields = ["=message_id", "=correlation_id"]
+    exclude = ["payload"]
+    readonly_fields = ["payload_pretty"]
+
+    @admin.display(description="payload (payment tokens masked)")
+    def payload_pretty(self, obj):
+        return pretty(obj.payload)
 
 
 @admin.register(DeadLetter)
@@ -68,4 +130,78 @@ class DeadLetterAdmin(ReadOnlyAdmin):
     list_display = ["id", "consumer", "reason", "message_id", "event_type", "attempts", "last_failed_at", "replayed_at"]
     list_filter = ["consumer", "reason"]
     search_fields = ["=message_id", "=correlation_id", "event_type"]
-    exclude = ["body"]
+    search_help_text = "A message id, an order id, or part of an event type."
+    fields = [
+        "consumer",
+        "reason",
+        "error_masked",
+        "message_id",
+        "event_type",
+        "routing_key",
+        "correlation_id",
+        "attempts",
+        "first_failed_at",
+        "last_failed_at",
+        "replayed_at",
+        "replay_count",
+        "body_pretty",
+        "headers_pretty",
+        "traceback_masked",
+    ]
+    readonly_fields = ["error_masked", "body_pretty", "headers_pretty", "traceback_masked"]
+    actions = ["replay", "replay_new_id", "purge"]
+
+    @admin.display(description="error")
+    def error_masked(self, obj):
+        return mask_text(obj.error)
+
+    @admin.display(description="body (payment tokens masked)")
+    def body_pretty(self, obj):
+        return format_html('<pre class="ops-pre">{}</pre>', dead_letter_display_body(obj))
+
+    @admin.display(description="headers")
+    def headers_pretty(self, obj):
+        return pretty(obj.headers)
+
+    @admin.display(description="traceback")
+    def traceback_masked(self, obj):
+        return format_html('<pre class="ops-pre">{}</pre>', mask_text(obj.traceback)) if obj.traceback else "-"
+
+    def _replay(self, request, queryset, new_id: bool) -> None:
+        try:
+            outcomes = dead_letter_replay(ids=list(queryset.values_list("pk", flat=True)), new_id=new_id)
+        except Exception as exc:  # noqa: BLE001 - the broker may be down: say so instead of a 500
+            self.message_user(request, f"Nothing replayed: {type(exc).__name__}: {exc}", messages.ERROR)
+            return
+        for o in outcomes:
+            note = f": {o.note}" if o.note else ""
+            if o.replayed:
+                self.message_user(request, f"#{o.dead_letter_id} replayed to {o.consumer}{note}", messages.SUCCESS)
+            else:
+                self.message_user(request, f"#{o.dead_letter_id} NOT replayed{note}", messages.WARNING)
+
+    @admin.action(description="Replay to the original consumer (same message id)", permissions=["operate"])
+    def replay(self, request, queryset):
+        self._replay(request, queryset, new_id=False)
+
+    @admin.action(description="Replay as a new message (new message id: runs again)", permissions=["operate"])
+    def replay_new_id(self, request, queryset):
+        self._replay(request, queryset, new_id=True)
+
+    @admin.action(description="Purge (delete) the selected dead letters", permissions=["purge"])
+    def purge(self, request, queryset):
+        if request.POST.get("confirm") != "yes":
+            context = {
+                **self.admin_site.each_context(request),
+                "title": "Purge dead letters?",
+                "opts": self.model._meta,
+                "letters": queryset,
+                "action_checkbox_name": admin.helpers.ACTION_CHECKBOX_NAME,
+            }
+            return TemplateResponse(request, "admin/messaging/deadletter/purge_confirmation.html", context)
+        purged = dead_letter_purge(ids=list(queryset.values_list("pk", flat=True)))
+        self.message_user(request, f"{purged} dead letter(s) purged.", messages.SUCCESS)
+        return None
+
+    def has_purge_permission(self, request) -> bool:
+        return request.user.has_perm("messaging.delete_deadletter")

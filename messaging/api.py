@@ -4,26 +4,44 @@
 - ``register_handler(...)`` subscribes a context's function to an event type;
 - handlers receive an ``IncomingEvent`` and raise ``InvalidPayload`` for a payload that can
   never be handled (dead-lettered at once) or anything else to be retried;
-- ``timeline_for`` reads every event of one order across all contexts.
+- ``timeline_for`` reads every event of one order across all contexts; ``timeline_waiting``
+  says where such a timeline is still waiting (outbox, consumer, dead letter);
+- ``mask_sensitive`` / ``mask_text`` hide payment tokens outside payments;
+- ``outbox_backlog``, ``dead_letter_counts`` and ``broker_reachable`` serve the operators'
+  pages, health checks and metrics.
 """
 
+from messaging.diagnosis import timeline_waiting
 from messaging.dispatch import InvalidPayload, TransientError
 from messaging.envelope import IncomingEvent
+from messaging.health import broker_reachable
 from messaging.lifecycle import Stopper
-from messaging.masking import mask_sensitive
+from messaging.masking import mask_sensitive, mask_text
 from messaging.outbox import OutsideTransactionError, publish, tracing
-from messaging.registry import register_handler
-from messaging.selectors import timeline_for
+from messaging.registry import CONSUMERS, register_handler
+from messaging.selectors import dead_letter_counts, dead_letter_counts_by_state, outbox_backlog, timeline_for
+from messaging.serve_metrics import serve_metrics
+from messaging.tracecontext import child_span, trace_id_of
 
 __all__ = [
+    "CONSUMERS",
     "IncomingEvent",
     "InvalidPayload",
     "OutsideTransactionError",
     "Stopper",
     "TransientError",
+    "broker_reachable",
+    "child_span",
+    "dead_letter_counts",
+    "dead_letter_counts_by_state",
     "mask_sensitive",
+    "mask_text",
+    "outbox_backlog",
     "publish",
     "register_handler",
+    "serve_metrics",
     "timeline_for",
+    "timeline_waiting",
+    "trace_id_of",
     "tracing",
 ]

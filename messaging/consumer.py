@@ -28,6 +28,7 @@ from messaging.faults import fault_point
 from messaging.heartbeat import HandlerHeartbeat
 from messaging.lifecycle import Backoff, Stopper, drop_broken_db_connections
 from messaging.publisher import BatchPublisher, ConfirmTimeout
+from messaging.tracecontext import trace_id_of
 
 logger = logging.getLogger(__name__)
 
@@ -160,6 +161,7 @@ class ConsumerWorker:
             "message_id": str(properties.get("message_id") or "-"),
             "event_type": str(headers.get("event_type") or "-"),
             "correlation_id": str(properties.get("correlation_id") or "-"),
+            "trace_id": trace_id_of(str(headers.get("traceparent") or "")) or "-",
         }
         with structlog.contextvars.bound_contextvars(**context):
             started = time.monotonic()

@@ -7,6 +7,7 @@ never touches the broker.
 import enum
 import logging
 import traceback as tb
+from contextlib import nullcontext
 from dataclasses import dataclass
 
 from django.db import DatabaseError, InterfaceError, OperationalError, connection, transaction
@@ -15,7 +16,8 @@ from messaging import registry
 from messaging.envelope import IncomingEvent, InvalidMessage, parse_incoming
 from messaging.faults import fault_point
 from messaging.inbox import inbox_claim
-from messaging.outbox import handling
+from messaging.outbox import handling, tracing
+from messaging.tracecontext import child_span
 
 logger = logging.getLogger(__name__)
 
@@ -89,7 +91,8 @@ def decide(consumer: str, *, body: bytes, properties: dict, headers: dict, routi
         with transaction.atomic():
             if not inbox_claim(consumer=consumer, event=event):
                 return Decision(Outcome.DUPLICATE, event)
-            with handling(event):
+            # The handler is a span of its own in the message's trace.
+            with handling(event), tracing(child_span(event.traceparent)) if event.traceparent else nullcontext():
                 spec.handler(event)
             fault_point(f"consumer.{consumer}.before_commit")
     except InvalidPayload as exc:

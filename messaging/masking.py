@@ -1,5 +1,6 @@
 """Mask secrets (payment tokens) wherever a payload leaves the payments context's own code."""
 
+import re
 from typing import Any
 
 from messaging.conf import setting
@@ -25,3 +26,12 @@ def _mask(data: Any, sensitive: set[str]) -> Any:
     if isinstance(data, list):
         return [_mask(item, sensitive) for item in data]
     return data
+
+
+def mask_text(text: str) -> str:
+    """``text`` with the value after every sensitive key masked (``payment_token='tok_visa'``,
+    ``"payment_token": "tok_visa"``), for free text such as errors and tracebacks."""
+    for name in setting("SENSITIVE_FIELDS"):
+        pattern = re.compile(rf"""(['"]?{re.escape(name)}['"]?\s*[:=]\s*['"]?)([^'"\s,;}}\]\)]+)""")
+        text = pattern.sub(lambda m: m.group(1) + mask_value(m.group(2)), text)
+    return text

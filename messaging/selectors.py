@@ -2,7 +2,7 @@
 
 from datetime import datetime
 
-from django.db.models import Count, Min
+from django.db.models import Count, Min, Q
 from django.utils import timezone
 
 from messaging.masking import mask_sensitive
@@ -55,7 +55,13 @@ def _add_handling(entries: list[dict]) -> None:
     dead: dict[str, list[dict]] = {}
     for row in DeadLetter.objects.filter(message_id__in=message_ids):
         dead.setdefault(row.message_id, []).append(
-            {"id": row.pk, "consumer": row.consumer, "reason": row.reason, "error": row.error}
+            {
+                "id": row.pk,
+                "consumer": row.consumer,
+                "reason": row.reason,
+                "error": row.error,
+                "replayed_at": row.replayed_at,
+            }
         )
     for entry in entries:
         entry["handled_by"] = handled.get(entry["message_id"], [])
@@ -76,3 +82,16 @@ def outbox_backlog() -> dict:
 
 def dead_letter_counts() -> dict[str, int]:
     return dict(DeadLetter.objects.values_list("consumer").annotate(n=Count("id")).values_list("consumer", "n"))
+
+
+def dead_letter_counts_by_state() -> dict[tuple[str, str], int]:
+    """Dead letters per (consumer, state): ``waiting`` for an operator, or ``replayed``."""
+    rows = DeadLetter.objects.values("consumer").annotate(
+        waiting=Count("id", filter=Q(replayed_at__isnull=True)),
+        replayed=Count("id", filter=Q(replayed_at__isnull=False)),
+    )
+    counts = {}
+    for row in rows:
+        counts[(row["consumer"], "waiting")] = row["waiting"]
+        counts[(row["consumer"], "replayed")] = row["replayed"]
+    return counts

@@ -1,6 +1,11 @@
 from django.contrib import admin
+from django.utils import timezone
+from django.utils.html import format_html
 
+from config.templatetags.ops import age
+from orders.admin_timeline import order_saga_view
 from orders.models import CheckoutRequest, Order, OrderLine, StorefrontProduct
+from orders.selectors import order_get
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
@@ -29,7 +34,7 @@ class OrderLineInline(admin.TabularInline):
 
 @admin.register(Order)
 class OrderAdmin(ReadOnlyAdmin):
-    list_display = ["id", "status", "failure_reason", "customer_id", "total", "currency", "created_at", "updated_at"]
+    list_display = ["id", "status", "pending_for", "failure_reason", "customer_id", "total", "created_at", "updated_at"]
     list_filter = ["status", "failure_reason"]
     search_fields = ["=id", "customer_id"]
     date_hierarchy = "created_at"
@@ -37,6 +42,21 @@ class OrderAdmin(ReadOnlyAdmin):
 
     def has_view_permission(self, request, obj=None):
         return request.user.is_staff and super().has_view_permission(request, obj)
+
+    @admin.display(description="pending for")
+    def pending_for(self, obj):
+        """A PENDING order's age, red past a minute: a stuck saga shows in the list."""
+        if obj.status != Order.Status.PENDING:
+            return "-"
+        seconds = (timezone.now() - obj.created_at).total_seconds()
+        return format_html('<span class="{}">{}</span>', "ops-bad" if seconds > 60 else "", age(seconds))
+
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        # The saga timeline, read through messaging's public API (see change_form.html).
+        order = order_get(order_id=object_id)
+        if order is not None and self.has_view_permission(request, order):
+            extra_context = {**(extra_context or {}), "saga": order_saga_view(order)}
+        return super().change_view(request, object_id, form_url, extra_context)
 
 
 @admin.register(StorefrontProduct)

@@ -1,11 +1,28 @@
 """The checkout API: thin views over orders' services and selectors."""
 
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import (
+    OpenApiParameter,
+    OpenApiResponse,
+    extend_schema,
+    extend_schema_field,
+    extend_schema_serializer,
+)
 from rest_framework import serializers, status
 from rest_framework.response import Response
 from rest_framework.throttling import ScopedRateThrottle
 from rest_framework.views import APIView
 
 from config.exceptions import ApiError
+from config.schema import NOT_FOUND, THROTTLED, error_response
+from orders.api_docs import (
+    CHECKOUT_DESCRIPTION,
+    CHECKOUT_ERRORS,
+    CHECKOUT_EXAMPLES,
+    CHECKOUT_HEADERS,
+    ORDER_CONFIRMED,
+    CheckoutBodySerializer,
+)
 from orders.models import Order
 from orders.selectors import order_get, order_timeline, storefront_products
 from orders.services.checkout import (
@@ -40,33 +57,38 @@ class StrictIntegerField(serializers.IntegerField):
 
 
 class TimelineEntrySerializer(serializers.Serializer):
-    event_type = serializers.CharField()
-    message_id = serializers.CharField()
+    event_type = serializers.CharField(help_text="The routing key, e.g. `payments.payment.succeeded`.")
+    message_id = serializers.CharField(help_text="The event's UUID, the same on every delivery.")
     occurred_at = serializers.DateTimeField()
-    published_at = serializers.DateTimeField(allow_null=True)
-    source = serializers.CharField()
-    causation_id = serializers.CharField(allow_null=True)
-    state = serializers.CharField()
+    published_at = serializers.DateTimeField(allow_null=True, help_text="Null while the event waits in the outbox.")
+    source = serializers.CharField(help_text="The context that produced it: orders, payments or inventory.")
+    causation_id = serializers.CharField(allow_null=True, help_text="The message that caused this one.")
+    state = serializers.ChoiceField(choices=["pending", "published", "parked"])
 
 
+@extend_schema_serializer(component_name="OrderLine")
 class OrderLineOutputSerializer(serializers.Serializer):
     sku = serializers.CharField()
     quantity = serializers.IntegerField()
     unit_price = serializers.DecimalField(max_digits=12, decimal_places=2)
 
 
+@extend_schema_serializer(component_name="Order")
 class OrderOutputSerializer(serializers.Serializer):
     id = serializers.UUIDField()
-    status = serializers.CharField()
-    failure_reason = serializers.CharField(allow_null=True)
+    status = serializers.ChoiceField(choices=Order.Status.values)
+    failure_reason = serializers.ChoiceField(choices=Order.FailureReason.values, allow_null=True)
     customer_id = serializers.CharField()
     total = serializers.DecimalField(max_digits=12, decimal_places=2)
     currency = serializers.CharField()
     items = OrderLineOutputSerializer(source="lines.all", many=True)
     created_at = serializers.DateTimeField()
     updated_at = serializers.DateTimeField()
-    timeline = serializers.SerializerMethodField()
+    timeline = serializers.SerializerMethodField(
+        help_text="Every event of this order from all contexts, published or not, in order of occurrence."
+    )
 
+    @extend_schema_field(TimelineEntrySerializer(many=True))
     def get_timeline(self, order: Order) -> list[dict]:
         return TimelineEntrySerializer(order_timeline(order=order), many=True).data
 
@@ -76,12 +98,19 @@ def order_representation(order: Order) -> dict:
 
 
 class ProductListApi(APIView):
+    @extend_schema_serializer(component_name="Product")
     class OutputSerializer(serializers.Serializer):
         sku = serializers.CharField()
         name = serializers.CharField()
         price = serializers.DecimalField(max_digits=12, decimal_places=2)
-        available = serializers.IntegerField()
+        available = serializers.IntegerField(help_text="May trail reservations by moments; 0 is still accepted.")
 
+    @extend_schema(
+        tags=["catalogue"],
+        operation_id="product_list",
+        summary="Products checkout accepts now",
+        responses={200: OutputSerializer(many=True)},
+    )
     def get(self, request):
         return Response(self.OutputSerializer(storefront_products(), many=True).data)
 
@@ -108,6 +137,20 @@ class CheckoutApi(APIView):
                 raise serializers.ValidationError([f"sku repeated: {sku}" for sku in repeated])
             return serializer.validated_data
 
+    @extend_schema(
+        tags=["orders"],
+        operation_id="checkout",
+        summary="Place an order (starts the saga)",
+        description=CHECKOUT_DESCRIPTION,
+        parameters=CHECKOUT_HEADERS,
+        request=CheckoutBodySerializer,
+        responses={
+            201: OpenApiResponse(OrderOutputSerializer, description="The order, PENDING; the saga runs from here."),
+            **CHECKOUT_ERRORS,
+            429: THROTTLED,
+        },
+        examples=CHECKOUT_EXAMPLES,
+    )
     def post(self, request):
         key = idempotency_key_of(request)
         serializer = self.InputSerializer(data=request.data)
@@ -147,7 +190,23 @@ def idempotency_key_of(request) -> str:
     return key
 
 
+ORDER_ID = OpenApiParameter(
+    "order_id",
+    OpenApiTypes.UUID,
+    OpenApiParameter.PATH,
+    description="The order's id: a random UUID, the guest's capability to read and cancel the order.",
+)
+
+
 class OrderDetailApi(APIView):
+    @extend_schema(
+        tags=["orders"],
+        operation_id="order_detail",
+        summary="An order, its status and its saga timeline",
+        parameters=[ORDER_ID],
+        responses={200: OrderOutputSerializer, 404: NOT_FOUND},
+        examples=[ORDER_CONFIRMED],
+    )
     def get(self, request, order_id: str):
         order = order_get(order_id=order_id)
         if order is None:
@@ -156,6 +215,23 @@ class OrderDetailApi(APIView):
 
 
 class OrderCancelApi(APIView):
+    @extend_schema(
+        tags=["orders"],
+        operation_id="order_cancel",
+        summary="Cancel a PENDING or CONFIRMED order",
+        description="The order is CANCELLED at once; payments refunds a charge and inventory releases reserved "
+        "stock, each exactly once (watch the timeline).",
+        parameters=[ORDER_ID],
+        request=None,
+        responses={
+            202: OpenApiResponse(OrderOutputSerializer, description="The order, now CANCELLED."),
+            404: NOT_FOUND,
+            409: error_response(
+                "Already FAILED or CANCELLED.",
+                ("Already failed", {"code": "invalid_state", "detail": "The order is FAILED and cannot be cancelled."}),
+            ),
+        },
+    )
     def post(self, request, order_id: str):
         order = order_get(order_id=order_id)
         if order is None:

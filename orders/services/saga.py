@@ -13,6 +13,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from messaging.api import InvalidPayload, publish
+from orders.metrics import saga_outcome_observed
 from orders.models import Order
 
 logger = logging.getLogger(__name__)
@@ -52,6 +53,7 @@ def order_confirm(*, order_id: uuid.UUID) -> None:
         return
     order.status = Order.Status.CONFIRMED
     order.save(update_fields=["status", "updated_at"])
+    saga_outcome_observed(order=order, previous_status=Order.Status.PENDING)
     _publish(order, "orders.order.confirmed", total=f"{order.total:.2f}", currency=order.currency)
 
 
@@ -67,6 +69,7 @@ def order_fail(*, order_id: uuid.UUID, reason: str) -> None:
 def _fail(order: Order, reason: str) -> None:
     order.status, order.failure_reason = Order.Status.FAILED, reason
     order.save(update_fields=["status", "failure_reason", "updated_at"])
+    saga_outcome_observed(order=order, previous_status=Order.Status.PENDING)
     _publish(order, "orders.order.failed", reason=reason)
 
 
@@ -81,6 +84,7 @@ def order_cancel(*, order_id: uuid.UUID) -> Order:
     previous = order.status
     order.status = Order.Status.CANCELLED
     order.save(update_fields=["status", "updated_at"])
+    saga_outcome_observed(order=order, previous_status=previous)
     _publish(order, "orders.order.cancelled", previous_status=previous)
     return order
 

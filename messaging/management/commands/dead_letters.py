@@ -9,7 +9,7 @@ from messaging.dead_letters import (
     dead_letter_replay_all,
     dead_letters_list,
 )
-from messaging.masking import mask_sensitive
+from messaging.masking import mask_sensitive, mask_text
 from messaging.models import DeadLetter
 from messaging.registry import CONSUMERS
 
@@ -50,7 +50,7 @@ class Command(BaseCommand):
             "routing_key": letter.routing_key,
             "correlation_id": letter.correlation_id,
             "reason": letter.reason,
-            "error": letter.error,
+            "error": mask_text(letter.error),
             "attempts": letter.attempts,
             "first_failed_at": letter.first_failed_at.isoformat(),
             "last_failed_at": letter.last_failed_at.isoformat(),
@@ -62,7 +62,7 @@ class Command(BaseCommand):
         self.stdout.write("headers:\n" + json.dumps(mask_sensitive(letter.headers), indent=2, sort_keys=True))
         self.stdout.write("body:\n" + dead_letter_display_body(letter))
         if letter.traceback:
-            self.stdout.write("traceback:\n" + letter.traceback)
+            self.stdout.write("traceback:\n" + mask_text(letter.traceback))
 
     def _replay(self, ids=(), all=False, consumer=None, new_id=False, **options):
         if all == bool(ids):

@@ -4,7 +4,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand
 from django.db import DatabaseError, connection
 
-from messaging.api import Stopper
+from messaging.api import Stopper, serve_metrics
 from orders.services.checkout import checkout_keys_purge
 from orders.services.saga import orders_expire
 
@@ -18,8 +18,10 @@ class Command(BaseCommand):
         parser.add_argument(
             "--loop", action="store_true", help="check every min(SAGA_TIMEOUT, 5) seconds until stopped"
         )
+        parser.add_argument("--metrics-port", type=int, default=None, help="serve Prometheus metrics on this port")
 
-    def handle(self, *args, loop=False, **options):
+    def handle(self, *args, loop=False, metrics_port=None, **options):
+        serve_metrics(metrics_port)  # timeouts counted here: orders_saga_outcomes_total{reason="timeout"}
         stopper = Stopper().install()
         interval = min(settings.SAGA_TIMEOUT, 5.0)
         while True:

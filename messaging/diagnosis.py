@@ -1,0 +1,70 @@
+"""Where a saga is waiting: read off a detailed timeline (``timeline_for(..., detailed=True)``).
+
+Four places a message can wait: an outbox row not yet published, a parked outbox row, a
+published message that a subscribed consumer has not handled yet, and a dead letter.
+"""
+
+from datetime import datetime, timedelta
+
+from django.utils import timezone
+
+from messaging import registry
+from messaging.conf import setting
+from messaging.masking import mask_text
+
+
+def consumers_of(event_type: str) -> list[str]:
+    """The consumers subscribed to ``event_type`` (the ``events`` log takes every event)."""
+    return [c for c in registry.CONSUMERS if registry.handler_for(c, event_type) is not None]
+
+
+def timeline_waiting(entries: list[dict], *, now: datetime | None = None) -> list[dict]:
+    """One item per place the timeline is waiting, oldest first; adds ``awaiting`` to each entry.
+
+    Each item: ``kind`` (pending, parked, unhandled, dead_letter), ``event_type``,
+    ``message_id``, ``since``, ``age`` (seconds), ``consumer`` (or None), ``detail``,
+    ``dead_letter_id`` (or None).
+    """
+    now = now or timezone.now()
+    # Past the inbox's retention "not handled" can no longer be told from "handled and purged".
+    inbox_horizon = now - timedelta(seconds=setting("INBOX_RETENTION"))
+    waiting = []
+    for entry in entries:
+        entry["awaiting"] = []
+
+        def item(kind, since, detail, consumer=None, dead_letter_id=None, entry=entry):
+            waiting.append(
+                {
+                    "kind": kind,
+                    "event_type": entry["event_type"],
+                    "message_id": entry["message_id"],
+                    "since": since,
+                    "age": max(0.0, (now - since).total_seconds()),
+                    "consumer": consumer,
+                    "detail": mask_text(detail),
+                    "dead_letter_id": dead_letter_id,
+                }
+            )
+
+        if entry["state"] == "pending":
+            tried = f"{entry.get('attempts', 0)} refused attempt(s); last error: {entry['last_error']}"
+            item("pending", entry["occurred_at"], tried if entry.get("attempts") else "waiting for the relay")
+            continue
+        if entry["state"] == "parked":
+            item("parked", entry["occurred_at"], f"parked after {entry['attempts']} attempts: {entry['last_error']}")
+            continue
+        handled = {h["consumer"] for h in entry.get("handled_by", [])}
+        dead = {letter["consumer"]: letter for letter in entry.get("dead_letters", [])}
+        for consumer, letter in dead.items():
+            if consumer in handled:
+                continue  # replayed and handled since
+            detail = f"{letter['reason']}: {letter['error']}" if letter["error"] else letter["reason"]
+            if letter.get("replayed_at"):
+                detail = f"replayed at {letter['replayed_at']:%Y-%m-%d %H:%M:%S}, not handled yet; {detail}"
+            item("dead_letter", entry["published_at"], detail, consumer, letter["id"])
+        if entry["published_at"] is None or entry["published_at"] < inbox_horizon:
+            continue
+        entry["awaiting"] = [c for c in consumers_of(entry["event_type"]) if c not in handled and c not in dead]
+        for consumer in entry["awaiting"]:
+            item("unhandled", entry["published_at"], f"published, not yet handled by {consumer}", consumer)
+    return sorted(waiting, key=lambda w: (w["since"], w["message_id"]))

@@ -1,0 +1,27 @@
+"""The saga timeline as the order's admin page shows it (read through messaging.api)."""
+
+import json
+
+from django.utils import timezone
+
+from messaging.api import timeline_waiting
+from orders.models import Order
+from orders.selectors import order_timeline
+
+
+def order_saga_view(order: Order) -> dict:
+    """Template context: each event with its handling, and where the saga is waiting."""
+    now = timezone.now()
+    entries = order_timeline(order=order, detailed=True)
+    waiting = timeline_waiting(entries, now=now)
+    for entry in entries:
+        entry["offset"] = (entry["occurred_at"] - order.created_at).total_seconds()
+        entry["payload_pretty"] = json.dumps(entry.get("payload") or {}, indent=2, sort_keys=True)
+        for handled in entry["handled_by"]:
+            handled["after"] = (handled["handled_at"] - entry["occurred_at"]).total_seconds()
+    return {
+        "timeline": entries,
+        "waiting": waiting,
+        "order_age": (now - order.created_at).total_seconds(),
+        "pending": order.status == Order.Status.PENDING,
+    }

@@ -1,0 +1,37 @@
+"""Orders' reads for operators: the overview page and the metrics endpoint."""
+
+from datetime import datetime, timedelta
+
+from django.db.models import Count, Min, QuerySet
+from django.utils import timezone
+
+from orders.models import Order
+
+
+def orders_status_counts(*, since: datetime) -> dict[str, int]:
+    """Orders created since ``since`` by status, every status present (zero if none)."""
+    counts = dict(
+        Order.objects.filter(created_at__gte=since)
+        .values_list("status")
+        .annotate(n=Count("id"))
+        .values_list("status", "n")
+    )
+    return {status: counts.get(status, 0) for status in Order.Status.values}
+
+
+def orders_pending_longer_than(*, seconds: float) -> QuerySet[Order]:
+    """Orders still PENDING ``seconds`` after checkout, oldest first."""
+    cutoff = timezone.now() - timedelta(seconds=seconds)
+    return Order.objects.filter(status=Order.Status.PENDING, created_at__lt=cutoff).order_by("created_at")
+
+
+def orders_pending_summary(*, stuck_after: float) -> dict:
+    """PENDING orders: how many, how many older than ``stuck_after`` seconds, the oldest's age."""
+    now = timezone.now()
+    pending = Order.objects.filter(status=Order.Status.PENDING)
+    stats = pending.aggregate(count=Count("id"), oldest=Min("created_at"))
+    return {
+        "pending": stats["count"],
+        "stuck": pending.filter(created_at__lt=now - timedelta(seconds=stuck_after)).count(),
+        "oldest_age": (now - stats["oldest"]).total_seconds() if stats["oldest"] else 0.0,
+    }
