@@ -109,12 +109,10 @@ def shuffled(examples: int, rng: random.Random) -> list:
 
 
 def process_env() -> dict[str, str]:
-    from django.db import connection
-
+    from tests.conftest import database_url
     from tests.support.faults import with_application_name
 
-    s = connection.settings_dict
-    url = with_application_name(f"postgres://{s['USER']}@{s['HOST'] or '127.0.0.1'}:{s['PORT'] or 5432}/{s['NAME']}")
+    url = with_application_name(database_url())
     return {
         **os.environ,
         "DATABASE_URL": url,
@@ -167,6 +165,7 @@ def run_one(name: str, what: str, func, rng: random.Random, env: dict) -> Result
         print(f"   {len(outcome)} examples, each checked on its own orders and SKU:")
         for line in outcome[-1].lines():
             print(f"      {line}")
+        print(f"   PASS in {seconds:.1f}s")
         return Result(name, True, seconds, f"{len(outcome)} examples")
 
     print(f"   injected ({len(outcome.injections)}):")
@@ -201,6 +200,7 @@ def main() -> int:
     parser.add_argument("--only", default="", help="comma-separated scenario names")
     parser.add_argument("--scale", type=float, default=1.0, help="multiply every count")
     args = parser.parse_args()
+    sys.stdout.reconfigure(line_buffering=True)  # progress shows as it happens, also in a log file
     if "TEST_BROKER_VHOST" not in os.environ:
         sys.exit("run it with `make chaos` (scripts/with_test_services.py gives it a vhost and a test database)")
 

@@ -65,26 +65,25 @@ def test_consumers_killed_inside_handlers_and_before_acks_lose_nothing_and_doubl
     assert process_log_events(processes, DUPLICATE) >= 3
 
 
-def paused_at(tmp_path, name: str):
-    """A payments consumer that stops after the gateway call, before its commit, holding one message."""
-    marker = tmp_path / f"{name}.pid"
-    return marker, {
-        **FAST_RETRIES,
-        "FAULT_POINT": "consumer.payments.before_commit",
-        "FAULT_MARKER": str(marker),
-        "CONSUMER_PREFETCH": "1",
-    }
+def payments_stopped_after_the_charge(processes, tmp_path, line: Line):
+    """The saga running, with the payments consumer stopped after the gateway call and before its
+    commit, holding the order's message and no other (prefetch 1): (the others, it, the order)."""
+    running = [
+        processes.start("relay", "run_outbox_relay"),
+        processes.start("consumers", "run_consumers", "orders", "inventory", "events"),
+    ]
+    seed_catalog(catalog=CATALOG)
+    marker = tmp_path / "payments.pid"
+    fault = {"FAULT_POINT": "consumer.payments.before_commit", "FAULT_MARKER": str(marker), "CONSUMER_PREFETCH": "1"}
+    stopped = processes.start("payments", "run_consumers", "payments", env={**FAST_RETRIES, **fault})
+    order = order_place(customer_id="c", lines=[line], payment_token="tok_visa")
+    wait_until(marker.exists, timeout=30, message="payments to stop before its commit")
+    return running, stopped, order
 
 
 def test_a_charge_made_by_a_consumer_that_died_before_its_commit_is_not_made_again(processes, quiet_broker, tmp_path):
-    # given the saga running, with the payments consumer set to stop after the gateway call
-    relay = processes.start("relay", "run_outbox_relay")
-    others = processes.start("consumers", "run_consumers", "orders", "inventory", "events")
-    seed_catalog(catalog=CATALOG)
-    marker, fault = paused_at(tmp_path, "payments")
-    doomed = processes.start("payments", "run_consumers", "payments", env=fault)
-    order = order_place(customer_id="c", lines=[Line("WIDGET", 2)], payment_token="tok_visa")
-    wait_until(marker.exists, timeout=30, message="payments to stop before its commit")
+    # given the payments consumer stopped after the gateway charged, its transaction still open
+    running, doomed, order = payments_stopped_after_the_charge(processes, tmp_path, Line("WIDGET", 2))
     assert [(op.kind, op.amount) for op in gateway.ledger(order_id=str(order.id))] == [("charge", Decimal("39.98"))]
     assert not Payment.objects.filter(order_id=order.id).exists()  # its transaction is still open
 
@@ -101,7 +100,7 @@ def test_a_charge_made_by_a_consumer_that_died_before_its_commit_is_not_made_aga
     created = OutboxMessage.objects.get(event_type="orders.order.created")
     assert InboxMessage.objects.filter(consumer="payments", message_id=str(created.event_id)).count() == 1
     assert OutboxMessage.objects.filter(event_type="payments.payment.succeeded").count() == 1
-    assert [processes.stop(p) for p in (relay, others, payments)] == [0, 0, 0]
+    assert [processes.stop(p) for p in (*running, payments)] == [0, 0, 0]
     report = check_invariants(initial_stock=INITIAL_STOCK)
     assert report.violations == [], str(report)
 
@@ -110,13 +109,7 @@ def test_a_charge_lost_in_a_crash_is_found_and_refunded_when_the_order_is_cancel
     processes, quiet_broker, tmp_path
 ):
     # given the payments consumer stopped after the gateway charged, its transaction still open
-    relay = processes.start("relay", "run_outbox_relay")
-    others = processes.start("consumers", "run_consumers", "orders", "inventory", "events")
-    seed_catalog(catalog=CATALOG)
-    marker, fault = paused_at(tmp_path, "payments")
-    doomed = processes.start("payments", "run_consumers", "payments", env=fault)
-    order = order_place(customer_id="c", lines=[Line("RARE", 1)], payment_token="tok_visa")
-    wait_until(marker.exists, timeout=30, message="payments to stop before its commit")
+    running, doomed, order = payments_stopped_after_the_charge(processes, tmp_path, Line("RARE", 1))
 
     # when the order is cancelled, a second payments consumer takes the cancellation (it waits
     # on the first one's uncommitted payment row), and the first one is SIGKILLed
@@ -135,6 +128,6 @@ def test_a_charge_lost_in_a_crash_is_found_and_refunded_when_the_order_is_cancel
     ]
     assert Payment.objects.get(order_id=order.id).status == Payment.Status.REFUNDED
     assert OutboxMessage.objects.filter(event_type="payments.payment.succeeded").count() == 0
-    assert [processes.stop(p) for p in (relay, others, payments)] == [0, 0, 0]
+    assert [processes.stop(p) for p in (*running, payments)] == [0, 0, 0]
     report = check_invariants(initial_stock=INITIAL_STOCK, cancelled=[order.id])
     assert report.violations == [], str(report)

@@ -57,10 +57,12 @@ def process_log_events(group: ProcessGroup, event: str) -> int:
 
 def _settle(group: ProcessGroup, running: list[Restartable], load: OrderLoad, timeout: float) -> list[int]:
     load.finish()
-    wait_quiet(timeout=timeout)
-    dead = [f"{r.name} (pid {r.proc.pid}, exit {r.proc.poll()})" for r in running if not r.alive()]
-    if dead:
-        raise AssertionError(f"processes died instead of recovering: {dead}\n{group.logs()}")
+    try:
+        wait_quiet(timeout=timeout)
+    finally:
+        dead = [f"{r.name} (pid {r.proc.pid}, exit {r.proc.poll()})" for r in running if not r.alive()]
+        if dead:
+            raise AssertionError(f"processes died instead of recovering: {dead}\n{group.logs()}")
     return [group.stop(r.proc) for r in running]
 
 
@@ -275,7 +277,8 @@ def races(
     load = OrderLoad(rng, tokens=tokens, cancel_share=cancel_share, cancel_within=2 * saga_timeout)
     down_for = saga_timeout * 2 + 1  # past the deadline, and past the loop's next check
     fault_list = [faults.pause(contexts[rng.choice(list(contexts))], down_for) for _ in range(pauses)]
-    injections = _run(rng, load, fault_list, max_orders=max_orders, interval=(0.5, 1.5))
+    # Gaps between the outages let sagas complete too, and cancellations reach confirmed orders.
+    injections = _run(rng, load, fault_list, max_orders=max_orders, interval=(1.5, 3.5))
     unavailable = {oid for oid, token in load.orders.items() if token == "tok_unavailable"}
 
     def retried_out(letter: DeadLetter) -> bool:
