@@ -5,7 +5,9 @@ acks are awaited (one ack may cover several delivery tags). A message counts as 
 only when it was acked and not returned: with ``mandatory`` an unroutable message is
 returned *and* acked. kombu has no batched-confirm API, so this works on the py-amqp channel
 underneath, which also means counting delivery tags ourselves (they restart at 1 on a new
-channel, and a channel kombu re-creates is not in confirm mode).
+channel, and a channel kombu re-creates is not in confirm mode). Messages go out with
+py-amqp's ``basic_publish`` directly: kombu's ``Producer.publish`` costs several times more
+CPU per message and adds nothing on this path (the wire format is the same).
 
 kombu's filesystem transport has no confirms or returns: a message written is taken as
 delivered (the embedded mode's documented limit).
@@ -15,6 +17,7 @@ import logging
 import time
 from dataclasses import dataclass, field
 
+from amqp import Message
 from kombu import Connection, Producer
 
 from messaging.broker import close_quietly, supports_confirms
@@ -52,22 +55,26 @@ class BatchPublisher:
         self._unconfirmed.clear()
         self._returned.clear()
         self._nacked.clear()
-        for envelope in envelopes:
-            self._producer.publish(
-                envelope.body,
-                exchange=envelope.exchange,
-                routing_key=envelope.routing_key,
-                headers=envelope.headers,
-                mandatory=True,
-                timeout=self.confirm_timeout,
-                retry=False,
-                **envelope.properties,
-            )
-            if self.confirms:
+        if self.confirms:
+            basic_publish = self._channel.basic_publish
+            for envelope in envelopes:
+                message = Message(envelope.body, application_headers=envelope.headers, **envelope.properties)
+                basic_publish(message, exchange=envelope.exchange, routing_key=envelope.routing_key, mandatory=True)
                 self._unconfirmed[self._next_tag] = envelope.message_id
                 self._next_tag += 1
-        if self.confirms:
             self._await_confirms()
+        else:
+            for envelope in envelopes:
+                self._producer.publish(
+                    envelope.body,
+                    exchange=envelope.exchange,
+                    routing_key=envelope.routing_key,
+                    headers=envelope.headers,
+                    mandatory=True,
+                    timeout=self.confirm_timeout,
+                    retry=False,
+                    **envelope.properties,
+                )
         result = PublishResult()
         for envelope in envelopes:
             reason = self._returned.get(envelope.message_id) or (
@@ -109,8 +116,18 @@ class BatchPublisher:
                 continue
 
     def _settle(self, delivery_tag: int, multiple: bool) -> list[str]:
-        tags = [t for t in self._unconfirmed if t <= delivery_tag] if multiple else [delivery_tag]
-        return [self._unconfirmed.pop(t) for t in tags if t in self._unconfirmed]
+        if not multiple:
+            message_id = self._unconfirmed.pop(delivery_tag, None)
+            return [message_id] if message_id is not None else []
+        # Tags were added in increasing order and dicts keep it: settle from the front.
+        settled = []
+        unconfirmed = self._unconfirmed
+        while unconfirmed:
+            tag = next(iter(unconfirmed))
+            if tag > delivery_tag:
+                break
+            settled.append(unconfirmed.pop(tag))
+        return settled
 
     def _on_ack(self, delivery_tag: int, multiple: bool) -> None:
         self._settle(delivery_tag, multiple)
