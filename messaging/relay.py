@@ -84,6 +84,18 @@ def claim_batch(batch_size: int) -> list:
     return list(claim_query(batch_size))
 
 
+def mark_published(ids: list[int]) -> None:
+    if connection.vendor == "postgresql":
+        # One array parameter: 500 placeholders cost more to build and parse than the update.
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"UPDATE {OutboxMessage._meta.db_table} SET published_at = %s WHERE id = ANY(%s)",
+                [timezone.now(), ids],
+            )
+    else:
+        OutboxMessage.objects.filter(pk__in=ids).update(published_at=timezone.now())
+
+
 def record_failure(row, reason: str, max_attempts: int) -> None:
     """Count a refusal of a claimed ``row``: retry it later, or park it after its attempts."""
     now = timezone.now()
@@ -186,7 +198,7 @@ class OutboxRelay:
             else:
                 delivered_ids = [row.id for row in rows]
             if delivered_ids:
-                OutboxMessage.objects.filter(pk__in=delivered_ids).update(published_at=timezone.now())
+                mark_published(delivered_ids)
             for message_id, reason in result.failed.items():
                 record_failure(by_message_id[message_id], reason, self.max_attempts)
         metrics.relay_batch(len(delivered_ids), result.failed, time.monotonic() - started)
