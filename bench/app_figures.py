@@ -40,7 +40,8 @@ def consumers(bench: Bench) -> None:
         finally:
             bench.procs.stop(consumer)
         first, last = bench.db.one(
-            "SELECT extract(epoch FROM min(handled_at))::float8, extract(epoch FROM max(handled_at))::float8 FROM messaging_inbox"
+            "SELECT extract(epoch FROM min(handled_at))::float8, extract(epoch FROM max(handled_at))::float8 "
+            "FROM messaging_inbox"
         )
         handled = (CONSUMER_MESSAGES - 1) / (last - first)
         bus.purge()
@@ -183,20 +184,17 @@ def end_to_end(bench: Bench) -> None:
             load = wrk(url, "/api/checkout/", E2E_SECONDS)
             ended = time.time()
             window = "created_at >= to_timestamp(%s) AND created_at < to_timestamp(%s)"
+            pending_sql = f"SELECT count(*) FROM orders_order WHERE status = 'PENDING' AND {window}"
+            params = [started, ended]
             bench.db.wait(
-                lambda: (
-                    bench.db.one(
-                        f"SELECT count(*) FROM orders_order WHERE status = 'PENDING' AND {window}", [started, ended]
-                    )[0]
-                    == 0
-                ),
+                lambda sql=pending_sql, params=params: bench.db.one(sql, params)[0] == 0,
                 90,
                 "every order of the round to reach a terminal state",
                 interval=0.5,
             )
             rows = bench.db.all(
-                f"SELECT status, extract(epoch FROM updated_at)::float8, extract(epoch FROM updated_at - created_at)::float8 "
-                f"FROM orders_order WHERE {window}",
+                "SELECT status, extract(epoch FROM updated_at)::float8, "
+                f"extract(epoch FROM updated_at - created_at)::float8 FROM orders_order WHERE {window}",
                 [started, ended],
             )
             confirmed_ms = [lag * 1000 for status, _, lag in rows if status == "CONFIRMED"]
@@ -251,7 +249,8 @@ def web(bench: Bench) -> None:
                 {"checkout": checkout["rate"], "bare": bare["rate"], "ratio": checkout["rate"] / bare["rate"]}
             )
             progress(
-                f"7 web round {n}/{bench.rounds}: checkout {checkout['rate']:.0f} req/s, bare insert {bare['rate']:.0f} req/s"
+                f"7 web round {n}/{bench.rounds}: checkout {checkout['rate']:.0f} req/s, "
+                f"bare insert {bare['rate']:.0f} req/s"
             )
     finally:
         bench.stop([server])

@@ -171,7 +171,10 @@ def growth(bench: Bench) -> None:
         progress(
             f"4 growth round {n}/{bench.rounds}: 1 relay beside {PUBLISHED_ROWS:,} published rows: {rates[-1]:,.0f}/s"
         )
-    empty = bench.figures["2_relay_throughput"]["relay1_per_s"]
+    if "2_relay_throughput" in bench.figures:
+        empty = bench.figures["2_relay_throughput"]["relay1_per_s"]
+    else:  # run alone: measure the empty table too (after the million rows are gone)
+        empty = None
     rss = {}
     for rows in RSS_ROWS:
         bench.db.reset_outbox()
@@ -180,6 +183,9 @@ def growth(bench: Bench) -> None:
         bus.purge()
         progress(f"4 memory: relay --once draining {rows:,} rows: peak RSS {rss[rows]:.1f} MB")
     bench.db.reset_outbox()
+    if empty is None:
+        empty = bench.drain(DRAIN_ROWS, 1)
+        bus.purge()
     bench.figures["4_growth"] = {
         "relay1_with_published_per_s": median(rates),
         "relay1_empty_per_s": empty,

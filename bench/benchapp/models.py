@@ -7,3 +7,6 @@ class BenchRow(models.Model):
     customer_id = models.CharField(max_length=255)
     payload = models.JSONField()
     created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return f"bench row {self.pk}"
