@@ -96,6 +96,29 @@ def profile_relay(bench: Bench, out_dir: Path) -> str:
     return text.read()
 
 
+def profile_consumer(bench: Bench, out_dir: Path) -> str:
+    """cProfile of one consumer process handling 3,000 messages with --once."""
+    import pstats
+
+    bus.bind("inventory_queue", app_figures.TICK)
+    bus.purge()
+    bench.worker("preload", app_figures.CONSUMER_MESSAGES, app_figures.TICK)
+    bus.wait_depth("inventory_queue", app_figures.CONSUMER_MESSAGES, 60)
+    stats_file = out_dir / "consumer.pstats"
+    bench.procs.run([PY, "-m", "cProfile", "-o", str(stats_file), "manage.py", "run_consumers", "inventory", "--once"])
+    bus.purge()
+    text = tempfile.SpooledTemporaryFile(mode="w+")
+    pstats.Stats(str(stats_file), stream=text).sort_stats("tottime").print_stats(25)
+    text.seek(0)
+    return text.read()
+
+
+def profile_checkout(bench: Bench) -> str:
+    """cProfile of 300 checkouts through Django's test client (needs figure 6's product)."""
+    env = {"ALLOWED_HOSTS": "testserver"}
+    return bench.procs.run([PY, "-m", "bench.profile_checkout", "300"], env=env)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=3)
@@ -136,7 +159,13 @@ def main() -> int:
             report["figures"] = bench.figures
         if args.profile:
             report["relay_profile"] = profile_relay(bench, run_dir)
-            print(report["relay_profile"])
+            report["consumer_profile"] = profile_consumer(bench, run_dir)
+            if "6" in wanted:
+                report["checkout_profile"] = profile_checkout(bench)
+            for key in ("relay_profile", "consumer_profile", "checkout_profile"):
+                if key in report:
+                    (results_dir / f"bench-{stamp}-{key}.txt").write_text(report[key])
+            progress(f"profiles written to bench/results/bench-{stamp}-*_profile.txt")
         report["machine"]["load_average_at_end"] = os.getloadavg()
         report["seconds"] = round(time.monotonic() - STARTED)
         print(table(report["figures"]))

@@ -85,14 +85,30 @@ def sql_claim(batch: int, max_seconds: float) -> dict:
     return {"count": claimed, "seconds": seconds, "rate": claimed / seconds}
 
 
-def preload(count: int, event_type: str) -> dict:
-    """Put ``count`` messages for the consumers on the bus (the caller waits for the queue depth)."""
+def preload(count: int, event_type: str, max_seconds: float = 60) -> dict:
+    """Put ``count`` messages for the consumers on the bus, and wait for the broker's confirms
+    (a quorum queue may drop what a closing channel had not yet handed over)."""
+    acked = 0
+
+    def on_ack(delivery_tag: int, multiple: bool) -> None:
+        nonlocal acked
+        acked = delivery_tag if multiple else acked + 1
+
     with Connection(os.environ["BROKER_URL"]) as conn:
-        producer = Producer(conn.channel(), exchange=Exchange(EXCHANGE, type="topic"), auto_declare=False)
+        channel = conn.channel()
+        channel.confirm_select()
+        channel.events["basic_ack"].add(on_ack)
+        producer = Producer(channel, exchange=Exchange(EXCHANGE, type="topic"), auto_declare=False)
         hdrs = headers(event_type)
         for _ in range(count):
             producer.publish(BODY, routing_key=event_type, headers=hdrs, **properties())
-    return {"count": count}
+        deadline = time.monotonic() + max_seconds
+        while acked < count and time.monotonic() < deadline:
+            try:
+                conn.drain_events(timeout=1)
+            except TimeoutError:
+                continue
+    return {"count": count, "confirmed": acked}
 
 
 def consume_ack(queue: str, count: int, max_seconds: float) -> dict:
