@@ -45,6 +45,18 @@ def rows(f: dict) -> list[list[str]]:
             )
         )
         out.append(_row("2 relay x2, 50k rows, confirms", _fmt(r["relay2_per_s"], "/s"), low, r["ratio2"], "-", None))
+        if "ratio1_frames" in r:
+            frames = _fmt(f["1_ceilings"]["frames_publish_per_s"], "/s")
+            out.append(
+                _row(
+                    "2 relay x1 vs the stricter ceiling",
+                    _fmt(r["relay1_per_s"], "/s"),
+                    frames,
+                    r["ratio1_frames"],
+                    "-",
+                    None,
+                )
+            )
     if lat := f.get("3_latency"):
         out.append(
             _row("3 commit -> queue p50 at 50/s", _fmt(lat["p50_ms"], " ms"), "-", None, "< 10 ms", lat["p50_ms"] < 10)

@@ -57,6 +57,41 @@ def kombu_publish(count: int, max_seconds: float) -> dict:
     return {"count": sent, "seconds": seconds, "rate": sent / seconds}
 
 
+def frames_publish(count: int, max_seconds: float) -> dict:
+    """A stricter ceiling: py-amqp frames written 500 messages at a time, as the relay does, no confirms."""
+    from amqp import Message, spec
+    from amqp.method_framing import frame_writer
+    from amqp.serialization import dumps
+
+    chunks: list[bytes] = []
+
+    class Sink:
+        def write(self, data) -> None:
+            chunks.append(bytes(data))
+
+    with Connection(os.environ["BROKER_URL"]) as conn:
+        channel = conn.channel()
+        write_frame = frame_writer(channel.connection, Sink())
+        args = dumps("Bssbb", (0, EXCHANGE, BENCH_KEY, True, False))
+        hdrs = headers()
+        started = time.perf_counter()
+        sent = 0
+        while sent < count and time.perf_counter() - started < max_seconds:
+            for _ in range(500):
+                write_frame(
+                    1,
+                    channel.channel_id,
+                    spec.Basic.Publish,
+                    args,
+                    Message(BODY, application_headers=hdrs, **properties()),
+                )
+            channel.connection.transport.write(b"".join(chunks))
+            chunks.clear()
+            sent += 500
+        seconds = time.perf_counter() - started
+    return {"count": sent, "seconds": seconds, "rate": sent / seconds}
+
+
 def sql_claim(batch: int, max_seconds: float) -> dict:
     """The ceiling of the database: claim ``batch`` rows with SKIP LOCKED, mark them published."""
     claimed = 0
@@ -218,6 +253,7 @@ def latency_consumer(queue: str, count: int, max_seconds: float, out: str) -> di
 
 WORKERS = {
     "kombu-publish": lambda a: kombu_publish(int(a[0]), float(a[1])),
+    "frames-publish": lambda a: frames_publish(int(a[0]), float(a[1])),
     "sql-claim": lambda a: sql_claim(int(a[0]), float(a[1])),
     "preload": lambda a: preload(int(a[0]), a[1]),
     "consume-ack": lambda a: consume_ack(a[0], int(a[1]), float(a[2])),
