@@ -1,5 +1,6 @@
 """Figures 5 to 7: a consumer, the whole saga under load, and the checkout endpoint."""
 
+import http.client
 import os
 import re
 import shutil
@@ -18,6 +19,8 @@ E2E_SECONDS = 15
 WEB_SECONDS = 8
 WORKERS = min(2, os.cpu_count() or 1)  # more gunicorn workers than cores lowered throughput here
 STOCK = 1_000_000_000
+PACED_RATE = 10.0  # orders/s, well below what the saga sustains here
+PACED_SECONDS = 10
 
 
 def consumers(bench: Bench) -> None:
@@ -179,6 +182,7 @@ def end_to_end(bench: Bench) -> None:
     rounds = []
     try:
         seed_product(bench)
+        paced = paced_latency(bench, url)
         for n in range(1, bench.rounds + 1):
             started = time.time()
             load = wrk(url, "/api/checkout/", E2E_SECONDS)
@@ -230,7 +234,69 @@ def end_to_end(bench: Bench) -> None:
             "http_p50_ms",
             "http_p99_ms",
         )
-    } | {"connections": WRK_CONNECTIONS, "seconds": E2E_SECONDS, "gunicorn_workers": WORKERS, "rounds": rounds}
+    } | {
+        "connections": WRK_CONNECTIONS,
+        "seconds": E2E_SECONDS,
+        "gunicorn_workers": WORKERS,
+        "rounds": rounds,
+        "paced": paced,
+    }
+
+
+def paced_latency(bench: Bench, url: str) -> dict:
+    """Checkout to CONFIRMED at a pace the saga keeps up with (open loop, PACED_RATE orders/s)."""
+    host, port = url.removeprefix("http://").split(":")
+    body = '{"customer_id":"bench","items":[{"sku":"BENCH","quantity":1}],"payment_token":"tok_visa"}'
+    started = time.time()
+    count = int(PACED_RATE * PACED_SECONDS)
+    for n in range(count):
+        if (pause := started + n / PACED_RATE - time.time()) > 0:
+            time.sleep(pause)
+        conn = http.client.HTTPConnection(host, int(port), timeout=10)
+        try:
+            conn.request(
+                "POST",
+                "/api/checkout/",
+                body,
+                {"Content-Type": "application/json", "Idempotency-Key": f"paced-{uuid.uuid4()}"},
+            )
+            if (status := conn.getresponse().status) != 201:
+                raise RuntimeError(f"checkout answered {status}")
+        finally:
+            conn.close()
+    ended = time.time()
+    window = "created_at >= to_timestamp(%s) AND created_at < to_timestamp(%s)"
+    bench.db.wait(
+        lambda: (
+            bench.db.one(f"SELECT count(*) FROM orders_order WHERE status = 'PENDING' AND {window}", [started, ended])[
+                0
+            ]
+            == 0
+        ),
+        60,
+        "the paced orders to finish",
+        interval=0.2,
+    )
+    lags = [
+        lag * 1000
+        for (lag,) in bench.db.all(
+            "SELECT extract(epoch FROM updated_at - created_at)::float8 FROM orders_order "
+            f"WHERE status = 'CONFIRMED' AND {window}",
+            [started, ended],
+        )
+    ]
+    result = {
+        "rate": PACED_RATE,
+        "orders": count,
+        "confirmed": len(lags),
+        "confirmed_p50_ms": percentile(lags, 0.5),
+        "confirmed_p99_ms": percentile(lags, 0.99),
+    }
+    progress(
+        f"6 paced: {count} checkouts at {PACED_RATE:.0f}/s, {len(lags)} CONFIRMED, checkout to CONFIRMED "
+        f"p50 {result['confirmed_p50_ms']:.0f} ms, p99 {result['confirmed_p99_ms']:.0f} ms"
+    )
+    return result
 
 
 def web(bench: Bench) -> None:

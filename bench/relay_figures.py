@@ -164,8 +164,9 @@ def growth(bench: Bench) -> None:
     progress(f"4 growth: writing {PUBLISHED_ROWS:,} published rows")
     bench.db.insert_outbox(PUBLISHED_ROWS, published=True)
     bench.db.run("VACUUM ANALYZE messaging_outbox")
-    rates = []
+    rates, sql_rates, vacuums = [], [], []
     for n in range(1, bench.rounds + 1):
+        before = autovacuums(bench)
         procs = bench.start_relays(1)
         try:
             committed = bench.db.insert_outbox(DRAIN_ROWS)
@@ -173,9 +174,13 @@ def growth(bench: Bench) -> None:
             rates.append(DRAIN_ROWS / (bench.db.last_published() - committed))
         finally:
             bench.stop(procs)
+        vacuums.append(autovacuums(bench) - before)
         bus.purge()
+        bench.db.insert_outbox(DRAIN_ROWS)
+        sql_rates.append(bench.worker("sql-claim", 500, 120)["rate"])
         progress(
-            f"4 growth round {n}/{bench.rounds}: 1 relay beside {PUBLISHED_ROWS:,} published rows: {rates[-1]:,.0f}/s"
+            f"4 growth round {n}/{bench.rounds}: beside {PUBLISHED_ROWS:,} published rows: 1 relay {rates[-1]:,.0f}/s "
+            f"({vacuums[-1]} autovacuum(s) of the outbox meanwhile), SQL claim {sql_rates[-1]:,.0f} rows/s"
         )
     if "2_relay_throughput" in bench.figures:
         empty = bench.figures["2_relay_throughput"]["relay1_per_s"]
@@ -200,8 +205,15 @@ def growth(bench: Bench) -> None:
         "peak_rss_mb": {str(k): v for k, v in rss.items()},
         "rss_ratio": rss[RSS_ROWS[1]] / rss[RSS_ROWS[0]],
         "target_rss_ratio": 1.2,
+        "sql_claim_with_published_per_s": median(sql_rates),
+        "sql_claim_empty_per_s": bench.figures.get("1_ceilings", {}).get("sql_claim_rows_per_s"),
+        "autovacuums_during_drain": vacuums,
         "rounds": rates,
     }
+
+
+def autovacuums(bench: Bench) -> int:
+    return bench.db.one("SELECT autovacuum_count FROM pg_stat_user_tables WHERE relname = 'messaging_outbox'")[0]
 
 
 def peak_rss_mb(bench: Bench) -> float:
