@@ -223,9 +223,10 @@ class Bench:
         for proc in procs:
             self.procs.stop(proc)
 
-    def drain(self, rows: int, relays: int, timeout: float = 180) -> float:
+    def drain(self, rows: int, relays: int, timeout: float = 180, reset: bool = True) -> float:
         """Write ``rows`` in one transaction for idle relays; rows/s from that commit to the last mark."""
-        self.db.reset_outbox()
+        if reset:
+            self.db.reset_outbox()
         procs = self.start_relays(relays)
         try:
             committed = self.db.insert_outbox(rows)

@@ -119,6 +119,13 @@ def profile_checkout(bench: Bench) -> str:
     return bench.procs.run([PY, "-m", "bench.profile_checkout", "300"], env=env)
 
 
+def phases_line(phases: dict) -> str:
+    shares = ", ".join(f"{name} {share:.0%}" for name, share in phases["phases_share"].items())
+    return (
+        f"{phases['rows_per_s']:,.0f} rows/s in-process, CPU {phases['cpu_s'] / phases['wall_s']:.0%} of wall: {shares}"
+    )
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=3)
@@ -158,6 +165,10 @@ def main() -> int:
             FIGURES[key](bench)
             report["figures"] = bench.figures
         if args.profile:
+            out = procs.run([PY, "-m", "bench.relay_phases", str(relay_figures.DRAIN_ROWS)])
+            report["relay_phases"] = json.loads(out.strip().splitlines()[-1])
+            bus.purge()
+            progress("relay phases: " + phases_line(report["relay_phases"]))
             report["relay_profile"] = profile_relay(bench, run_dir)
             report["consumer_profile"] = profile_consumer(bench, run_dir)
             if "6" in wanted:
