@@ -7,8 +7,8 @@ returned *and* acked. kombu has no batched-confirm API, so this works on the py-
 underneath, which also means counting delivery tags ourselves (they restart at 1 on a new
 channel, and a channel kombu re-creates is not in confirm mode).
 
-The frames of a whole batch are serialized by py-amqp's own frame writer into memory and sent
-with one write: ``Producer.publish`` (and py-amqp's ``basic_publish`` under it) costs a
+The frames of a batch are serialized by py-amqp's own frame writer into memory and sent a few
+dozen messages per write: ``Producer.publish`` (and py-amqp's ``basic_publish`` under it) costs a
 non-blocking read of the socket, a raised timeout and a write per message, most of the relay's
 CPU. The wire format is the same. The write has a timeout, so a broker that stopped reading
 (a memory alarm) turns into ``ConfirmTimeout`` instead of a hang.
@@ -36,7 +36,10 @@ class ConfirmTimeout(Exception):
     """The broker did not confirm the batch in time (blocked, partitioned or overloaded)."""
 
 
-FLUSH_BYTES = 1 << 20  # write at least every megabyte of frames
+# Write every 16 KiB of frames (~40 small messages): the broker starts on the batch while the
+# rest is serialized. Measured against one write per batch: +13 % rows/s, a third of the
+# confirm wait gone; 4 KiB was no better.
+FLUSH_BYTES = 16 * 1024
 
 
 class _Frames:
