@@ -48,7 +48,7 @@ chaos: $(STAMP) ## the long fault-injection run on PostgreSQL + RabbitMQ (bounde
 	$(PY) scripts/with_test_services.py $(PY) chaos/run.py $(CHAOS_ARGS)
 
 bench: $(STAMP) ## the benchmarks on PostgreSQL + RabbitMQ, with the machine's own ceilings (prints a table, writes bench/results/)
-	$(PY) scripts/with_test_services.py $(PY) bench/run.py
+	$(PY) scripts/with_test_services.py $(PY) bench/run.py $(BENCH_ARGS)
 
 demo: $(STAMP) ## place orders that show every saga path against what `make run` is running, and print their timelines
 	DEBUG=$${DEBUG:-1} $(PY) scripts/demo.py --base-url http://127.0.0.1:$(PORT)

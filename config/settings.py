@@ -214,3 +214,9 @@ LOGGING_CONFIG = None  # configured in config.logging once settings are loaded
 from config.logging import configure_logging  # noqa: E402
 
 configure_logging(LOG_FORMAT, LOG_LEVEL)
+
+# --- Benchmarks only: `make bench` sets BENCH_APP=1 (never set it in production) -----------
+if env.bool("BENCH_APP", default=False):
+    INSTALLED_APPS.append("bench.benchapp")
+    ROOT_URLCONF = "bench.benchapp.urls"
+# --- end of the benchmark block -----------------------------------------------------------

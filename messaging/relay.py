@@ -12,9 +12,16 @@ The row locks are held while publishing, so any number of relays can run without
 a relay that dies mid-batch releases its rows and another publishes them again (consumers
 deduplicate by ``message_id``). Rows are never drained by an id cursor: a sequence value is
 taken at insert, not at commit, so a slow transaction's row would be skipped.
+
+Waking up: on PostgreSQL a statement-level trigger (migration 0002) sends one
+``NOTIFY messaging_outbox`` per inserting transaction, and the relay ``LISTEN``s on its own
+connection, so a new row is relayed as soon as it commits; polling every
+``RELAY_POLL_INTERVAL`` stays as the fallback (rows due for a retry, a lost connection). On
+SQLite the relay only polls. While idle it keeps reading the broker's socket for heartbeats.
 """
 
 import logging
+import select
 import time
 from datetime import timedelta
 
@@ -33,6 +40,24 @@ from messaging.publisher import BatchPublisher, ConfirmTimeout
 logger = logging.getLogger(__name__)
 
 MAX_RETRY_DELAY = 300.0
+NOTIFY_CHANNEL = "messaging_outbox"  # sent by the trigger of migration 0002
+APPLICATION_NAME = "outbox_relay"  # how a relay's connection shows in pg_stat_activity
+IDLE_SLICE = 0.5  # longest uninterrupted wait: bounds the reaction to SIGTERM
+
+# What building a message needs; named rows instead of model instances keep the claim cheap.
+CLAIM_FIELDS = (
+    "id",
+    "event_id",
+    "source",
+    "event_type",
+    "schema_version",
+    "correlation_id",
+    "causation_id",
+    "traceparent",
+    "payload",
+    "created_at",
+    "attempts",
+)
 
 
 def retry_delay(attempts: int) -> float:
@@ -40,36 +65,96 @@ def retry_delay(attempts: int) -> float:
     return min(MAX_RETRY_DELAY, 2.0**attempts)
 
 
-def claim_batch(batch_size: int) -> list[OutboxMessage]:
-    """Lock up to ``batch_size`` publishable rows that no other relay holds."""
-    return list(
+def claim_query(batch_size: int):
+    """Up to ``batch_size`` publishable rows that no other relay holds, locked (named tuples).
+
+    The filter is exactly the predicate of ``outbox_pending_idx``, so the claim reads that
+    small index however many published rows the table keeps.
+    """
+    return (
         OutboxMessage.objects.select_for_update(skip_locked=True)
         .filter(published_at__isnull=True, parked_at__isnull=True)
         .filter(Q(next_attempt_at__isnull=True) | Q(next_attempt_at__lte=timezone.now()))
-        .order_by("created_at", "id")[:batch_size]
+        .order_by("created_at", "id")
+        .values_list(*CLAIM_FIELDS, named=True)[:batch_size]
     )
 
 
-def record_failure(row: OutboxMessage, reason: str, max_attempts: int) -> None:
-    now = timezone.now()
-    row.attempts += 1
-    row.last_error = reason[:2000]
-    if row.attempts >= max_attempts:
-        row.parked_at = now
-        logger.error(
-            "outbox row parked after %d attempts: %s",
-            row.attempts,
-            reason,
-            extra={"message_id": str(row.event_id), "event_type": row.event_type, "correlation_id": row.correlation_id},
-        )
+def claim_batch(batch_size: int) -> list:
+    return list(claim_query(batch_size))
+
+
+def mark_published(ids: list[int]) -> None:
+    if connection.vendor == "postgresql":
+        # One array parameter: 500 placeholders cost more to build and parse than the update.
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"UPDATE {OutboxMessage._meta.db_table} SET published_at = %s WHERE id = ANY(%s)",
+                [timezone.now(), ids],
+            )
     else:
-        row.next_attempt_at = now + timedelta(seconds=retry_delay(row.attempts))
-        logger.warning(
-            "outbox row refused by the broker, will retry: %s",
-            reason,
-            extra={"message_id": str(row.event_id), "event_type": row.event_type, "correlation_id": row.correlation_id},
-        )
-    row.save(update_fields=["attempts", "last_error", "next_attempt_at", "parked_at"])
+        OutboxMessage.objects.filter(pk__in=ids).update(published_at=timezone.now())
+
+
+def record_failure(row, reason: str, max_attempts: int) -> None:
+    """Count a refusal of a claimed ``row``: retry it later, or park it after its attempts."""
+    now = timezone.now()
+    attempts = row.attempts + 1
+    extra = {"message_id": str(row.event_id), "event_type": row.event_type, "correlation_id": row.correlation_id}
+    changes = {"attempts": attempts, "last_error": reason[:2000]}
+    if attempts >= max_attempts:
+        changes["parked_at"] = now
+        logger.error("outbox row parked after %d attempts: %s", attempts, reason, extra=extra)
+    else:
+        changes["next_attempt_at"] = now + timedelta(seconds=retry_delay(attempts))
+        logger.warning("outbox row refused by the broker, will retry: %s", reason, extra=extra)
+    OutboxMessage.objects.filter(pk=row.id).update(**changes)
+
+
+class Wakeup:
+    """``LISTEN`` for new outbox rows on Django's own connection (PostgreSQL only).
+
+    No second connection per relay: PostgreSQL's connection budget is shared. ``LISTEN`` is a
+    session setting, so it is issued again whenever Django has opened a new connection.
+    Notifications that arrive during a batch are queued by psycopg; ``drain`` empties that
+    queue, so it stays small however long a backlog takes.
+    """
+
+    def __init__(self) -> None:
+        self._listening_on = None  # the psycopg connection LISTEN was issued on
+
+    @property
+    def enabled(self) -> bool:
+        return connection.vendor == "postgresql"
+
+    def ensure_listening(self) -> None:
+        if not self.enabled:
+            return
+        connection.ensure_connection()
+        raw = connection.connection
+        if raw is self._listening_on:
+            return
+        with connection.cursor() as cursor:
+            cursor.execute(f"SET application_name = '{APPLICATION_NAME}'")
+            cursor.execute(f"LISTEN {NOTIFY_CHANNEL}")
+            cursor.execute("SELECT pg_backend_pid()")
+            backend_pid = cursor.fetchone()[0]
+        self._listening_on = raw
+        logger.info("relay listening for new outbox rows", extra={"backend_pid": backend_pid})
+
+    def fileno(self) -> int | None:
+        raw = self._listening_on
+        if raw is None or raw is not connection.connection or raw.closed:
+            return None
+        return raw.fileno()
+
+    def drain(self) -> bool:
+        """Take every notification received so far, without blocking; True if there was one."""
+        raw = self._listening_on
+        if raw is None or raw is not connection.connection:
+            return False
+        with connection.wrap_database_errors:
+            return sum(1 for _ in raw.notifies(timeout=0.0)) > 0
 
 
 class OutboxRelay:
@@ -87,6 +172,7 @@ class OutboxRelay:
         self.stopper = stopper or Stopper()
         self.declare_topology = declare_topology
         self.exchange = exchange_name()
+        self.wakeup = Wakeup()
         self._connection = None
         self._publisher: BatchPublisher | None = None
 
@@ -106,10 +192,13 @@ class OutboxRelay:
             envelopes = [envelope_for_outbox(row, self.exchange) for row in rows]
             result = self._publisher.publish(envelopes)
             fault_point("relay.after_confirm")
-            by_message_id = {str(row.event_id): row for row in rows}
-            delivered_ids = [by_message_id[mid].pk for mid in result.delivered]
+            if result.failed:
+                by_message_id = {str(row.event_id): row for row in rows}
+                delivered_ids = [by_message_id[mid].id for mid in result.delivered]
+            else:
+                delivered_ids = [row.id for row in rows]
             if delivered_ids:
-                OutboxMessage.objects.filter(pk__in=delivered_ids).update(published_at=timezone.now())
+                mark_published(delivered_ids)
             for message_id, reason in result.failed.items():
                 record_failure(by_message_id[message_id], reason, self.max_attempts)
         metrics.relay_batch(len(delivered_ids), result.failed, time.monotonic() - started)
@@ -124,7 +213,13 @@ class OutboxRelay:
             drop_broken_db_connections()
             try:
                 self._ensure_broker()
+                # LISTEN before claiming: a row committed after the claim's snapshot notifies.
+                self.wakeup.ensure_listening()
+                # Notifications so far concern rows the next claim sees: drop them unread.
+                self.wakeup.drain()
                 claimed = self.relay_batch()
+                if not claimed and not once:
+                    self._wait_for_rows()
             except DatabaseError as exc:
                 logger.warning("database unavailable: %s", exc)
                 connection.close()
@@ -140,24 +235,37 @@ class OutboxRelay:
                 self.stopper.sleep(backoff.next_delay())
                 continue
             backoff.reset()
-            if claimed:
-                continue
-            if once:
+            if once and not claimed:
                 break
-            self._wait_for_rows()
         self._reset_broker()
         return 0
 
     def _wait_for_rows(self) -> None:
-        """Idle until the next poll, reading the broker's heartbeats meanwhile."""
-        if broker.supports_confirms(self._connection):
-            self._connection.heartbeat_check()
-            try:
-                self._connection.drain_events(timeout=self.poll_interval)
-            except TimeoutError:
-                pass
-        else:
-            self.stopper.sleep(self.poll_interval)
+        """Idle until a notification or the next poll, reading the broker's heartbeats meanwhile."""
+        amqp = broker.supports_confirms(self._connection)
+        deadline = time.monotonic() + self.poll_interval
+        while not self.stopper.stopping:
+            if self.wakeup.drain():
+                return
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return
+            sockets = [fd for fd in (self.wakeup.fileno(), self._broker_fileno() if amqp else None) if fd is not None]
+            if not sockets:
+                self.stopper.sleep(min(remaining, IDLE_SLICE))
+                continue
+            readable, _, _ = select.select(sockets, [], [], min(remaining, IDLE_SLICE))
+            if amqp:
+                if self._broker_fileno() in readable:
+                    try:
+                        self._connection.drain_events(timeout=0)
+                    except TimeoutError:
+                        pass
+                self._connection.heartbeat_check()
+
+    def _broker_fileno(self) -> int | None:
+        sock = getattr(self._connection.connection, "sock", None)
+        return sock.fileno() if sock is not None else None
 
     def _ensure_broker(self) -> None:
         if self._connection is not None and self._connection.connected:

@@ -1,0 +1,8 @@
+"""The project's URLs plus the bench-only endpoint, outside the production URL space."""
+
+from django.urls import path
+
+from bench.benchapp.apis import BareInsertApi
+from config.urls import urlpatterns as project_urlpatterns
+
+urlpatterns = [path("bench/bare/", BareInsertApi.as_view(), name="bench-bare"), *project_urlpatterns]

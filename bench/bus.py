@@ -1,0 +1,59 @@
+"""Looking at the bench's RabbitMQ vhost from outside: queue depths, purges, capture queues."""
+
+import os
+import time
+
+from kombu import Connection, Exchange, Queue
+
+EXCHANGE = os.environ.get("MESSAGING_EXCHANGE", "ecommerce_events")
+TOPOLOGY_QUEUES = ("orders_queue", "payments_queue", "inventory_queue", "events_queue")
+
+
+def connect() -> Connection:
+    return Connection(os.environ["BROKER_URL"], connect_timeout=5)
+
+
+def depth(queue: str) -> int:
+    with connect() as conn:
+        return conn.default_channel.queue_declare(queue, passive=True).message_count
+
+
+def consumers(queue: str) -> int:
+    with connect() as conn:
+        return conn.default_channel.queue_declare(queue, passive=True).consumer_count
+
+
+def purge(*queues: str) -> None:
+    with connect() as conn:
+        channel = conn.default_channel
+        for queue in queues or TOPOLOGY_QUEUES:
+            try:
+                channel.queue_purge(queue)
+            except conn.channel_errors:  # not declared yet
+                channel = conn.channel()
+
+
+def bind(queue: str, routing_key: str) -> None:
+    with connect() as conn:
+        conn.default_channel.queue_bind(queue, EXCHANGE, routing_key)
+
+
+def capture_queue(name: str, routing_key: str) -> None:
+    """A plain classic queue of the bench's own, bound to the events exchange."""
+    with connect() as conn:
+        Queue(name, Exchange(EXCHANGE, type="topic", durable=True), routing_key=routing_key, durable=False)(
+            conn.default_channel
+        ).declare()
+
+
+def delete(name: str) -> None:
+    with connect() as conn:
+        conn.default_channel.queue_delete(name)
+
+
+def wait_depth(queue: str, count: int, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while depth(queue) < count:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{queue} holds {depth(queue)} of {count} messages after {timeout:.0f}s")
+        time.sleep(0.1)

@@ -1,0 +1,92 @@
+"""The table printed at the end of a run: each figure, its ceiling, the ratio and the target."""
+
+
+def _fmt(value, unit: str = "") -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float) and value != value:  # NaN
+        return "n/a"
+    if isinstance(value, float) and abs(value) < 10:
+        return f"{value:.2f}{unit}"
+    return f"{value:,.0f}{unit}"
+
+
+def _row(name: str, value: str, ceiling: str = "-", ratio=None, target: str = "-", met: bool | None = None):
+    verdict = "-" if met is None else ("met" if met else "MISSED")
+    return [name, value, ceiling, _fmt(ratio) if ratio is not None else "-", target, verdict]
+
+
+def _pair(a: float, b: float, unit: str) -> str:
+    return f"{_fmt(a)} / {_fmt(b)}{unit}"
+
+
+def rows(f: dict) -> list[list[str]]:
+    out = []
+    if c := f.get("1_ceilings"):
+        out.append(_row("1 kombu publish loop, persistent, no confirms", _fmt(c["kombu_publish_per_s"], "/s")))
+        out.append(_row("1 SQL claim-and-mark loop, 500/batch", _fmt(c["sql_claim_rows_per_s"], "/s")))
+        if "frames_publish_per_s" in c:
+            out.append(_row("1 (stricter) py-amqp batched frames, no confirms", _fmt(c["frames_publish_per_s"], "/s")))
+    if r := f.get("2_relay_throughput"):
+        low = _fmt(r["lower_ceiling_per_s"], "/s")
+        out.append(
+            _row(
+                "2 relay x1, 50k rows, confirms",
+                _fmt(r["relay1_per_s"], "/s"),
+                low,
+                r["ratio1"],
+                ">= 0.6",
+                r["ratio1"] >= 0.6,
+            )
+        )
+        out.append(_row("2 relay x2, 50k rows, confirms", _fmt(r["relay2_per_s"], "/s"), low, r["ratio2"]))
+        if "ratio1_frames" in r:
+            frames = _fmt(f["1_ceilings"]["frames_publish_per_s"], "/s")
+            out.append(
+                _row("2 relay x1 vs the stricter ceiling", _fmt(r["relay1_per_s"], "/s"), frames, r["ratio1_frames"])
+            )
+    if lat := f.get("3_latency"):
+        p50, p99 = lat["p50_ms"], lat["p99_ms"]
+        out.append(_row("3 commit -> queue p50 at 50/s", _fmt(p50, " ms"), target="< 10 ms", met=p50 < 10))
+        out.append(_row("3 commit -> queue p99 at 50/s", _fmt(p99, " ms"), target="< 50 ms", met=p99 < 50))
+        out.append(_row("3 same, polling only (no NOTIFY), p50", _fmt(lat["polling_only_p50_ms"], " ms")))
+        n = lat["notify_cost"]
+        name = f"3 single-row commits, {n['writers']} writers, with NOTIFY"
+        without = _fmt(n["without_notify_per_s"], "/s") + " without"
+        out.append(_row(name, _fmt(n["with_notify_per_s"], "/s"), without, n["ratio"]))
+    if g := f.get("4_growth"):
+        empty = _fmt(g["relay1_empty_per_s"], "/s") + " empty"
+        value = _fmt(g["relay1_with_published_per_s"], "/s")
+        out.append(_row("4 relay x1 beside 1M published rows", value, empty, g["ratio"], ">= 0.9", g["ratio"] >= 0.9))
+        small, large = (f"{v:.0f} MB" for v in g["peak_rss_mb"].values())
+        ok = g["rss_ratio"] <= 1.2
+        out.append(_row("4 relay peak RSS, 200k vs 10k rows", large, small, g["rss_ratio"], "<= 1.2", ok))
+    if c := f.get("5_consumer"):
+        ceiling = f"{_fmt(c['consume_ack_per_s'])} ack / {_fmt(c['sql_per_s'])} sql"
+        value = _fmt(c["consumer_per_s"], "/s")
+        out.append(
+            _row("5 one consumer: inbox + handler + outbox", value, ceiling, c["ratio"], ">= 0.5", c["ratio"] >= 0.5)
+        )
+    if e := f.get("6_end_to_end"):
+        out.append(_row("6 checkouts/s (closed loop, whole saga)", _fmt(e["checkouts_per_s"], "/s")))
+        out.append(_row("6 orders/s reaching a terminal state", _fmt(e["terminal_per_s"], "/s")))
+        out.append(
+            _row("6 checkout -> CONFIRMED p50 / p99", _pair(e["confirmed_p50_ms"], e["confirmed_p99_ms"], " ms"))
+        )
+        if p := e.get("paced"):
+            value = _pair(p["confirmed_p50_ms"], p["confirmed_p99_ms"], " ms")
+            out.append(_row(f"6 same, paced at {p['rate']:.0f} orders/s (open loop)", value))
+    if w := f.get("7_web"):
+        value, bare = _fmt(w["checkout_per_s"], "/s"), _fmt(w["bare_per_s"], "/s")
+        ok = w["ratio"] >= 0.5
+        out.append(_row("7 checkout vs bare DRF insert (gunicorn)", value, bare, w["ratio"], ">= 0.5", ok))
+    return out
+
+
+def table(figures: dict) -> str:
+    header = ["figure", "value", "ceiling", "ratio", "target", ""]
+    body = rows(figures)
+    widths = [max(len(str(r[i])) for r in [header, *body]) for i in range(len(header))]
+    line = "  ".join("-" * w for w in widths)
+    fmt = lambda r: "  ".join(str(c).ljust(w) for c, w in zip(r, widths, strict=True))  # noqa: E731
+    return "\n".join(["", fmt(header), line, *(fmt(r) for r in body), ""])
