@@ -29,7 +29,7 @@ def _publish_product_updated(product: Product) -> None:
     )
 
 
-@transaction.atomic
+@transaction.atomic(savepoint=False)
 def product_upsert(*, sku: str, name: str, price: Decimal, stock: int) -> Product:
     """Create a product or change it; either way the storefront hears of it."""
     product = Product.objects.select_for_update().filter(sku=sku).first()
@@ -43,7 +43,7 @@ def product_upsert(*, sku: str, name: str, price: Decimal, stock: int) -> Produc
     return product
 
 
-@transaction.atomic
+@transaction.atomic(savepoint=False)
 def product_create_if_missing(*, sku: str, name: str, price: Decimal, stock: int) -> bool:
     """Create a product unless it exists (a second seed changes nothing); True if created."""
     if Product.objects.filter(sku=sku).exists():
@@ -58,7 +58,7 @@ def _lock_reservation(order_id: uuid.UUID) -> Reservation:
     return Reservation.objects.select_for_update().get(order_id=order_id)
 
 
-@transaction.atomic
+@transaction.atomic(savepoint=False)
 def stock_reserve(*, order_id: uuid.UUID, lines: list[Line]) -> None:
     """Reserve every line or none, after a successful payment."""
     reservation = _lock_reservation(order_id)
@@ -99,7 +99,7 @@ def stock_reserve(*, order_id: uuid.UUID, lines: list[Line]) -> None:
         _publish_product_updated(products[sku])
 
 
-@transaction.atomic
+@transaction.atomic(savepoint=False)
 def stock_release(*, order_id: uuid.UUID, reason: str) -> None:
     """Give back an order's reserved stock, once; before any reservation, leave a tombstone."""
     reservation = _lock_reservation(order_id)

@@ -7,7 +7,9 @@ from contextvars import ContextVar
 from typing import Any
 
 from django.db import transaction
+from django.utils import timezone
 
+from config.sql import insert_row
 from messaging.envelope import IncomingEvent
 from messaging.models import OutboxMessage
 
@@ -37,18 +39,27 @@ def publish(
             f"publish({event_type}) must run inside transaction.atomic() with the change it announces"
         )
     cause = _handling.get()
-    row = OutboxMessage.objects.using(using).create(
-        source=event_type.split(".", 1)[0],
-        event_type=event_type,
-        aggregate_type=aggregate_type,
-        aggregate_id=str(aggregate_id),
-        correlation_id=str(correlation_id if correlation_id is not None else aggregate_id),
-        causation_id=cause.message_id if cause else "",
-        traceparent=_traceparent.get() or (cause.traceparent if cause else ""),
-        schema_version=schema_version,
-        payload=payload,
+    event_id = uuid.uuid4()
+    insert_row(
+        OutboxMessage,
+        {
+            "event_id": event_id,
+            "source": event_type.split(".", 1)[0],
+            "event_type": event_type,
+            "aggregate_type": aggregate_type,
+            "aggregate_id": str(aggregate_id),
+            "correlation_id": str(correlation_id if correlation_id is not None else aggregate_id),
+            "causation_id": cause.message_id if cause else "",
+            "traceparent": _traceparent.get() or (cause.traceparent if cause else ""),
+            "schema_version": schema_version,
+            "payload": payload,
+            "created_at": timezone.now(),
+            "attempts": 0,
+            "last_error": "",
+        },
+        using=using,
     )
-    return row.event_id
+    return event_id
 
 
 @contextmanager

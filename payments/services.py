@@ -32,7 +32,7 @@ def _lock_payment(order_id: uuid.UUID) -> Payment:
     return Payment.objects.select_for_update().get(order_id=order_id)
 
 
-@transaction.atomic
+@transaction.atomic(savepoint=False)
 def payment_charge(*, order_id: uuid.UUID, amount: Decimal, currency: str, token: str, items: list) -> None:
     payment = _lock_payment(order_id)
     if payment.status != Payment.Status.NEW:
@@ -72,7 +72,7 @@ def payment_charge(*, order_id: uuid.UUID, amount: Decimal, currency: str, token
         )
 
 
-@transaction.atomic
+@transaction.atomic(savepoint=False)
 def payment_refund(*, order_id: uuid.UUID, reason: str) -> None:
     """Refund the order's charge if there is one and it is not refunded yet.
 

@@ -191,3 +191,13 @@ def test_the_order_keeps_the_price_of_checkout_time(client, storefront):
     order = client.get(f"/api/orders/{created['id']}/").json()
     assert order["items"][0]["unit_price"] == "19.99"
     assert OrderLine.objects.get().unit_price == Decimal("19.99")
+
+
+def test_the_hand_built_order_body_is_exactly_what_the_documented_serializer_gives(client, storefront):
+    from orders.apis import OrderOutputSerializer, order_representation
+
+    created = post_checkout(client, body(items=[{"sku": "WIDGET", "quantity": 3}, {"sku": "GADGET", "quantity": 1}]))
+    order = Order.objects.get(pk=created.json()["id"])
+
+    assert order_representation(order) == json.loads(json.dumps(OrderOutputSerializer(order).data))
+    assert created.json() == order_representation(order)

@@ -19,6 +19,7 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from config.sql import insert_row
 from messaging.api import publish
 from orders.models import CheckoutRequest, Order, OrderLine, StorefrontProduct
 
@@ -90,6 +91,18 @@ def checkout_key_claim(*, key: str, request_hash: str) -> CheckoutRequest | uuid
     now = timezone.now()
     token = uuid.uuid4()
     lease = now + timedelta(seconds=settings.IDEMPOTENCY_KEY_LEASE)
+    # A new key, the common case: one statement, committed at once so that a concurrent
+    # request with the same key sees it in flight.
+    claim = {
+        "key": key,
+        "request_hash": request_hash,
+        "state": CheckoutRequest.State.IN_FLIGHT,
+        "locked_until": lease,
+        "claim_token": token,
+        "created_at": now,
+    }
+    if insert_row(CheckoutRequest, claim, ignore_conflict_on=("key",)):
+        return token
     with transaction.atomic():
         existing = CheckoutRequest.objects.select_for_update().filter(key=key).first()
         if existing and existing.created_at < now - timedelta(seconds=settings.IDEMPOTENCY_KEY_TTL):
@@ -136,7 +149,7 @@ def checkout_keys_purge() -> int:
     return deleted
 
 
-@transaction.atomic
+@transaction.atomic(savepoint=False)
 def order_place(*, customer_id: str, lines: list[Line], payment_token: str) -> Order:
     """Create a PENDING order from the storefront's prices and announce it, in one transaction."""
     products = StorefrontProduct.objects.in_bulk([line.sku for line in lines])

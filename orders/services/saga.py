@@ -45,7 +45,7 @@ def _publish(order: Order, event_type: str, **fields) -> None:
     )
 
 
-@transaction.atomic
+@transaction.atomic(savepoint=False)
 def order_confirm(*, order_id: uuid.UUID) -> None:
     order = _lock_order(order_id)
     if order.status != Order.Status.PENDING:
@@ -57,7 +57,7 @@ def order_confirm(*, order_id: uuid.UUID) -> None:
     _publish(order, "orders.order.confirmed", total=f"{order.total:.2f}", currency=order.currency)
 
 
-@transaction.atomic
+@transaction.atomic(savepoint=False)
 def order_fail(*, order_id: uuid.UUID, reason: str) -> None:
     order = _lock_order(order_id)
     if order.status != Order.Status.PENDING:
@@ -73,7 +73,7 @@ def _fail(order: Order, reason: str) -> None:
     _publish(order, "orders.order.failed", reason=reason)
 
 
-@transaction.atomic
+@transaction.atomic(savepoint=False)
 def order_cancel(*, order_id: uuid.UUID) -> Order:
     """Cancel a pending or confirmed order now; payments and inventory compensate."""
     order = Order.objects.select_for_update().filter(pk=order_id).first()
