@@ -132,7 +132,11 @@ MESSAGING = {
     "EXCHANGE": env.str("MESSAGING_EXCHANGE", default="ecommerce_events"),
     "FILESYSTEM_DIR": VAR_DIR / "broker",
     "RELAY_BATCH_SIZE": env.int("RELAY_BATCH_SIZE", default=500),
-    "RELAY_POLL_INTERVAL": parse_duration(env.str("RELAY_POLL_INTERVAL", default="1")),
+    # PostgreSQL wakes the relay with NOTIFY, so polling is only the fallback there; SQLite has
+    # nothing but polling, and a short interval keeps the embedded saga's hops quick.
+    "RELAY_POLL_INTERVAL": parse_duration(
+        env.str("RELAY_POLL_INTERVAL", default="0.25" if DATABASE_URL.startswith("sqlite") else "1")
+    ),
     "RELAY_CONFIRM_TIMEOUT": parse_duration(env.str("RELAY_CONFIRM_TIMEOUT", default="15")),
     "RELAY_MAX_ATTEMPTS": env.int("RELAY_MAX_ATTEMPTS", default=10),
     "CONSUMER_PREFETCH": env.int("CONSUMER_PREFETCH", default=20),
