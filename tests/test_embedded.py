@@ -6,22 +6,15 @@ processes sharing var/. Short, so the embedded mode cannot rot.
 
 import json
 import os
-import socket
 import urllib.error
 import urllib.request
 import uuid
 
 import pytest
 
-from tests.support.processes import ProcessGroup, wait_until
+from tests.support.processes import ProcessGroup, free_port, wait_until
 
 pytestmark = pytest.mark.embedded
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def get_json(url: str):

@@ -5,7 +5,6 @@ every event is published exactly once.
 """
 
 import json
-import socket
 import sys
 import urllib.request
 import uuid
@@ -16,24 +15,18 @@ from decimal import Decimal
 import pytest
 
 from inventory.models import Product
-from messaging import registry
 from messaging.models import InboxMessage, OutboxMessage
 from orders.models import Order
 from payments.gateway import gateway
 from tests.conftest import ALL_DATABASES
-from tests.support.processes import wait_until
+from tests.support.invariants import check_invariants, wait_quiet
+from tests.support.processes import free_port, wait_until
 from tests.support.saga import seed_catalog
 
 pytestmark = pytest.mark.django_db(transaction=True, databases=ALL_DATABASES)
 
 ORDERS = 240
 CATALOG = [("WIDGET", "Widget", Decimal("2.50"), 10_000), ("RARE", "Rare print", Decimal("100.00"), 7)]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def order_request(n: int) -> dict:
@@ -77,13 +70,10 @@ def test_hundreds_of_concurrent_checkouts_reach_consistent_terminal_states(proce
     wait_until(
         lambda: not Order.objects.filter(status="PENDING").exists(), timeout=180, interval=0.5, message="terminal"
     )
-    # Compensation (refunds) follows the outcome; wait until the outbox is drained and quiet.
-    wait_until(
-        lambda: _quiet(),
-        timeout=120,
-        interval=0.5,
-        message="every event published and handled",
-    )
+    # Compensation (refunds) follows the outcome: wait until nothing is left to do anywhere.
+    wait_quiet(timeout=120)
+    report = check_invariants(initial_stock={sku: stock for sku, _, _, stock in CATALOG}, broker=False)
+    assert report.violations == [], str(report)
 
     assert Order.objects.count() == ORDERS == len(set(ids))
     statuses = Counter((o.status, o.failure_reason) for o in Order.objects.all())
@@ -128,15 +118,3 @@ def _up(base: str) -> bool:
             return response.status == 200
     except OSError:
         return False
-
-
-def _quiet() -> bool:
-    """Every event published, and handled by every consumer bound to it."""
-    if OutboxMessage.objects.filter(published_at__isnull=True).exists():
-        return False
-    for consumer in registry.CONSUMERS:
-        keys = registry.binding_keys(consumer)
-        routed = OutboxMessage.objects.all() if keys == ["#"] else OutboxMessage.objects.filter(event_type__in=keys)
-        if InboxMessage.objects.filter(consumer=consumer).count() != routed.count():
-            return False
-    return True

@@ -1,7 +1,6 @@
 """Prometheus metrics: the web's /metrics (database gauges, token guard) and the relay's and
 consumers' own ports (counters where the work is done)."""
 
-import socket
 import urllib.request
 import uuid
 from datetime import timedelta
@@ -16,7 +15,7 @@ from messaging.dead_letters import dead_letter_record
 from messaging.models import OutboxMessage
 from orders.models import Order
 from tests.conftest import ALL_DATABASES
-from tests.support.processes import wait_until
+from tests.support.processes import free_port, wait_until
 from tests.support.saga import checkout, seed_catalog, wait_terminal
 
 
@@ -86,12 +85,6 @@ def test_metrics_token_is_required_when_set(settings):
     refused = Client().get("/metrics", headers={"Authorization": "s3cret"})
     assert (refused.status_code, refused["WWW-Authenticate"]) == (401, "Bearer")
     assert Client().get("/metrics", headers={"Authorization": "Bearer s3cret"}).status_code == 200
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def scrape(port: int) -> dict[tuple[str, tuple], float]:

@@ -28,8 +28,7 @@ from schemathesis.specs.openapi.checks import (
 
 from orders.models import StorefrontProduct
 from tests.conftest import database_url
-from tests.support.processes import BASE_DIR, wait_until
-from tests.test_metrics import free_port
+from tests.support.processes import BASE_DIR, free_port, wait_until
 
 EXAMPLES = int(os.environ.get("SCHEMATHESIS_EXAMPLES", "25"))
 CHECKS = [
