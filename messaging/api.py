@@ -4,7 +4,8 @@
 - ``register_handler(...)`` subscribes a context's function to an event type;
 - handlers receive an ``IncomingEvent`` and raise ``InvalidPayload`` for a payload that can
   never be handled (dead-lettered at once) or anything else to be retried;
-- ``timeline_for`` reads every event of one order across all contexts; ``timeline_waiting``
+- ``timeline_for`` reads every event of one order across all contexts (and
+  ``timeline_entry_of_new_event`` shows one just published); ``timeline_waiting``
   says where such a timeline is still waiting (outbox, consumer, dead letter);
 - ``mask_sensitive`` / ``mask_text`` hide payment tokens outside payments;
 - ``outbox_backlog``, ``dead_letter_counts`` and ``broker_reachable`` serve the operators'
@@ -19,7 +20,13 @@ from messaging.lifecycle import Stopper
 from messaging.masking import mask_sensitive, mask_text
 from messaging.outbox import OutsideTransactionError, publish, tracing
 from messaging.registry import CONSUMERS, register_handler
-from messaging.selectors import dead_letter_counts, dead_letter_counts_by_state, outbox_backlog, timeline_for
+from messaging.selectors import (
+    dead_letter_counts,
+    dead_letter_counts_by_state,
+    outbox_backlog,
+    timeline_entry_of_new_event,
+    timeline_for,
+)
 from messaging.serve_metrics import serve_metrics
 from messaging.tracecontext import child_span, trace_id_of
 
@@ -40,6 +47,7 @@ __all__ = [
     "publish",
     "register_handler",
     "serve_metrics",
+    "timeline_entry_of_new_event",
     "timeline_for",
     "timeline_waiting",
     "trace_id_of",

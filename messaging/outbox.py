@@ -4,6 +4,7 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
+from datetime import datetime
 from typing import Any
 
 from django.db import transaction
@@ -31,9 +32,14 @@ def publish(
     aggregate_id: str,
     correlation_id: str | None = None,
     schema_version: int = 1,
+    occurred_at: datetime | None = None,
     using: str = "default",
 ) -> uuid.UUID:
-    """Write an event to the outbox in the current transaction and return its message id."""
+    """Write an event to the outbox in the current transaction and return its message id.
+
+    ``occurred_at`` (default: now) is the time of the change it announces; the event's
+    ``occurred_at`` header and its place in the timeline come from it.
+    """
     if not transaction.get_connection(using).in_atomic_block:
         raise OutsideTransactionError(
             f"publish({event_type}) must run inside transaction.atomic() with the change it announces"
@@ -53,7 +59,7 @@ def publish(
             "traceparent": _traceparent.get() or (cause.traceparent if cause else ""),
             "schema_version": schema_version,
             "payload": payload,
-            "created_at": timezone.now(),
+            "created_at": occurred_at or timezone.now(),
             "attempts": 0,
             "last_error": "",
         },

@@ -47,6 +47,20 @@ def timeline_for(correlation_id: str, *, detailed: bool = False) -> list[dict]:
     return ordered
 
 
+def timeline_entry_of_new_event(*, event_type: str, message_id: str, occurred_at: datetime) -> dict:
+    """What ``timeline_for`` shows for an event published in the current transaction, outside
+    any handler: still pending, with no cause. Spares a read-back of what was just written."""
+    return {
+        "event_type": event_type,
+        "message_id": message_id,
+        "occurred_at": occurred_at,
+        "published_at": None,
+        "source": event_type.split(".", 1)[0],
+        "causation_id": None,
+        "state": "pending",
+    }
+
+
 def _add_handling(entries: list[dict]) -> None:
     message_ids = [e["message_id"] for e in entries]
     handled: dict[str, list[dict]] = {}

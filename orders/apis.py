@@ -32,6 +32,7 @@ from orders.services.checkout import (
     IdempotencyKeyInUse,
     IdempotencyKeyReused,
     Line,
+    PlacedOrder,
     checkout,
     request_fingerprint,
 )
@@ -95,9 +96,12 @@ class OrderOutputSerializer(serializers.Serializer):
         return TimelineEntrySerializer(order_timeline(order=order), many=True).data
 
 
-def order_representation(order: Order) -> dict:
+def order_representation(order: Order, *, lines=None, timeline: list[dict] | None = None) -> dict:
     """What ``OrderOutputSerializer`` documents, built by hand: checkout renders it on every
-    request, and DRF's field machinery cost more than the queries (a test keeps both equal)."""
+    request, and DRF's field machinery cost more than the queries (a test keeps both equal).
+    ``lines`` and ``timeline`` are read unless given (checkout knows them for a new order)."""
+    lines = order.lines.all() if lines is None else lines
+    timeline = order_timeline(order=order) if timeline is None else timeline
     return {
         "id": str(order.id),
         "status": order.status,
@@ -106,8 +110,7 @@ def order_representation(order: Order) -> dict:
         "total": _money(order.total),
         "currency": order.currency,
         "items": [
-            {"sku": line.sku, "quantity": line.quantity, "unit_price": _money(line.unit_price)}
-            for line in order.lines.all()
+            {"sku": line.sku, "quantity": line.quantity, "unit_price": _money(line.unit_price)} for line in lines
         ],
         "created_at": _time(order.created_at),
         "updated_at": _time(order.updated_at),
@@ -121,9 +124,13 @@ def order_representation(order: Order) -> dict:
                 "causation_id": entry["causation_id"],
                 "state": entry["state"],
             }
-            for entry in order_timeline(order=order)
+            for entry in timeline
         ],
     }
+
+
+def placed_order_representation(placed: PlacedOrder) -> dict:
+    return order_representation(placed.order, lines=placed.lines, timeline=placed.timeline)
 
 
 def _money(value) -> str:
@@ -204,7 +211,7 @@ class CheckoutApi(APIView):
                 customer_id=data["customer_id"],
                 lines=[Line(item["sku"], item["quantity"]) for item in data["items"]],
                 payment_token=data["payment_token"],
-                render=order_representation,
+                render=placed_order_representation,
             )
         except CheckoutRejected as exc:
             raise serializers.ValidationError(exc.errors) from None

@@ -20,7 +20,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from config.sql import insert_row
-from messaging.api import publish
+from messaging.api import publish, timeline_entry_of_new_event
 from orders.models import CheckoutRequest, Order, OrderLine, StorefrontProduct
 
 
@@ -57,6 +57,15 @@ class Line:
     quantity: int
 
 
+@dataclass(frozen=True)
+class PlacedOrder:
+    """A new order with what its representation needs, known without reading it back."""
+
+    order: Order
+    lines: list[OrderLine]
+    timeline: list[dict]
+
+
 def request_fingerprint(data) -> str:
     """SHA-256 of the body as canonical JSON, so key order and spacing do not matter."""
     canonical = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
@@ -70,16 +79,16 @@ def checkout(
     customer_id: str,
     lines: list[Line],
     payment_token: str,
-    render: Callable[[Order], dict],
+    render: Callable[[PlacedOrder], dict],
 ) -> CheckoutResult:
     claimed = checkout_key_claim(key=key, request_hash=request_hash)
     if isinstance(claimed, CheckoutRequest):
         return CheckoutResult(claimed.response_status, claimed.response_body, replayed=True)
     try:
         with transaction.atomic():
-            order = order_place(customer_id=customer_id, lines=lines, payment_token=payment_token)
-            body = render(order)
-            _checkout_key_complete(key=key, token=claimed, order=order, status=201, body=body)
+            placed = _order_create(customer_id=customer_id, lines=lines, payment_token=payment_token)
+            body = render(placed)
+            _checkout_key_complete(key=key, token=claimed, order=placed.order, status=201, body=body)
     except BaseException:
         checkout_key_release(key=key, token=claimed)
         raise
@@ -149,24 +158,30 @@ def checkout_keys_purge() -> int:
     return deleted
 
 
-@transaction.atomic(savepoint=False)
 def order_place(*, customer_id: str, lines: list[Line], payment_token: str) -> Order:
     """Create a PENDING order from the storefront's prices and announce it, in one transaction."""
-    products = StorefrontProduct.objects.in_bulk([line.sku for line in lines])
-    unknown = [line.sku for line in lines if line.sku not in products]
+    return _order_create(customer_id=customer_id, lines=lines, payment_token=payment_token).order
+
+
+@transaction.atomic(savepoint=False)
+def _order_create(*, customer_id: str, lines: list[Line], payment_token: str) -> PlacedOrder:
+    prices = dict(StorefrontProduct.objects.filter(sku__in=[line.sku for line in lines]).values_list("sku", "price"))
+    unknown = [line.sku for line in lines if line.sku not in prices]
     if unknown:
         raise CheckoutRejected({"items": [f"unknown sku: {sku}" for sku in unknown]})
-    priced = [(line, products[line.sku].price) for line in lines]
+    priced = [(line, prices[line.sku]) for line in lines]
     total = sum((price * line.quantity for line, price in priced), Decimal("0.00"))
     order = Order.objects.create(customer_id=customer_id, total=total, currency=settings.CURRENCY)
-    OrderLine.objects.bulk_create(
+    order_lines = OrderLine.objects.bulk_create(
         [OrderLine(order=order, sku=line.sku, quantity=line.quantity, unit_price=price) for line, price in priced]
     )
     items = [{"sku": line.sku, "quantity": line.quantity, "unit_price": f"{price:.2f}"} for line, price in priced]
-    publish(
-        event_type="orders.order.created",
+    event_type = "orders.order.created"
+    event_id = publish(
+        event_type=event_type,
         aggregate_type="order",
         aggregate_id=str(order.id),
+        occurred_at=order.created_at,
         payload={
             "order_id": str(order.id),
             "customer_id": customer_id,
@@ -176,4 +191,5 @@ def order_place(*, customer_id: str, lines: list[Line], payment_token: str) -> O
             "payment_token": payment_token,
         },
     )
-    return order
+    created = timeline_entry_of_new_event(event_type=event_type, message_id=str(event_id), occurred_at=order.created_at)
+    return PlacedOrder(order=order, lines=order_lines, timeline=[created])

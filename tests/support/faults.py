@@ -115,10 +115,22 @@ def kill_at(rng: random.Random, targets: list[Restartable], point: str, marker_d
 # --- connections --------------------------------------------------------------------------
 
 
+# A cut right after the previous one can find the processes still reconnecting (they back off
+# first); it waits this long for them, so that every cut reaches live connections.
+RECONNECT_WAIT = 15.0
+
+
+def _wait_for_connections(count: Callable[[], int], timeout: float = RECONNECT_WAIT) -> int:
+    deadline = time.monotonic() + timeout
+    while (found := count()) == 0 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return found
+
+
 def close_broker_connections() -> str:
     """Cut every AMQP connection of the test's vhost (and of no other)."""
     vhost = os.environ["TEST_BROKER_VHOST"]
-    before = _broker_connection_count(vhost)
+    before = _wait_for_connections(lambda: _broker_connection_count(vhost))
     result = subprocess.run(
         ["rabbitmqctl", "-q", "close_all_connections", "--vhost", vhost, "fault test: connection cut"],
         capture_output=True,
@@ -156,6 +168,7 @@ def terminate_database_backends() -> str:
     connection = connections["default"]
     try:
         with connection.cursor() as cursor:
+            _wait_for_connections(lambda: _count_process_backends(cursor))
             cursor.execute(
                 "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
                 "WHERE datname = current_database() AND application_name = %s AND pid <> pg_backend_pid()",
@@ -168,6 +181,14 @@ def terminate_database_backends() -> str:
         if threading.current_thread() is not threading.main_thread():
             connection.close()  # the injector's thread has its own connection: do not leak it
     return f"terminated {terminated} PostgreSQL backends of {database}"
+
+
+def _count_process_backends(cursor) -> int:
+    cursor.execute(
+        "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND application_name = %s",
+        [APPLICATION_NAME],
+    )
+    return cursor.fetchone()[0]
 
 
 def backends_waiting_on_a_lock() -> int:
