@@ -19,6 +19,12 @@ import psycopg
 BASE_DIR = Path(__file__).resolve().parent.parent
 PY = sys.executable
 BENCH_KEY = "bench.thing.happened"  # routed only to the event-log queue (bound to "#")
+# messaging.ids.new_event_id in SQL (PostgreSQL 15 has no uuidv7()): the rows the bench writes
+# get time-ordered event ids, like the rows the application writes.
+EVENT_ID_V7 = (
+    "encode(set_bit(set_bit(overlay(uuid_send(gen_random_uuid()) placing substring(int8send("
+    "floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint) FROM 3) FROM 1 FOR 6), 52, 1), 53, 1), 'hex')::uuid"
+)
 PAYLOAD = {"order_id": "00000000-0000-0000-0000-000000000000", "customer_id": "bench", "total": "19.99", "n": 0}
 STARTED = time.monotonic()
 
@@ -93,11 +99,11 @@ class Db:
         payload = json.dumps(PAYLOAD)
         with self.conn.transaction():
             self.run(
-                """
+                f"""
                 INSERT INTO messaging_outbox (event_id, source, aggregate_type, aggregate_id, event_type,
                     schema_version, correlation_id, causation_id, traceparent, payload, created_at,
                     published_at, attempts, last_error)
-                SELECT gen_random_uuid(), 'bench', 'thing', n::text, %s, 1, n::text, '', '',
+                SELECT {EVENT_ID_V7}, 'bench', 'thing', n::text, %s, 1, n::text, '', '',
                     %s::jsonb, clock_timestamp(), CASE WHEN %s THEN now() END, 0, ''
                 FROM generate_series(1, %s) AS n
                 """,

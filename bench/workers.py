@@ -7,13 +7,13 @@ import json
 import os
 import sys
 import time
-import uuid
 from datetime import UTC, datetime
 
 import psycopg
 from kombu import Connection, Exchange, Producer, Queue
 
 from bench.common import BENCH_KEY, PAYLOAD
+from messaging.ids import new_event_id
 
 EXCHANGE = os.environ.get("MESSAGING_EXCHANGE", "ecommerce_events")
 BODY = json.dumps(PAYLOAD, separators=(",", ":")).encode()
@@ -35,7 +35,7 @@ def headers(event_type: str = BENCH_KEY) -> dict:
 
 def properties() -> dict:
     return {
-        "message_id": str(uuid.uuid4()),
+        "message_id": str(new_event_id()),
         "correlation_id": "1",
         "content_type": "application/json",
         "content_encoding": "utf-8",
@@ -185,9 +185,9 @@ def inbox_sql(count: int, max_seconds: float) -> dict:
                 conn.execute(
                     "INSERT INTO messaging_inbox (consumer, message_id, event_type, correlation_id, handled_at) "
                     "VALUES ('bench', %s, %s, '1', now()) ON CONFLICT (consumer, message_id) DO NOTHING",
-                    [str(uuid.uuid4()), BENCH_KEY],
+                    [str(new_event_id()), BENCH_KEY],
                 )
-                conn.execute(INSERT_OUTBOX, [uuid.uuid4(), "bench.thing.handled", payload])
+                conn.execute(INSERT_OUTBOX, [new_event_id(), "bench.thing.handled", payload])
             done += 1
         seconds = time.perf_counter() - started
     return {"count": done, "seconds": seconds, "rate": done / seconds}
@@ -201,7 +201,7 @@ def insert_rate(max_seconds: float) -> dict:
         done = 0
         while time.perf_counter() - started < max_seconds and done < 1_000_000:
             with conn.transaction():
-                conn.execute(INSERT_OUTBOX, [uuid.uuid4(), "bench.thing.unrouted", payload])
+                conn.execute(INSERT_OUTBOX, [new_event_id(), "bench.thing.unrouted", payload])
             done += 1
         seconds = time.perf_counter() - started
     return {"count": done, "seconds": seconds, "rate": done / seconds}
@@ -218,7 +218,7 @@ def latency_producer(rate: float, seconds: float, out: str) -> dict:
             due = started + n / rate
             if (pause := due - time.monotonic()) > 0:
                 time.sleep(pause)
-            event_id = uuid.uuid4()
+            event_id = new_event_id()
             with conn.transaction():
                 conn.execute(INSERT_OUTBOX, [event_id, "bench.latency.tick", payload])
             committed[str(event_id)] = time.time()

@@ -3,11 +3,11 @@
 Contexts never touch these models directly; they go through ``messaging.api``.
 """
 
-import uuid
-
 from django.db import models
 from django.db.models import Q
 from django.utils import timezone
+
+from messaging.ids import new_event_id
 
 
 class OutboxMessage(models.Model):
@@ -18,7 +18,7 @@ class OutboxMessage(models.Model):
     parked after ``RELAY_MAX_ATTEMPTS`` and wait for an operator; none is ever dropped.
     """
 
-    event_id = models.UUIDField(unique=True, default=uuid.uuid4, editable=False)
+    event_id = models.UUIDField(unique=True, default=new_event_id, editable=False)
     source = models.CharField(max_length=50, help_text="The context that produced the event.")
     aggregate_type = models.CharField(max_length=100)
     aggregate_id = models.CharField(max_length=100)

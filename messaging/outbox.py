@@ -12,6 +12,7 @@ from django.utils import timezone
 
 from config.sql import insert_row
 from messaging.envelope import IncomingEvent
+from messaging.ids import new_event_id
 from messaging.models import OutboxMessage
 
 # The message being handled, so that what a handler publishes names its cause.
@@ -45,7 +46,7 @@ def publish(
             f"publish({event_type}) must run inside transaction.atomic() with the change it announces"
         )
     cause = _handling.get()
-    event_id = uuid.uuid4()
+    event_id = new_event_id()
     insert_row(
         OutboxMessage,
         {
