@@ -112,6 +112,20 @@ def declare_topology(connection: Connection, consumers=registry.CONSUMERS) -> No
                 queue(channel).declare()
 
 
+def drop(connection) -> None:
+    """Abandon a connection after an error: close its socket without the AMQP close handshake.
+
+    A broker in a memory or disk alarm stops reading a publisher's socket, so the handshake
+    (``connection.close`` then waiting for ``close-ok``) would hang until the alarm clears.
+    """
+    if connection is None:
+        return
+    try:
+        connection.collect()
+    except Exception as exc:  # noqa: BLE001 - the socket may already be gone
+        logger.debug("dropping %r: %s", connection, exc)
+
+
 def close_quietly(resource) -> None:
     """Close a connection or channel that may already be broken."""
     if resource is None:

@@ -70,7 +70,7 @@ class ConsumerWorker:
                 self._wait_for_database(backoff)
             except (OSError, ConfirmTimeout, RetryNotPublished, *self._broker_errors()) as exc:
                 logger.warning("broker unavailable: %s: %s", type(exc).__name__, exc)
-                self._disconnect()
+                self._disconnect(graceful=False)
                 if once:
                     return 1
                 self.stopper.sleep(backoff.next_delay())
@@ -125,13 +125,17 @@ class ConsumerWorker:
                 ).consume()
         logger.info("consuming", extra={"consumers": self.consumers})
 
-    def _disconnect(self) -> None:
+    def _disconnect(self, *, graceful: bool = True) -> None:
+        """Close the broker connection; after an error, drop it without waiting for the broker."""
         if self._heartbeat is not None:
             self._heartbeat.stop()
             self._heartbeat = None
-        if self._retry_publisher is not None:
-            self._retry_publisher.close()
-        broker.close_quietly(self._connection)
+        if not graceful:
+            broker.drop(self._connection)
+        else:
+            if self._retry_publisher is not None:
+                self._retry_publisher.close()
+            broker.close_quietly(self._connection)
         self._connection = None
         self._retry_publisher = None
 

@@ -229,7 +229,7 @@ class OutboxRelay:
                 continue
             except (OSError, ConfirmTimeout, *self._broker_errors()) as exc:
                 logger.warning("broker unavailable: %s: %s", type(exc).__name__, exc)
-                self._reset_broker()
+                self._reset_broker(graceful=False)
                 if once:
                     return 1
                 self.stopper.sleep(backoff.next_delay())
@@ -283,9 +283,13 @@ class OutboxRelay:
             return ()
         return tuple(self._connection.connection_errors) + tuple(self._connection.channel_errors)
 
-    def _reset_broker(self) -> None:
-        if self._publisher is not None:
-            self._publisher.close()
-        broker.close_quietly(self._connection)
+    def _reset_broker(self, *, graceful: bool = True) -> None:
+        """Close the broker connection; after an error, drop it without waiting for the broker."""
+        if graceful:
+            if self._publisher is not None:
+                self._publisher.close()
+            broker.close_quietly(self._connection)
+        else:
+            broker.drop(self._connection)
         self._connection = None
         self._publisher = None
