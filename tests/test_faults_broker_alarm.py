@@ -5,7 +5,7 @@ import pytest
 
 from messaging.models import OutboxMessage
 from tests.conftest import ALL_DATABASES
-from tests.support.alarm import memory_alarm
+from tests.support.faults import memory_alarm
 from tests.support.processes import wait_until
 from tests.test_relay import publish_things, unpublished
 

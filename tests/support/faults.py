@@ -1,8 +1,9 @@
 """Fault injection for the fault tests and ``make chaos``: SIGKILLs, cut connections, restarts.
 
 Everything here touches only the test's own resources: its processes, the connections of its
-RabbitMQ vhost (``TEST_BROKER_VHOST``) and the backends of its PostgreSQL test database. The
-one exception, ``broker_restart``, stops the whole broker and is for ``make chaos`` only.
+RabbitMQ vhost (``TEST_BROKER_VHOST``) and the backends of its PostgreSQL test database. Two
+exceptions reach the whole broker: ``broker_restart`` stops it and is for ``make chaos`` only;
+``memory_alarm`` blocks its publishers for a few seconds and always clears the alarm.
 """
 
 import os
@@ -11,13 +12,14 @@ import subprocess
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 from django.db import connections
 
-from tests.support.processes import ProcessGroup
+from tests.support.processes import ProcessGroup, wait_until
 
 
 @dataclass
@@ -127,31 +129,50 @@ def _wait_for_connections(count: Callable[[], int], timeout: float = RECONNECT_W
     return found
 
 
+def rabbitmqctl(*args: str, check: bool = True) -> str:
+    """Run ``rabbitmqctl -q``; its output, or RuntimeError when it fails and ``check`` is set."""
+    result = subprocess.run(["rabbitmqctl", "-q", *args], capture_output=True, text=True, timeout=120, check=False)
+    if check and result.returncode:
+        raise RuntimeError(f"rabbitmqctl {' '.join(args)} failed: {result.stderr or result.stdout}")
+    return result.stdout.strip()
+
+
 def close_broker_connections() -> str:
     """Cut every AMQP connection of the test's vhost (and of no other)."""
     vhost = os.environ["TEST_BROKER_VHOST"]
     before = _wait_for_connections(lambda: _broker_connection_count(vhost))
-    result = subprocess.run(
-        ["rabbitmqctl", "-q", "close_all_connections", "--vhost", vhost, "fault test: connection cut"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    if result.returncode:
-        raise RuntimeError(f"rabbitmqctl close_all_connections failed: {result.stderr}")
+    rabbitmqctl("close_all_connections", "--vhost", vhost, "fault test: connection cut")
     return f"closed the {before} broker connections of vhost {vhost}"
 
 
 def _broker_connection_count(vhost: str) -> int:
-    result = subprocess.run(
-        ["rabbitmqctl", "-q", "list_connections", "vhost", "--no-table-headers"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    return sum(1 for line in result.stdout.splitlines() if line.strip() == vhost)
+    output = rabbitmqctl("list_connections", "vhost", "--no-table-headers", check=False)
+    return sum(1 for line in output.splitlines() if line.strip() == vhost)
+
+
+# scripts/with_test_services.py resets this watermark if a killed run left it behind.
+ALARM_WATERMARK = "0.000001"
+
+
+def _memory_alarm_raised() -> bool:
+    return rabbitmqctl("eval", "rabbit_alarm:get_alarms().") != "[]"
+
+
+@contextmanager
+def memory_alarm() -> Iterator[None]:
+    """A real memory alarm: the broker blocks every publisher of every vhost until it clears.
+
+    The watermark goes back to the value it had, whatever happens.
+    """
+    # A relative watermark; an absolute one ({absolute, N}) fails here, before any change.
+    original = float(rabbitmqctl("eval", "vm_memory_monitor:get_vm_memory_high_watermark()."))
+    try:
+        rabbitmqctl("set_vm_memory_high_watermark", ALARM_WATERMARK)
+        wait_until(_memory_alarm_raised, timeout=30, message="the memory alarm raised")
+        yield
+    finally:
+        rabbitmqctl("set_vm_memory_high_watermark", str(original))
+        wait_until(lambda: not _memory_alarm_raised(), timeout=60, message="the memory alarm cleared")
 
 
 # The processes a fault test starts connect under this name, so that cutting "the test's
@@ -217,9 +238,9 @@ def pause(target: Restartable, seconds: float) -> Callable[[], str]:
 def broker_restart(down_for: float = 3.0) -> str:
     """stop_app / start_app: every vhost of the broker goes away. ``make chaos`` only."""
     try:
-        subprocess.run(["rabbitmqctl", "-q", "stop_app"], check=True, timeout=120, capture_output=True)
+        rabbitmqctl("stop_app")
         time.sleep(down_for)
     finally:
-        subprocess.run(["rabbitmqctl", "-q", "start_app"], check=False, timeout=120, capture_output=True)
-        subprocess.run(["rabbitmqctl", "-q", "await_startup"], check=False, timeout=120, capture_output=True)
+        rabbitmqctl("start_app", check=False)
+        rabbitmqctl("await_startup", check=False)
     return f"broker stopped (stop_app) for {down_for:.1f}s and started again"
