@@ -1,7 +1,8 @@
 """``/metrics``: this process's Prometheus registry plus gauges read from the database.
 
-The gauges (outbox backlog, parked rows, dead letters, pending orders) describe the whole
-system, so any web process or worker answers the same. Counters live where the work is done:
+The gauges (outbox backlog, parked rows, dead letters, and what the hosted contexts register,
+such as pending orders) describe this deployment's database, so any of its web processes
+answers the same. Counters live where the work is done:
 the relay and the consumers serve theirs on ``--metrics-port``; saga outcomes are counted in
 the process that decides them (see ``orders.metrics``). Under gunicorn with several workers
 set ``PROMETHEUS_MULTIPROC_DIR`` so the workers' counters are added up (docs/operations.md).
@@ -20,23 +21,21 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.registry import Collector
 
-import orders.metrics  # noqa: F401 - registers the saga outcome metrics in this process
-from messaging.api import CONSUMERS, dead_letter_counts_by_state, outbox_backlog
-from orders.monitoring import orders_pending_summary
+from kernel.operations import database_gauges
+from messaging.api import dead_letter_counts_by_state, local_consumers, outbox_backlog
 
 logger = logging.getLogger(__name__)
 
-STUCK_AFTER = 60.0  # seconds an order may stay PENDING before it counts as stuck
-
 
 class DatabaseCollector(Collector):
-    """Read at every scrape: a handful of indexed aggregate queries."""
+    """Read at every scrape: a handful of indexed aggregate queries, messaging's and those of
+    every hosted context that registered gauges (``kernel.operations``)."""
 
     def collect(self):
         try:
             backlog = outbox_backlog()
             letters = dead_letter_counts_by_state()
-            pending = orders_pending_summary(stuck_after=STUCK_AFTER)
+            contexts = [metric for gauges in database_gauges() for metric in gauges()]
         except DatabaseError as exc:
             logger.warning("metrics: database unreachable: %s", exc)
             yield GaugeMetricFamily("shop_database_up", "1 if /metrics could read the database.", value=0)
@@ -58,19 +57,11 @@ class DatabaseCollector(Collector):
             "Dead letters stored, per consumer: waiting for an operator, or replayed since they failed.",
             labels=["consumer", "state"],
         )
-        for consumer in CONSUMERS:
+        for consumer in local_consumers():
             for state in ("waiting", "replayed"):
                 dead.add_metric([consumer, state], letters.get((consumer, state), 0))
         yield dead
-        yield GaugeMetricFamily("orders_pending", "Orders in PENDING.", value=pending["pending"])
-        yield GaugeMetricFamily(
-            "orders_pending_stuck", f"Orders PENDING for longer than {STUCK_AFTER:.0f}s.", value=pending["stuck"]
-        )
-        yield GaugeMetricFamily(
-            "orders_oldest_pending_age_seconds",
-            "Age of the oldest PENDING order (0 when none).",
-            value=pending["oldest_age"],
-        )
+        yield from contexts
 
 
 class _Exposition:

@@ -1,4 +1,6 @@
-"""W3C Trace Context for every request: continue the caller's trace or start one.
+"""The project's middleware: trace context, ``/api/`` paths, database outages.
+
+W3C Trace Context for every request: continue the caller's trace or start one.
 
 The request gets a span id of its own under the caller's trace id; events published while
 serving it store that ``traceparent`` in the outbox, the relay sends it as a message header,
@@ -7,9 +9,16 @@ through every hop. The response says which span served it (``traceresponse``, Tr
 Level 2). Log lines of the request carry ``trace_id``.
 """
 
-import structlog
+import logging
 
+import structlog
+from django.http import HttpResponse, JsonResponse
+from django.urls import is_valid_path
+
+from kernel.exceptions import RETRY_AFTER_SECONDS, database_error_body
 from messaging.api import child_span, trace_id_of, tracing
+
+logger = logging.getLogger(__name__)
 
 
 class TraceparentMiddleware:
@@ -21,4 +30,56 @@ class TraceparentMiddleware:
         with tracing(traceparent), structlog.contextvars.bound_contextvars(trace_id=trace_id_of(traceparent)):
             response = self.get_response(request)
         response["traceresponse"] = traceparent
+        return response
+
+
+class ApiPathMiddleware:
+    """``/api/`` paths answer the same with or without the trailing slash; unknown ones get JSON.
+
+    Django's ``APPEND_SLASH`` would redirect, which a client's POST cannot follow (with
+    ``DEBUG`` on it even raises), and an unknown path would get an HTML page. So before
+    ``CommonMiddleware``: a path that only resolves with its slash is served as that path, and
+    a path that resolves neither way is a JSON ``404``, with ``DEBUG`` on or off.
+    """
+
+    PREFIX = "/api/"
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        path = request.path_info
+        if path.startswith(self.PREFIX) or path == self.PREFIX.rstrip("/"):
+            urlconf = getattr(request, "urlconf", None)
+            if not is_valid_path(path, urlconf):
+                if not path.endswith("/") and is_valid_path(f"{path}/", urlconf):
+                    request.path_info, request.path = f"{path}/", f"{request.path}/"
+                else:
+                    return JsonResponse({"code": "not_found", "detail": f"No such API endpoint: {path}"}, status=404)
+        return self.get_response(request)
+
+
+class DatabaseUnavailableMiddleware:
+    """A database outage outside the API's views (the admin, say) is a ``503``, not a ``500``.
+
+    API views answer for themselves (``kernel.exceptions.api_exception_handler``).
+    """
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        return self.get_response(request)
+
+    def process_exception(self, request, exception):
+        answer = database_error_body(exception)
+        if answer is None:
+            return None
+        status, body = answer
+        logger.warning("database error answered %d: %s: %s", status, type(exception).__name__, exception)
+        if request.path_info.startswith(ApiPathMiddleware.PREFIX):
+            response = JsonResponse(body, status=status)
+        else:
+            response = HttpResponse(f"{body['detail']}\n", status=status, content_type="text/plain; charset=utf-8")
+        response["Retry-After"] = str(RETRY_AFTER_SECONDS)
         return response

@@ -1,22 +1,20 @@
-"""The operator's overview page, linked from the admin index: what is waiting, and where."""
+"""The operator's overview page, linked from the admin index: what is waiting, and where.
 
-from datetime import timedelta
+Messaging's figures (outbox, dead letters of the consumers hosted here), then a section per
+hosted context that registered one (``kernel.operations``).
+"""
 
 from django.contrib import admin
 from django.template.response import TemplateResponse
 from django.utils import timezone
 
-from messaging.api import CONSUMERS, dead_letter_counts_by_state, outbox_backlog
-from orders.monitoring import orders_pending_longer_than, orders_status_counts
-
-STUCK_AFTER = timedelta(minutes=1)
-STUCK_LISTED = 50
+from kernel.operations import overview_sections
+from messaging.api import dead_letter_counts_by_state, local_consumers, outbox_backlog
 
 
 def overview_view(request):
     now = timezone.now()
     letters = dead_letter_counts_by_state()
-    stuck = orders_pending_longer_than(seconds=STUCK_AFTER.total_seconds())
     context = {
         **admin.site.each_context(request),
         "title": "Saga overview",
@@ -24,11 +22,8 @@ def overview_view(request):
         "backlog": outbox_backlog(),
         "dead_letters": [
             {"consumer": c, "waiting": letters.get((c, "waiting"), 0), "replayed": letters.get((c, "replayed"), 0)}
-            for c in CONSUMERS
+            for c in local_consumers()
         ],
-        "orders_last_hour": orders_status_counts(since=now - timedelta(hours=1)),
-        "stuck_count": stuck.count(),
-        "stuck_orders": [{"order": o, "age": (now - o.created_at).total_seconds()} for o in stuck[:STUCK_LISTED]],
-        "stuck_after": int(STUCK_AFTER.total_seconds()),
+        "sections": [{"template": s.template, "data": s.context(now)} for s in overview_sections()],
     }
     return TemplateResponse(request, "admin/overview.html", context)

@@ -7,8 +7,10 @@ broker under ``var/``. ``.env.example`` lists every variable.
 from pathlib import Path
 
 import environ
+from django.core.exceptions import ImproperlyConfigured
 
-from config.durations import parse_duration
+from kernel.contexts import parse_contexts
+from kernel.durations import parse_duration
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -39,6 +41,15 @@ if HTTPS:
     SESSION_COOKIE_SECURE = True
     CSRF_COOKIE_SECURE = True
 
+# --- Deployment: the bounded contexts this process hosts -----------------------------------
+# The default is the monolith. A deployment hosting fewer contexts imports none of the others'
+# code, has its own DATABASE_URL and shares the broker (README, "Running a context as its own
+# service").
+try:
+    CONTEXTS = parse_contexts(env.list("CONTEXTS", default=["orders", "payments", "inventory"]))
+except ValueError as exc:
+    raise ImproperlyConfigured(str(exc)) from None
+
 # --- Applications -------------------------------------------------------------------------
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -51,16 +62,16 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "drf_spectacular_sidecar",  # Swagger UI served from our own static files, no CDN
     "messaging",
-    "orders",
-    "payments",
-    "inventory",
+    *CONTEXTS,
 ]
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",  # static files (admin, API docs) under gunicorn
     "config.middleware.TraceparentMiddleware",
+    "config.middleware.DatabaseUnavailableMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
+    "config.middleware.ApiPathMiddleware",  # before CommonMiddleware's APPEND_SLASH
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
@@ -74,7 +85,7 @@ WSGI_APPLICATION = "config.wsgi.application"
 TEMPLATES = [
     {
         "BACKEND": "django.template.backends.django.DjangoTemplates",
-        "DIRS": [BASE_DIR / "config" / "templates"],
+        "DIRS": [BASE_DIR / "config" / "templates", BASE_DIR / "kernel" / "templates"],
         "APP_DIRS": True,
         "OPTIONS": {
             "context_processors": [
@@ -82,7 +93,7 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
             ],
-            "libraries": {"ops": "config.templatetags.ops"},
+            "libraries": {"ops": "kernel.templatetags.ops"},
         },
     },
 ]
@@ -97,13 +108,33 @@ _SQLITE_OPTIONS = {
 }
 
 
-def _database(url: str) -> dict:
+# Django's own connection pool (psycopg_pool) in every process that serves requests: a fixed
+# number of connections per process, however many threads the server makes (runserver makes
+# one per request). The pool needs CONN_MAX_AGE=0. The relay, the consumers and the deadline
+# loop keep one dedicated connection instead (messaging.lifecycle.use_dedicated_connections):
+# they hold LISTEN and application_name, session state a pool would hand to its next user.
+DATABASE_POOL = {
+    "min_size": env.int("DATABASE_POOL_MIN_SIZE", default=1),
+    "max_size": env.int("DATABASE_POOL_MAX_SIZE", default=4),
+    # A request waits this long for a connection, then gets 503: well inside a client's patience
+    # while the database refuses or does not answer.
+    "timeout": parse_duration(env.str("DATABASE_POOL_TIMEOUT", default="3")),
+    # A failed connection attempt is retried with backoff for this long, then given up, so the
+    # next request tries afresh: requests succeed again within seconds of the database's return.
+    "reconnect_timeout": 5.0,
+    "max_idle": 60.0,
+}
+
+
+def _database(url: str, *, pool: bool = True) -> dict:
     config = env.db_url_config(url)
-    config["CONN_MAX_AGE"] = env.int("CONN_MAX_AGE", default=60)
+    config["CONN_MAX_AGE"] = 0
     config["CONN_HEALTH_CHECKS"] = True
     if config["ENGINE"] == "django.db.backends.postgresql":
         # A database that does not answer fails fast (readiness probe, reconnect loops).
         config["OPTIONS"] = {"connect_timeout": 3, **config.get("OPTIONS", {})}
+        if pool and DATABASE_POOL["max_size"] > 0:
+            config["OPTIONS"]["pool"] = dict(DATABASE_POOL)
     if config["ENGINE"] == "django.db.backends.sqlite3":
         config["OPTIONS"] = {**_SQLITE_OPTIONS, **config.get("OPTIONS", {})}
     return config
@@ -119,7 +150,8 @@ if env.str("TEST_DATABASE_NAME", default=""):
 # database (Django treats the identical alias as the same test database); on SQLite it gets
 # its own file.
 _default_gateway_url = f"sqlite:///{VAR_DIR / 'gateway.sqlite3'}" if DATABASE_URL.startswith("sqlite") else DATABASE_URL
-DATABASES["gateway"] = _database(env.str("GATEWAY_DATABASE_URL", default=_default_gateway_url))
+# Only payments' consumer uses it, on a dedicated connection: no second pool on the same database.
+DATABASES["gateway"] = _database(env.str("GATEWAY_DATABASE_URL", default=_default_gateway_url), pool=False)
 if "TEST" in DATABASES["default"] and DATABASES["gateway"]["NAME"] == DATABASES["default"]["NAME"]:
     DATABASES["gateway"]["TEST"] = dict(DATABASES["default"]["TEST"])
 
@@ -157,14 +189,16 @@ IDEMPOTENCY_KEY_TTL = parse_duration(env.str("IDEMPOTENCY_KEY_TTL", default="24h
 IDEMPOTENCY_KEY_LEASE = parse_duration(env.str("IDEMPOTENCY_KEY_LEASE", default="30s"))
 
 # --- API ----------------------------------------------------------------------------------
+# The largest JSON body the API reads (413 beyond); a checkout of 50 lines is about 5 KiB.
+API_MAX_BODY_BYTES = 256 * 1024
 CHECKOUT_THROTTLE = env.str("CHECKOUT_THROTTLE", default="off")
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [],
     "DEFAULT_PERMISSION_CLASSES": [],
     "UNAUTHENTICATED_USER": None,
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
-    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
-    "EXCEPTION_HANDLER": "config.exceptions.api_exception_handler",
+    "DEFAULT_PARSER_CLASSES": ["kernel.parsers.BoundedJSONParser"],
+    "EXCEPTION_HANDLER": "kernel.exceptions.api_exception_handler",
     "DEFAULT_THROTTLE_RATES": {"checkout": None if CHECKOUT_THROTTLE == "off" else CHECKOUT_THROTTLE},
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     # The throttle's client is REMOTE_ADDR, or the address this many proxies in front of us saw

@@ -1,25 +1,28 @@
 """messaging's public interface: the only module the bounded contexts import.
 
 - ``publish(...)`` writes an event to the outbox inside the caller's transaction;
-- ``register_handler(...)`` subscribes a context's function to an event type;
+- ``register_handler(...)`` subscribes a context's function to an event type (its queue's
+  bindings are declared in ``kernel.topology``); ``register_event_log()`` runs the ``events``
+  consumer in this deployment, which records every event for the timeline;
 - handlers receive an ``IncomingEvent`` and raise ``InvalidPayload`` for a payload that can
   never be handled (dead-lettered at once) or anything else to be retried;
 - ``timeline_for`` reads every event of one order across all contexts (and
   ``timeline_entry_of_new_event`` shows one just published); ``timeline_waiting``
   says where such a timeline is still waiting (outbox, consumer, dead letter);
 - ``mask_sensitive`` / ``mask_text`` hide payment tokens outside payments;
-- ``outbox_backlog``, ``dead_letter_counts`` and ``broker_reachable`` serve the operators'
-  pages, health checks and metrics.
+- ``outbox_backlog``, ``dead_letter_counts``, ``local_consumers`` and ``broker_reachable``
+  serve the operators' pages, health checks and metrics.
 """
 
 from messaging.diagnosis import timeline_waiting
 from messaging.dispatch import InvalidPayload, TransientError
 from messaging.envelope import IncomingEvent
+from messaging.event_log import register_event_log
 from messaging.health import broker_reachable
-from messaging.lifecycle import Stopper
+from messaging.lifecycle import Stopper, use_dedicated_connections
 from messaging.masking import mask_sensitive, mask_text
 from messaging.outbox import OutsideTransactionError, publish, tracing
-from messaging.registry import CONSUMERS, register_handler
+from messaging.registry import local_consumers, register_handler
 from messaging.selectors import (
     dead_letter_counts,
     dead_letter_counts_by_state,
@@ -31,7 +34,6 @@ from messaging.serve_metrics import serve_metrics
 from messaging.tracecontext import child_span, trace_id_of
 
 __all__ = [
-    "CONSUMERS",
     "IncomingEvent",
     "InvalidPayload",
     "OutsideTransactionError",
@@ -41,10 +43,12 @@ __all__ = [
     "child_span",
     "dead_letter_counts",
     "dead_letter_counts_by_state",
+    "local_consumers",
     "mask_sensitive",
     "mask_text",
     "outbox_backlog",
     "publish",
+    "register_event_log",
     "register_handler",
     "serve_metrics",
     "timeline_entry_of_new_event",
@@ -52,4 +56,5 @@ __all__ = [
     "timeline_waiting",
     "trace_id_of",
     "tracing",
+    "use_dedicated_connections",
 ]

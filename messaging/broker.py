@@ -1,6 +1,7 @@
 """Broker connections and the topology (seed 000), declared idempotently by relay and consumers.
 
-Per consumer ``C`` (``orders``, ``payments``, ``inventory``, ``events``):
+Every process declares the whole topology of ``kernel.topology``, not only what its deployment
+hosts, so deployments can start in any order. Per consumer ``C`` there:
 
 - ``C_queue``: quorum queue bound to ``ecommerce_events`` with exactly the keys C handles.
   Its dead-letter exchange ``C_queue_dlx`` (fanout) feeds ``C_queue_dlq``; ``x-delivery-limit``
@@ -9,7 +10,10 @@ Per consumer ``C`` (``orders``, ``payments``, ``inventory``, ``events``):
   per-message TTL would wait behind older messages). Expired messages go back through the
   default exchange to ``C_queue`` only, never through the topic exchange.
 
-Queue arguments cannot change once declared; a different delay gets a new queue name.
+Queue arguments cannot change once declared, and every deployment declares every queue: the
+settings behind them (``CONSUMER_DELIVERY_LIMIT``, ``CONSUMER_RETRY_DELAYS``) must be the same
+in every deployment, or RabbitMQ refuses the declaration (406). A different delay gets a new
+queue name.
 """
 
 import logging
@@ -17,7 +21,7 @@ import logging
 from django.conf import settings
 from kombu import Connection, Exchange, Queue, binding
 
-from messaging import registry
+from kernel.topology import CONSUMERS, QUEUE_BINDINGS
 from messaging.conf import exchange_name, queue_name, setting
 
 logger = logging.getLogger(__name__)
@@ -62,7 +66,7 @@ def main_queue(consumer: str) -> Queue:
     exchange = events_exchange()
     return Queue(
         name,
-        bindings=[binding(exchange, routing_key=key) for key in registry.binding_keys(consumer)],
+        bindings=[binding(exchange, routing_key=key) for key in QUEUE_BINDINGS[consumer]],
         durable=True,
         queue_arguments={
             "x-queue-type": "quorum",
@@ -100,11 +104,11 @@ def retry_delay_for(attempt: int) -> float:
     return delays[min(attempt, len(delays)) - 1]
 
 
-def declare_topology(connection: Connection, consumers=registry.CONSUMERS) -> None:
-    """Declare the exchange and the queues of ``consumers`` (idempotent)."""
+def declare_topology(connection: Connection) -> None:
+    """Declare the exchange and every queue of the system (idempotent)."""
     channel = connection.default_channel
     events_exchange()(channel).declare()
-    for consumer in consumers:
+    for consumer in CONSUMERS:
         dead_letter_queue(consumer)(channel).declare()
         main_queue(consumer)(channel).declare()
         if supports_confirms(connection):  # no TTL or dead-lettering on the filesystem broker

@@ -104,7 +104,7 @@ class ConsumerWorker:
         negotiated = getattr(connection.connection, "heartbeat", 0) if self._confirms else 0
         if negotiated:
             self._heartbeat = HandlerHeartbeat(connection.connection, negotiated)
-        broker.declare_topology(connection, self.consumers)
+        broker.declare_topology(connection)
         # Ready before the first consume: deliveries may arrive while the next one starts.
         self._retry_publisher = BatchPublisher(connection, setting("RELAY_CONFIRM_TIMEOUT"))
         channel = connection.channel()

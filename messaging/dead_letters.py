@@ -170,7 +170,7 @@ def dead_letter_replay(*, ids: list[int], new_id: bool = False) -> list[ReplayOu
     retention = timedelta(seconds=setting("INBOX_RETENTION"))
     with broker.connect() as connection:
         connection.connect()
-        broker.declare_topology(connection, sorted({letter.consumer for letter in letters}))
+        broker.declare_topology(connection)
         publisher = BatchPublisher(connection, setting("RELAY_CONFIRM_TIMEOUT"))
         try:
             for letter in letters:

@@ -8,14 +8,14 @@ from datetime import datetime, timedelta
 
 from django.utils import timezone
 
-from messaging import registry
+from kernel.topology import subscribers_of
 from messaging.conf import setting
 from messaging.masking import mask_text
 
 
 def consumers_of(event_type: str) -> list[str]:
     """The consumers subscribed to ``event_type`` (the ``events`` log takes every event)."""
-    return [c for c in registry.CONSUMERS if registry.handler_for(c, event_type) is not None]
+    return subscribers_of(event_type)
 
 
 def timeline_waiting(entries: list[dict], *, now: datetime | None = None) -> list[dict]:

@@ -2,9 +2,13 @@
 
 from django.utils.dateparse import parse_datetime
 
+from kernel.topology import ANY_EVENT
 from messaging.envelope import IncomingEvent
 from messaging.masking import mask_sensitive
 from messaging.models import EventLogEntry
+from messaging.registry import register_handler
+
+EVENT_LOG_CONSUMER = "events"
 
 
 def event_log_record(event: IncomingEvent) -> None:
@@ -22,3 +26,8 @@ def event_log_record(event: IncomingEvent) -> None:
         ],
         ignore_conflicts=True,
     )
+
+
+def register_event_log() -> None:
+    """Run the ``events`` consumer in this deployment: every event, whatever its type or version."""
+    register_handler(consumer=EVENT_LOG_CONSUMER, event_type=ANY_EVENT, handler=event_log_record, schema_versions=())

@@ -2,7 +2,7 @@
 
 from django.utils import timezone
 
-from config.sql import insert_row
+from kernel.sql import insert_row
 from messaging.envelope import IncomingEvent
 from messaging.models import InboxMessage
 

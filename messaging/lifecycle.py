@@ -69,3 +69,15 @@ def drop_broken_db_connections() -> None:
                 conn.errors_occurred = False
             else:
                 conn.close()
+
+
+def use_dedicated_connections() -> None:
+    """Keep one connection per database alias for this process's lifetime, outside any pool.
+
+    For the long-running loops (relay, consumers, deadline): they hold session state
+    (``LISTEN``, ``application_name``) that a pool would hand to its next user unreset, and a
+    pool would also keep idle connections of its own beside theirs. Call it before the first
+    query of the process.
+    """
+    for alias in connections:
+        connections.settings[alias].get("OPTIONS", {}).pop("pool", None)

@@ -10,7 +10,7 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from config.sql import insert_row
+from kernel.sql import insert_row
 from messaging.envelope import IncomingEvent
 from messaging.ids import new_event_id
 from messaging.models import OutboxMessage

@@ -1,15 +1,16 @@
-"""Which consumer handles which event type, filled by each context's ``AppConfig.ready()``.
+"""Which consumer of this deployment handles which event type, filled by each hosted
+context's ``AppConfig.ready()``.
 
-The broker bindings are derived from here, so a queue is bound to exactly the keys its
-context handles.
+The queues and their bindings are the system-wide declaration in ``kernel.topology``; a
+handler may only be registered for a key its consumer's queue is bound to, so the two cannot
+drift apart silently. A consumer exists in a deployment once a hosted context registered a
+handler for it.
 """
 
 from collections.abc import Callable
 from dataclasses import dataclass
 
-# The binding key and registry entry of a consumer that takes every event (the event log).
-ANY_EVENT = "#"
-CONSUMERS = ("orders", "payments", "inventory", "events")
+from kernel.topology import ANY_EVENT, CONSUMERS, QUEUE_BINDINGS
 
 
 @dataclass(frozen=True)
@@ -20,22 +21,39 @@ class HandlerSpec:
     schema_versions: tuple[int, ...]
 
 
-_handlers: dict[str, dict[str, HandlerSpec]] = {name: {} for name in CONSUMERS}
+_handlers: dict[str, dict[str, HandlerSpec]] = {}
+
+
+class UnknownConsumer(ValueError):
+    pass
 
 
 def register_handler(*, consumer: str, event_type: str, handler: Callable, schema_versions=(1,)) -> None:
-    if consumer not in _handlers:
-        raise ValueError(f"unknown consumer {consumer!r}; known: {', '.join(CONSUMERS)}")
-    existing = _handlers[consumer].get(event_type)
+    if consumer not in QUEUE_BINDINGS:
+        raise UnknownConsumer(f"unknown consumer {consumer!r}: declare its queue in kernel/topology.py")
+    if event_type not in QUEUE_BINDINGS[consumer]:
+        raise ValueError(f"{consumer}_queue is not bound to {event_type!r}: add the key in kernel/topology.py")
+    handlers = _handlers.setdefault(consumer, {})
+    existing = handlers.get(event_type)
     if existing and existing.handler is not handler:
         raise ValueError(f"{consumer} already has a handler for {event_type}")
-    _handlers[consumer][event_type] = HandlerSpec(consumer, event_type, handler, tuple(schema_versions))
+    handlers[event_type] = HandlerSpec(consumer, event_type, handler, tuple(schema_versions))
+
+
+def local_consumers() -> list[str]:
+    """The consumers this deployment runs, in the topology's order."""
+    return [c for c in CONSUMERS if _handlers.get(c)]
 
 
 def handler_for(consumer: str, event_type: str) -> HandlerSpec | None:
-    handlers = _handlers[consumer]
+    handlers = _handlers.get(consumer, {})
     return handlers.get(event_type) or handlers.get(ANY_EVENT)
 
 
+def registered_keys(consumer: str) -> list[str]:
+    return sorted(_handlers.get(consumer, {}))
+
+
 def binding_keys(consumer: str) -> list[str]:
-    return sorted(_handlers[consumer])
+    """What ``consumer``'s queue is bound to, hosted here or not."""
+    return sorted(QUEUE_BINDINGS[consumer])

@@ -2,7 +2,7 @@ from django.contrib import admin
 from django.utils import timezone
 from django.utils.html import format_html
 
-from config.templatetags.ops import age
+from kernel.templatetags.ops import age
 from orders.admin_timeline import order_saga_view
 from orders.models import CheckoutRequest, Order, OrderLine, StorefrontProduct
 from orders.selectors import order_get

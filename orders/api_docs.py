@@ -5,7 +5,7 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiExample, OpenApiParameter, extend_schema_serializer
 from rest_framework import serializers
 
-from config.schema import error_response
+from kernel.schema import error_response
 
 CHECKOUT_DESCRIPTION = """Creates a PENDING order and its `orders.order.created` event in one transaction.
 Payments charges, inventory reserves, and the order becomes CONFIRMED or FAILED: poll

@@ -15,8 +15,9 @@ from rest_framework.response import Response
 from rest_framework.throttling import ScopedRateThrottle
 from rest_framework.views import APIView
 
-from config.exceptions import ApiError
-from config.schema import NOT_FOUND, THROTTLED, error_response
+from kernel.exceptions import ApiError
+from kernel.schema import NOT_FOUND, THROTTLED, error_response
+from kernel.serializers import StrictCharField, StrictIntegerField, StrictSerializer
 from orders.api_docs import (
     CHECKOUT_DESCRIPTION,
     CHECKOUT_ERRORS,
@@ -39,24 +40,6 @@ from orders.services.checkout import (
 from orders.services.saga import InvalidOrderState, OrderNotFound, order_cancel
 
 IDEMPOTENCY_HEADER = "Idempotency-Key"
-
-
-class StrictCharField(serializers.CharField):
-    """A string, and only a string (no silent conversion of numbers)."""
-
-    def to_internal_value(self, data):
-        if not isinstance(data, str):
-            self.fail("invalid")
-        return super().to_internal_value(data)
-
-
-class StrictIntegerField(serializers.IntegerField):
-    """An integer, and only an integer (no "2", 2.0 or true)."""
-
-    def to_internal_value(self, data):
-        if isinstance(data, bool) or not isinstance(data, int):
-            self.fail("invalid")
-        return super().to_internal_value(data)
 
 
 class TimelineEntrySerializer(serializers.Serializer):
@@ -167,11 +150,11 @@ class CheckoutApi(APIView):
     throttle_classes = [ScopedRateThrottle]
     throttle_scope = "checkout"
 
-    class ItemSerializer(serializers.Serializer):
+    class ItemSerializer(StrictSerializer):
         sku = StrictCharField(max_length=64)
         quantity = StrictIntegerField(min_value=1, max_value=1000)
 
-    class InputSerializer(serializers.Serializer):
+    class InputSerializer(StrictSerializer):
         customer_id = StrictCharField(min_length=1, max_length=255, trim_whitespace=False)
         items = serializers.ListField(min_length=1, max_length=50)
         payment_token = StrictCharField(min_length=1, max_length=255, trim_whitespace=False)

@@ -326,8 +326,9 @@ def test_the_overview_counts_backlog_dead_letters_and_stuck_orders(staff, order_
         ("inventory", 0, 0),
         ("events", 0, 0),
     ]
-    assert context["orders_last_hour"] == {"PENDING": 2, "CONFIRMED": 0, "FAILED": 0, "CANCELLED": 0}
-    assert [row["order"].pk for row in context["stuck_orders"]] == [uuid.UUID(order_id)]
+    [orders] = [part["data"] for part in context["sections"]]  # the orders context's section
+    assert orders["orders_last_hour"] == {"PENDING": 2, "CONFIRMED": 0, "FAILED": 0, "CANCELLED": 0}
+    assert [row["order"].pk for row in orders["stuck_orders"]] == [uuid.UUID(order_id)]
     assert f"/admin/orders/order/{order_id}/change/" in response.content.decode()
 
 

@@ -6,6 +6,7 @@ import-linter (run by ``make test``) checks the Python imports; string reference
 
 from django.apps import apps
 
+from kernel.topology import CONSUMERS, subscribers_of
 from messaging import registry
 
 CONTEXTS = {"orders", "payments", "inventory", "messaging"}
@@ -43,3 +44,25 @@ def test_each_queue_is_bound_to_exactly_the_keys_its_context_handles():
         "payments.payment.succeeded",
     ]
     assert registry.binding_keys("events") == ["#"]
+
+
+def test_every_hosted_consumer_handles_exactly_what_its_queue_is_bound_to():
+    # An unhandled binding would dead-letter every such message as unknown_event_type; a handler
+    # for an unbound key would never run. registry.register_handler refuses the second; this the first.
+    assert registry.local_consumers() == list(CONSUMERS)  # the monolith hosts every consumer
+    for consumer in CONSUMERS:
+        assert registry.registered_keys(consumer) == registry.binding_keys(consumer), consumer
+
+
+def test_every_saga_event_has_a_subscriber_besides_the_event_log():
+    for event_type in [
+        "orders.order.created",
+        "payments.payment.succeeded",
+        "payments.payment.failed",
+        "inventory.stock.reserved",
+        "inventory.stock.reservation_failed",
+        "orders.order.cancelled",
+        "orders.order.failed",
+        "inventory.product.updated",
+    ]:
+        assert len(subscribers_of(event_type)) >= 2, event_type

@@ -19,7 +19,7 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from config.sql import insert_row
+from kernel.sql import insert_row
 from messaging.api import publish, timeline_entry_of_new_event
 from orders.models import CheckoutRequest, Order, OrderLine, StorefrontProduct
 

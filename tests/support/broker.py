@@ -5,7 +5,8 @@ import uuid
 from django.conf import settings
 from kombu import Connection, Exchange, Queue
 
-from messaging import broker, registry
+from kernel.topology import CONSUMERS
+from messaging import broker
 
 
 def connection() -> Connection:
@@ -17,7 +18,7 @@ def purge_topology() -> None:
     with connection() as conn:
         broker.declare_topology(conn)
         channel = conn.default_channel
-        for consumer in registry.CONSUMERS:
+        for consumer in CONSUMERS:
             for queue in [
                 broker.main_queue(consumer),
                 broker.dead_letter_queue(consumer),

@@ -20,7 +20,7 @@ from django.db.models import CharField, Count, Exists, OuterRef, Sum
 from django.db.models.functions import Cast
 
 from inventory.models import Product, Reservation
-from messaging import registry
+from kernel.topology import ANY_EVENT, CONSUMERS, QUEUE_BINDINGS
 from messaging.models import DeadLetter, InboxMessage, OutboxMessage
 from orders.models import Order, OrderLine, StorefrontProduct
 from payments.gateway import gateway
@@ -104,14 +104,14 @@ def broker_queue_depths() -> dict[str, int] | None:
 
 def unhandled_deliveries() -> int:
     """Published events not yet handled (nor dead-lettered) by a consumer bound to them."""
-    return sum(_unhandled(consumer).count() for consumer in registry.CONSUMERS)
+    return sum(_unhandled(consumer).count() for consumer in CONSUMERS)
 
 
 def _unhandled(consumer: str):
     """Published outbox rows routed to ``consumer`` with neither an inbox row nor a dead letter."""
-    keys = registry.binding_keys(consumer)
+    keys = QUEUE_BINDINGS[consumer]
     rows = OutboxMessage.objects.filter(published_at__isnull=False)
-    if registry.ANY_EVENT not in keys:
+    if ANY_EVENT not in keys:
         rows = rows.filter(event_type__in=keys)
     message_id = Cast(OuterRef("event_id"), output_field=CharField())
     return rows.exclude(Exists(InboxMessage.objects.filter(consumer=consumer, message_id=message_id))).exclude(
@@ -329,7 +329,7 @@ def _check_once(report: Report, scope: set[str] | None) -> None:
 
 def _check_nothing_lost(report: Report, scope: set[str] | None) -> None:
     problems = []
-    for consumer in registry.CONSUMERS:
+    for consumer in CONSUMERS:
         rows = _unhandled(consumer)
         if scope is not None:
             rows = rows.filter(correlation_id__in=scope)

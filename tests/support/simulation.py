@@ -16,7 +16,7 @@ from django.utils import timezone
 from hypothesis import strategies as st
 
 from inventory.services import product_upsert
-from messaging import registry
+from kernel.topology import subscribers_of
 from messaging.conf import exchange_name
 from messaging.dead_letters import dead_letter_record
 from messaging.dispatch import Outcome, decide
@@ -39,11 +39,6 @@ class Delivery:
     attempt: int = 1
 
 
-def bound(consumer: str, event_type: str) -> bool:
-    keys = registry.binding_keys(consumer)
-    return registry.ANY_EVENT in keys or event_type in keys
-
-
 class Bus:
     """Carries the events of its ``scope`` (order ids and SKUs) only: examples stay independent."""
 
@@ -60,7 +55,7 @@ class Bus:
         )
         for row in rows:
             envelope = envelope_for_outbox(row, exchange_name())
-            self.pending += [Delivery(c, envelope) for c in registry.CONSUMERS if bound(c, row.event_type)]
+            self.pending += [Delivery(c, envelope) for c in subscribers_of(row.event_type)]
         OutboxMessage.objects.filter(pk__in=[r.pk for r in rows]).update(published_at=timezone.now())
 
     def deliver(self, index: int, *, again_later: bool = False) -> Outcome:

@@ -2,6 +2,7 @@ import json
 
 from django.core.management.base import BaseCommand, CommandError
 
+from kernel.topology import CONSUMERS
 from messaging.dead_letters import (
     dead_letter_display_body,
     dead_letter_purge,
@@ -11,7 +12,6 @@ from messaging.dead_letters import (
 )
 from messaging.masking import mask_sensitive, mask_text
 from messaging.models import DeadLetter
-from messaging.registry import CONSUMERS
 
 
 class Command(BaseCommand):

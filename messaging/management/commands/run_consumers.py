@@ -1,25 +1,40 @@
+from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
+from kernel.topology import CONSUMERS
 from messaging.consumer import ConsumerWorker
-from messaging.lifecycle import Stopper
-from messaging.registry import CONSUMERS
+from messaging.lifecycle import Stopper, use_dedicated_connections
+from messaging.registry import local_consumers
 from messaging.serve_metrics import serve_metrics
 
 
 class Command(BaseCommand):
-    help = "Consume messages for the named consumers (default: all). SIGTERM finishes the message in hand."
+    help = (
+        "Consume messages for the named consumers (default: every consumer this deployment hosts). "
+        "SIGTERM finishes the message in hand."
+    )
 
     def add_arguments(self, parser):
-        parser.add_argument("consumers", nargs="*", metavar="CONSUMER", help=f"any of: {', '.join(CONSUMERS)}")
+        parser.add_argument(
+            "consumers", nargs="*", metavar="CONSUMER", help=f"hosted here: {', '.join(local_consumers())}"
+        )
         parser.add_argument("--once", action="store_true", help="handle what is queued, then exit")
         parser.add_argument("--metrics-port", type=int, default=None, help="serve Prometheus metrics on this port")
 
     def handle(self, *args, consumers=(), once=False, metrics_port=None, **options):
-        unknown = sorted(set(consumers) - set(CONSUMERS))
-        if unknown:
-            raise CommandError(f"unknown consumer(s): {', '.join(unknown)}; known: {', '.join(CONSUMERS)}")
+        hosted = local_consumers()
+        if unknown := sorted(set(consumers) - set(CONSUMERS)):
+            raise CommandError(f"unknown consumer(s): {', '.join(unknown)}; the system has: {', '.join(CONSUMERS)}")
+        if elsewhere := sorted(set(consumers) - set(hosted)):
+            raise CommandError(
+                f"not hosted by this deployment (CONTEXTS={','.join(settings.CONTEXTS)}): {', '.join(elsewhere)}; "
+                f"it hosts: {', '.join(hosted) or 'no consumer'}"
+            )
+        if not hosted:
+            raise CommandError(f"this deployment (CONTEXTS={','.join(settings.CONTEXTS)}) hosts no consumer")
+        use_dedicated_connections()
         serve_metrics(metrics_port)
-        worker = ConsumerWorker(list(consumers) or list(CONSUMERS), stopper=Stopper().install())
+        worker = ConsumerWorker(list(consumers) or hosted, stopper=Stopper().install())
         code = worker.run(once=once)
         if code:
             raise SystemExit(code)

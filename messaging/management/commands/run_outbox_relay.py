@@ -1,6 +1,6 @@
 from django.core.management.base import BaseCommand
 
-from messaging.lifecycle import Stopper
+from messaging.lifecycle import Stopper, use_dedicated_connections
 from messaging.relay import OutboxRelay
 from messaging.serve_metrics import serve_metrics
 
@@ -14,6 +14,7 @@ class Command(BaseCommand):
         parser.add_argument("--metrics-port", type=int, default=None, help="serve Prometheus metrics on this port")
 
     def handle(self, *args, batch_size=None, once=False, metrics_port=None, **options):
+        use_dedicated_connections()
         serve_metrics(metrics_port)
         relay = OutboxRelay(batch_size=batch_size, stopper=Stopper().install())
         code = relay.run(once=once)

@@ -4,7 +4,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand
 from django.db import DatabaseError, connection
 
-from messaging.api import Stopper, serve_metrics
+from messaging.api import Stopper, serve_metrics, use_dedicated_connections
 from orders.services.checkout import checkout_keys_purge
 from orders.services.saga import orders_expire
 
@@ -21,6 +21,7 @@ class Command(BaseCommand):
         parser.add_argument("--metrics-port", type=int, default=None, help="serve Prometheus metrics on this port")
 
     def handle(self, *args, loop=False, metrics_port=None, **options):
+        use_dedicated_connections()
         serve_metrics(metrics_port)  # timeouts counted here: orders_saga_outcomes_total{reason="timeout"}
         stopper = Stopper().install()
         interval = min(settings.SAGA_TIMEOUT, 5.0)

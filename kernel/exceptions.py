@@ -3,16 +3,25 @@
     {"code": "<machine-readable>", "detail": "<human-readable>", "errors": {"<field>": ["..."]}}
 
 ``errors`` only for validation errors; nested fields are flattened (``items.0.quantity``).
+
+The database failing is not the client's fault and not a bug either: a database that refuses
+connections, does not answer (a connect or pool timeout) or drops the connection gives ``503``
+``unavailable`` with ``Retry-After``; a lock timeout (SQLSTATE 55P03) means a concurrent request
+holds what this one needs, so ``409``. Any other error is a bug: ``500``, logged.
 """
 
 import logging
 
-from django.core.exceptions import PermissionDenied
+from django.core.exceptions import PermissionDenied, RequestDataTooBig
+from django.db import InterfaceError, OperationalError
 from django.http import Http404
 from rest_framework import exceptions, status
 from rest_framework.response import Response
 
 logger = logging.getLogger(__name__)
+
+RETRY_AFTER_SECONDS = 5
+LOCK_NOT_AVAILABLE = "55P03"
 
 
 class ApiError(exceptions.APIException):
@@ -22,6 +31,29 @@ class ApiError(exceptions.APIException):
         super().__init__(detail=detail, code=code)
         self.status_code = status_code
         self.code = code
+
+
+class PayloadTooLarge(exceptions.APIException):
+    status_code = status.HTTP_413_REQUEST_ENTITY_TOO_LARGE
+    default_code = "payload_too_large"
+    default_detail = "The request body is too large."
+
+    def __init__(self, limit: int | None = None):
+        super().__init__(detail=f"The request body is larger than {limit} bytes." if limit else None)
+
+
+def sqlstate_of(exc: BaseException) -> str | None:
+    """The SQLSTATE of a database error Django wrapped, if the server sent one."""
+    return getattr(exc.__cause__, "sqlstate", None) or getattr(exc, "sqlstate", None)
+
+
+def database_error_body(exc: BaseException) -> tuple[int, dict] | None:
+    """``(status, body)`` for a database error that is not a bug; None for any other error."""
+    if not isinstance(exc, OperationalError | InterfaceError):
+        return None
+    if sqlstate_of(exc) == LOCK_NOT_AVAILABLE:
+        return 409, {"code": "locked", "detail": "A concurrent request holds what this one needs; try again."}
+    return 503, {"code": "unavailable", "detail": "The database is unavailable; try again shortly."}
 
 
 def flatten_errors(detail, prefix: str = "") -> dict[str, list[str]]:
@@ -47,7 +79,13 @@ def api_exception_handler(exc, context):
         exc = exceptions.NotFound()
     elif isinstance(exc, PermissionDenied):
         exc = exceptions.PermissionDenied()
+    elif isinstance(exc, RequestDataTooBig):
+        exc = PayloadTooLarge()
 
+    if answer := database_error_body(exc):
+        status_code, body = answer
+        logger.warning("database error answered %d: %s: %s", status_code, type(exc).__name__, exc)
+        return Response(body, status=status_code, headers={"Retry-After": str(RETRY_AFTER_SECONDS)})
     if isinstance(exc, exceptions.ValidationError):
         body = {"code": "invalid", "detail": "The request is invalid.", "errors": flatten_errors(exc.detail)}
     elif isinstance(exc, exceptions.ParseError):

@@ -5,7 +5,7 @@ from rest_framework import serializers
 
 
 class ErrorSerializer(serializers.Serializer):
-    """Every error body (see ``config.exceptions``)."""
+    """Every error body (see ``kernel.exceptions``)."""
 
     code = serializers.CharField(help_text="Machine-readable, e.g. `invalid`, `not_found`, `idempotency_key_reused`.")
     detail = serializers.CharField(help_text="Human-readable.")

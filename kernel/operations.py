@@ -1,0 +1,43 @@
+"""What each hosted context adds to the operator's views: ``/metrics`` gauges and overview sections.
+
+A context registers its pieces from its ``AppConfig.ready()``; ``config`` (the composition
+root) renders whatever was registered. So the root imports no context, and a deployment
+shows exactly the contexts it hosts.
+"""
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from datetime import datetime
+
+from prometheus_client.core import Metric
+
+
+@dataclass(frozen=True)
+class OverviewSection:
+    """A block of the saga overview page: ``template`` rendered with what ``context(now)`` returns."""
+
+    key: str
+    template: str
+    context: Callable[[datetime], dict]
+
+
+_sections: dict[str, OverviewSection] = {}
+_gauges: dict[str, Callable[[], Iterable[Metric]]] = {}
+
+
+def register_overview_section(section: OverviewSection) -> None:
+    _sections[section.key] = section
+
+
+def overview_sections() -> list[OverviewSection]:
+    return list(_sections.values())
+
+
+def register_database_gauges(key: str, collect: Callable[[], Iterable[Metric]]) -> None:
+    """``collect`` reads the database at every scrape and yields metric families; a
+    ``DatabaseError`` it raises turns ``shop_database_up`` to 0 instead of failing the scrape."""
+    _gauges[key] = collect
+
+
+def database_gauges() -> list[Callable[[], Iterable[Metric]]]:
+    return list(_gauges.values())

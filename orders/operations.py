@@ -1,0 +1,45 @@
+"""Orders' part of the operator's views: its gauges on ``/metrics`` and its overview section.
+
+Registered from ``OrdersConfig.ready()`` through the kernel, so the composition root shows
+them only in a deployment that hosts orders.
+"""
+
+from datetime import datetime, timedelta
+
+from prometheus_client.core import GaugeMetricFamily
+
+from kernel.operations import OverviewSection, register_database_gauges, register_overview_section
+from orders.monitoring import orders_pending_longer_than, orders_pending_summary, orders_status_counts
+
+STUCK_AFTER = 60.0  # seconds an order may stay PENDING before it counts as stuck
+STUCK_LISTED = 50
+
+
+def pending_order_gauges():
+    pending = orders_pending_summary(stuck_after=STUCK_AFTER)
+    yield GaugeMetricFamily("orders_pending", "Orders in PENDING.", value=pending["pending"])
+    yield GaugeMetricFamily(
+        "orders_pending_stuck", f"Orders PENDING for longer than {STUCK_AFTER:.0f}s.", value=pending["stuck"]
+    )
+    yield GaugeMetricFamily(
+        "orders_oldest_pending_age_seconds",
+        "Age of the oldest PENDING order (0 when none).",
+        value=pending["oldest_age"],
+    )
+
+
+def overview_context(now: datetime) -> dict:
+    stuck = orders_pending_longer_than(seconds=STUCK_AFTER)
+    return {
+        "orders_last_hour": orders_status_counts(since=now - timedelta(hours=1)),
+        "stuck_count": stuck.count(),
+        "stuck_orders": [{"order": o, "age": (now - o.created_at).total_seconds()} for o in stuck[:STUCK_LISTED]],
+        "stuck_after": int(STUCK_AFTER),
+    }
+
+
+def register() -> None:
+    from orders import metrics  # noqa: F401 - the saga outcome counters exist in every process
+
+    register_database_gauges("orders", pending_order_gauges)
+    register_overview_section(OverviewSection("orders", "admin/orders/overview_section.html", overview_context))
