@@ -131,8 +131,19 @@ def _database(url: str, *, pool: bool = True) -> dict:
     config["CONN_MAX_AGE"] = 0
     config["CONN_HEALTH_CHECKS"] = True
     if config["ENGINE"] == "django.db.backends.postgresql":
-        # A database that does not answer fails fast (readiness probe, reconnect loops).
-        config["OPTIONS"] = {"connect_timeout": 3, **config.get("OPTIONS", {})}
+        # Django's backend, with a pool health check that cannot hang (config/postgresql/base.py).
+        config["ENGINE"] = "config.postgresql"
+        # A database that does not answer fails fast: a connection attempt after 3 s, and an open
+        # connection whose packets go unacknowledged (a partition) after 3 s (tcp_user_timeout),
+        # instead of the minutes of TCP retransmissions. Keepalives find dead idle connections.
+        config["OPTIONS"] = {
+            "connect_timeout": 3,
+            "tcp_user_timeout": 3000,
+            "keepalives_idle": 30,
+            "keepalives_interval": 5,
+            "keepalives_count": 3,
+            **config.get("OPTIONS", {}),
+        }
         if pool and DATABASE_POOL["max_size"] > 0:
             config["OPTIONS"]["pool"] = dict(DATABASE_POOL)
     if config["ENGINE"] == "django.db.backends.sqlite3":
