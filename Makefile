@@ -35,6 +35,7 @@ run: $(STAMP) ## run web, relay, consumers and the saga deadline loop together u
 test: $(STAMP) ## import contracts + the whole suite on real PostgreSQL and RabbitMQ
 	$(VENV)/bin/lint-imports
 	$(VENV)/bin/ruff check --quiet .
+	$(PY) scripts/ensure_prometheus.py
 	$(PY) scripts/with_test_services.py $(VENV)/bin/pytest $(PYTEST_ARGS)
 
 lint: $(STAMP) ## ruff and import-linter
