@@ -28,9 +28,12 @@ run: $(STAMP) ## run web, relay, consumers and the saga deadline loop together u
 	@echo ""
 	@echo "  API:    http://127.0.0.1:$(PORT)/api/products/   (checkout: POST /api/checkout/)"
 	@echo "  Admin:  http://127.0.0.1:$(PORT)/admin/  - no default login; create one with:"
-	@echo "          .venv/bin/python manage.py createsuperuser"
+	@echo "          DEBUG=1 .venv/bin/python manage.py createsuperuser"
+	@echo "  Other commands from another terminal take the same DEBUG=1 (and DATABASE_URL/BROKER_URL"
+	@echo "  if you set them here), e.g.  DEBUG=1 .venv/bin/python manage.py gateway_ledger"
 	@echo ""
-	honcho start -f Procfile -p $(PORT)
+	@# honcho answers Ctrl-C with 130 even when every process stopped cleanly (each exits 0).
+	honcho start -f Procfile -p $(PORT) || [ $$? -eq 130 ]
 
 test: $(STAMP) ## import contracts + the whole suite on real PostgreSQL and RabbitMQ
 	$(VENV)/bin/lint-imports
