@@ -11,6 +11,10 @@ from config.health import HealthApi, ReadinessApi
 from config.metrics import metrics_view
 from config.overview import overview_view
 
+admin.site.site_header = "Saga shop operations"
+admin.site.site_title = "Saga shop"
+admin.site.index_title = f"Contexts hosted here: {', '.join(settings.CONTEXTS)}"
+
 urlpatterns = [
     # Before admin.site.urls, whose catch-all would take it.
     path("admin/overview/", admin.site.admin_view(overview_view), name="admin-overview"),

@@ -1,5 +1,6 @@
-"""The operator's console over messaging's tables. Read-only, except for the actions, which
-call the same services as the ``dead_letters`` and ``outbox_retry_parked`` commands."""
+"""The operator's console over messaging's tables. Read-only, except for the actions (list
+actions and buttons on an object's own page, each behind a confirmation), which call the same
+services as the ``dead_letters`` and ``outbox_retry_parked`` commands."""
 
 import json
 
@@ -7,6 +8,7 @@ from django.contrib import admin, messages
 from django.template.response import TemplateResponse
 from django.utils.html import format_html
 
+from messaging.admin_tools import ObjectAction, ObjectActionsMixin, compact_time, correlation_link, short_id
 from messaging.dead_letters import dead_letter_display_body, dead_letter_purge, dead_letter_replay
 from messaging.housekeeping import outbox_retry_parked
 from messaging.masking import mask_sensitive, mask_text
@@ -53,9 +55,16 @@ class PublishedFilter(admin.SimpleListFilter):
         return queryset
 
 
+def retry_parked_row(model_admin, request, row) -> tuple[int, str]:
+    if outbox_retry_parked(ids=[row.pk]):
+        return messages.SUCCESS, f"Outbox row #{row.pk} will be published again."
+    return messages.WARNING, f"Outbox row #{row.pk} is not parked: unchanged."
+
+
 @admin.register(OutboxMessage)
-class OutboxMessageAdmin(ReadOnlyAdmin):
-    list_display = ["event_id", "state_badge", "event_type", "aggregate_id", "created_at", "published_at", "attempts"]
+class OutboxMessageAdmin(ObjectActionsMixin, ReadOnlyAdmin):
+    list_display = ["id", "message", "state_badge", "event_type", "aggregate", "created", "published", "attempts"]
+    list_display_links = ["id", "message"]
     list_filter = [PublishedFilter, "source", "event_type"]
     # aggregate id, routing key (event_type), message id (event_id), correlation id
     search_fields = ["=aggregate_id", "=correlation_id", "event_type", "=event_id"]
@@ -81,6 +90,31 @@ class OutboxMessageAdmin(ReadOnlyAdmin):
     ]
     readonly_fields = ["state_badge", "payload_pretty"]
     actions = ["retry_parked"]
+    object_actions = [
+        ObjectAction(
+            "retry",
+            "Retry this parked row",
+            "The relay will try to publish it again, with a fresh set of attempts.",
+            "operate",
+            retry_parked_row,
+        )
+    ]
+
+    @admin.display(description="message id", ordering="event_id")
+    def message(self, obj):
+        return short_id(obj.event_id)
+
+    @admin.display(description="aggregate", ordering="aggregate_id")
+    def aggregate(self, obj):
+        return short_id(obj.aggregate_id)
+
+    @admin.display(description="created (UTC)", ordering="created_at")
+    def created(self, obj):
+        return compact_time(obj.created_at)
+
+    @admin.display(description="published (UTC)", ordering="published_at")
+    def published(self, obj):
+        return compact_time(obj.published_at)
 
     @admin.display(description="state")
     def state_badge(self, obj):
@@ -106,10 +140,18 @@ class OutboxMessageAdmin(ReadOnlyAdmin):
 
 @admin.register(InboxMessage)
 class InboxMessageAdmin(ReadOnlyAdmin):
-    list_display = ["consumer", "message_id", "event_type", "correlation_id", "handled_at"]
+    list_display = ["consumer", "message", "event_type", "correlation", "handled_at"]
     list_filter = ["consumer", "event_type"]
     search_fields = ["=message_id", "=correlation_id"]
     search_help_text = "A message id or an order id."
+
+    @admin.display(description="message id", ordering="message_id")
+    def message(self, obj):
+        return short_id(obj.message_id)
+
+    @admin.display(description="correlation id", ordering="correlation_id")
+    def correlation(self, obj):
+        return short_id(obj.correlation_id)
 
 
 @admin.register(EventLogEntry)
@@ -125,9 +167,64 @@ class EventLogEntryAdmin(ReadOnlyAdmin):
         return pretty(obj.payload)
 
 
+def replay_messages(ids: list[int], new_id: bool) -> list[tuple[int, str]]:
+    """Replay dead letters; one (level, text) per letter for the operator."""
+    try:
+        outcomes = dead_letter_replay(ids=ids, new_id=new_id)
+    except Exception as exc:  # noqa: BLE001 - the broker may be down: say so instead of a 500
+        return [(messages.ERROR, f"Nothing replayed: {type(exc).__name__}: {exc}")]
+    said = []
+    for o in outcomes:
+        note = f": {o.note}" if o.note else ""
+        if o.replayed:
+            said.append((messages.SUCCESS, f"#{o.dead_letter_id} replayed to {o.consumer}{note}"))
+        else:
+            said.append((messages.WARNING, f"#{o.dead_letter_id} NOT replayed{note}"))
+    return said
+
+
+def replay_letter(new_id: bool):
+    def run(model_admin, request, letter) -> tuple[int, str]:
+        [said] = replay_messages([letter.pk], new_id)
+        return said
+
+    return run
+
+
+def purge_letter(model_admin, request, letter) -> tuple[int, str]:
+    return messages.SUCCESS, f"{dead_letter_purge(ids=[letter.pk])} dead letter purged (#{letter.pk})."
+
+
 @admin.register(DeadLetter)
-class DeadLetterAdmin(ReadOnlyAdmin):
-    list_display = ["id", "consumer", "reason", "message_id", "event_type", "attempts", "last_failed_at", "replayed_at"]
+class DeadLetterAdmin(ObjectActionsMixin, ReadOnlyAdmin):
+    list_display = ["id", "consumer", "reason", "message", "event_type", "attempts", "last_failed", "replayed"]
+    object_actions = [
+        ObjectAction(
+            "replay",
+            "Replay to its consumer",
+            "The message goes back to its own consumer's queue only, with the same message id: "
+            "if that consumer handled it meanwhile, nothing happens twice.",
+            "operate",
+            replay_letter(new_id=False),
+        ),
+        ObjectAction(
+            "replay-new-id",
+            "Replay as a new message",
+            "The message goes back to its own consumer's queue with a new message id, so it runs again "
+            "even if that consumer handled it before (business state, such as a payment already charged, "
+            "still guards it).",
+            "operate",
+            replay_letter(new_id=True),
+        ),
+        ObjectAction(
+            "purge",
+            "Purge this dead letter",
+            "The dead letter is deleted and its message is gone for good: replay it first if it still matters.",
+            "purge",
+            purge_letter,
+            back_to_list=True,
+        ),
+    ]
     list_filter = ["consumer", "reason"]
     search_fields = ["=message_id", "=correlation_id", "event_type"]
     search_help_text = "A message id, an order id, or part of an event type."
@@ -138,7 +235,7 @@ class DeadLetterAdmin(ReadOnlyAdmin):
         "message_id",
         "event_type",
         "routing_key",
-        "correlation_id",
+        "correlation",
         "attempts",
         "first_failed_at",
         "last_failed_at",
@@ -148,8 +245,24 @@ class DeadLetterAdmin(ReadOnlyAdmin):
         "headers_pretty",
         "traceback_masked",
     ]
-    readonly_fields = ["error_masked", "body_pretty", "headers_pretty", "traceback_masked"]
+    readonly_fields = ["error_masked", "correlation", "body_pretty", "headers_pretty", "traceback_masked"]
     actions = ["replay", "replay_new_id", "purge"]
+
+    @admin.display(description="message id", ordering="message_id")
+    def message(self, obj):
+        return short_id(obj.message_id)
+
+    @admin.display(description="last failed (UTC)", ordering="last_failed_at")
+    def last_failed(self, obj):
+        return compact_time(obj.last_failed_at)
+
+    @admin.display(description="replayed (UTC)", ordering="replayed_at")
+    def replayed(self, obj):
+        return compact_time(obj.replayed_at)
+
+    @admin.display(description="correlation id")
+    def correlation(self, obj):
+        return correlation_link(obj.correlation_id)
 
     @admin.display(description="error")
     def error_masked(self, obj):
@@ -168,17 +281,8 @@ class DeadLetterAdmin(ReadOnlyAdmin):
         return format_html('<pre class="ops-pre">{}</pre>', mask_text(obj.traceback)) if obj.traceback else "-"
 
     def _replay(self, request, queryset, new_id: bool) -> None:
-        try:
-            outcomes = dead_letter_replay(ids=list(queryset.values_list("pk", flat=True)), new_id=new_id)
-        except Exception as exc:  # noqa: BLE001 - the broker may be down: say so instead of a 500
-            self.message_user(request, f"Nothing replayed: {type(exc).__name__}: {exc}", messages.ERROR)
-            return
-        for o in outcomes:
-            note = f": {o.note}" if o.note else ""
-            if o.replayed:
-                self.message_user(request, f"#{o.dead_letter_id} replayed to {o.consumer}{note}", messages.SUCCESS)
-            else:
-                self.message_user(request, f"#{o.dead_letter_id} NOT replayed{note}", messages.WARNING)
+        for level, text in replay_messages(list(queryset.values_list("pk", flat=True)), new_id):
+            self.message_user(request, text, level)
 
     @admin.action(description="Replay to the original consumer (same message id)", permissions=["operate"])
     def replay(self, request, queryset):

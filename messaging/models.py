@@ -100,6 +100,8 @@ class EventLogEntry(models.Model):
 
     class Meta:
         db_table = "messaging_event_log"
+        verbose_name = "event log entry"
+        verbose_name_plural = "event log entries"
         indexes = [
             models.Index(fields=["correlation_id", "occurred_at"], name="eventlog_correlation_idx"),
             models.Index(fields=["recorded_at"], name="eventlog_recorded_idx"),

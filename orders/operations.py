@@ -4,11 +4,18 @@ Registered from ``OrdersConfig.ready()`` through the kernel, so the composition 
 them only in a deployment that hosts orders.
 """
 
+import uuid
 from datetime import datetime, timedelta
 
+from django.urls import reverse
 from prometheus_client.core import GaugeMetricFamily
 
-from kernel.operations import OverviewSection, register_database_gauges, register_overview_section
+from kernel.operations import (
+    OverviewSection,
+    register_correlation_link,
+    register_database_gauges,
+    register_overview_section,
+)
 from orders.monitoring import orders_pending_longer_than, orders_pending_summary, orders_status_counts
 
 STUCK_AFTER = 60.0  # seconds an order may stay PENDING before it counts as stuck
@@ -38,8 +45,18 @@ def overview_context(now: datetime) -> dict:
     }
 
 
+def order_admin_url(correlation_id: str) -> str | None:
+    """The order's admin page, for a correlation id that is an order id (catalogue events use a SKU)."""
+    try:
+        order_id = uuid.UUID(correlation_id)
+    except ValueError:
+        return None
+    return reverse("admin:orders_order_change", args=[order_id])
+
+
 def register() -> None:
     from orders import metrics  # noqa: F401 - the saga outcome counters exist in every process
 
     register_database_gauges("orders", pending_order_gauges)
     register_overview_section(OverviewSection("orders", "admin/orders/overview_section.html", overview_context))
+    register_correlation_link(order_admin_url)

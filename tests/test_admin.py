@@ -7,7 +7,7 @@ from datetime import timedelta
 from decimal import Decimal
 
 import pytest
-from django.contrib.auth.models import User
+from django.contrib.auth.models import Permission, User
 from django.test import Client
 from django.utils import timezone
 from kombu import Queue
@@ -283,8 +283,6 @@ def test_purge_action_asks_first_then_deletes(staff):
 
 
 def test_staff_with_view_permission_only_cannot_run_actions(order_id):
-    from django.contrib.auth.models import Permission
-
     viewer = User.objects.create_user("viewer", password="x", is_staff=True)
     viewer.user_permissions.add(*Permission.objects.filter(codename__in=["view_deadletter", "view_outboxmessage"]))
     client = Client()
@@ -342,3 +340,85 @@ def test_the_order_list_flags_an_order_pending_for_over_a_minute(staff, order_id
     Order.objects.filter(pk=order_id).update(created_at=timezone.now() - timedelta(minutes=2, seconds=5))
     html = staff.get("/admin/orders/order/").content.decode()
     assert re.search(r'<span class="ops-bad">2m 0[5-9]s</span>', html)
+
+
+def test_the_admin_names_the_project_and_its_tables_in_good_english(staff):
+    html = staff.get("/admin/").content.decode()
+    assert "Saga shop operations" in html and "Django administration" not in html
+    assert "Event log entries" in html and "entrys" not in html
+    assert "Contexts hosted here: orders, payments, inventory" in html
+
+
+def test_the_outbox_and_dead_letter_lists_show_short_ids_with_the_full_id_on_hover(staff, order_id):
+    row = created_row(order_id)
+    letter = letter_for(order_id, str(uuid.uuid4()))
+    full_ids = {"/admin/messaging/outboxmessage/": str(row.event_id), "/admin/messaging/deadletter/": letter.message_id}
+
+    for url, full in full_ids.items():
+        html = staff.get(url).content.decode()
+        assert f'title="{full}">{full[:8]}…</span>' in html, url
+        assert f">{full}<" not in html, url  # never spelled out in a cell
+
+
+def test_a_dead_letter_page_links_its_order_and_offers_its_actions(staff, order_id):
+    letter = letter_for(order_id, str(uuid.uuid4()))
+
+    html = staff.get(f"/admin/messaging/deadletter/{letter.pk}/change/").content.decode()
+
+    assert f'<a class="ops-mono" href="/admin/orders/order/{order_id}/change/">{order_id}</a>' in html
+    for action in ("replay", "replay-new-id", "purge"):
+        assert f'href="/admin/messaging/deadletter/{letter.pk}/{action}/"' in html, action
+
+
+def test_a_dead_letter_button_asks_first_then_replays(staff, quiet_broker):
+    letter = letter_for(str(uuid.uuid4()), str(uuid.uuid4()))
+    url = f"/admin/messaging/deadletter/{letter.pk}/replay/"
+
+    asked = staff.get(url)
+    assert asked.status_code == 200 and "same message id" in asked.content.decode()
+    assert DeadLetter.objects.get(pk=letter.pk).replayed_at is None
+    assert staff.post(url, {}).status_code == 200  # no confirmation: asks again, does nothing
+    assert DeadLetter.objects.get(pk=letter.pk).replayed_at is None and queue_depth("payments_queue") == 0
+
+    done = staff.post(url, {"confirm": "yes"}, follow=True)
+
+    assert done.redirect_chain == [(f"/admin/messaging/deadletter/{letter.pk}/change/", 302)]
+    assert f"#{letter.pk} replayed to payments" in done.content.decode()
+    assert DeadLetter.objects.get(pk=letter.pk).replay_count == 1
+    assert queue_depth("payments_queue") == 1 and queue_depth("inventory_queue") == 0
+
+
+def test_a_dead_letter_button_purges_after_confirmation(staff):
+    letter = letter_for(str(uuid.uuid4()), str(uuid.uuid4()))
+    kept = letter_for(str(uuid.uuid4()), str(uuid.uuid4()))
+
+    done = staff.post(f"/admin/messaging/deadletter/{letter.pk}/purge/", {"confirm": "yes"}, follow=True)
+
+    assert done.redirect_chain == [("/admin/messaging/deadletter/", 302)]
+    assert list(DeadLetter.objects.values_list("pk", flat=True)) == [kept.pk]
+
+
+def test_a_parked_outbox_row_has_a_retry_button(staff, order_id):
+    row = created_row(order_id)
+    OutboxMessage.objects.filter(pk=row.pk).update(parked_at=timezone.now(), attempts=10, last_error="refused")
+
+    html = staff.get(f"/admin/messaging/outboxmessage/{row.pk}/change/").content.decode()
+    assert f'href="/admin/messaging/outboxmessage/{row.pk}/retry/"' in html
+    staff.post(f"/admin/messaging/outboxmessage/{row.pk}/retry/", {"confirm": "yes"})
+
+    row.refresh_from_db()
+    assert (row.parked_at, row.attempts, row.state) == (None, 0, "pending")
+
+
+def test_object_buttons_need_more_than_view_permission(order_id):
+    viewer = User.objects.create_user("viewer", password="x", is_staff=True)
+    viewer.user_permissions.add(*Permission.objects.filter(codename="view_deadletter"))
+    client = Client()
+    client.force_login(viewer)
+    letter = letter_for(order_id, str(uuid.uuid4()))
+
+    html = client.get(f"/admin/messaging/deadletter/{letter.pk}/change/").content.decode()
+    assert "/replay/" not in html and "/purge/" not in html
+    for action in ("replay", "replay-new-id", "purge"):
+        assert client.post(f"/admin/messaging/deadletter/{letter.pk}/{action}/", {"confirm": "yes"}).status_code == 403
+    assert DeadLetter.objects.get(pk=letter.pk).replayed_at is None
