@@ -7,7 +7,7 @@ PORT ?= 8000
 PYTEST_ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help install run test lint chaos bench demo browser-check clean
+.PHONY: help install run test lint chaos bench soak demo browser-check clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
@@ -53,6 +53,9 @@ chaos: $(STAMP) ## the long fault-injection run on PostgreSQL + RabbitMQ (bounde
 
 bench: $(STAMP) ## the benchmarks on PostgreSQL + RabbitMQ, with the machine's own ceilings (prints a table, writes bench/results/)
 	$(PY) scripts/with_test_services.py $(PY) bench/run.py $(BENCH_ARGS)
+
+soak: $(STAMP) ## sustained load on PostgreSQL + RabbitMQ through gunicorn and make run's server (64 clients, 5 min each; fails on any 5xx, unbounded connections, memory growth; SOAK_ARGS="--clients N --seconds S --modes gunicorn,runserver")
+	$(PY) scripts/with_test_services.py $(PY) bench/soak.py $(SOAK_ARGS)
 
 demo: $(STAMP) ## place orders that show every saga path against what `make run` is running, and print their timelines
 	DEBUG=$${DEBUG:-1} $(PY) scripts/demo.py --base-url http://127.0.0.1:$(PORT)

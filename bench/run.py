@@ -58,7 +58,6 @@ def child_env(db_url: str, var_dir: str) -> dict[str, str]:
         "ALLOWED_HOSTS": "127.0.0.1,localhost",
         "BENCH_APP": "1",
         "LOG_LEVEL": "WARNING",
-        "CONN_MAX_AGE": "600",
         "CHECKOUT_THROTTLE": "off",
         "VAR_DIR": var_dir,
         "PYTHONUNBUFFERED": "1",

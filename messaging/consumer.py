@@ -173,12 +173,15 @@ class ConsumerWorker:
                 decision = decide(
                     consumer, body=raw_body(message), properties=properties, headers=headers, routing_key=routing_key
                 )
-            self._settle(consumer, message, decision, properties, headers, routing_key)
-            metrics.consumer_message(
-                consumer, context["event_type"], decision.outcome.value, time.monotonic() - started
-            )
+            try:
+                settled = self._settle(consumer, message, decision, properties, headers, routing_key)
+            except DatabaseDown:
+                metrics.consumer_message(consumer, context["event_type"], "database_down", time.monotonic() - started)
+                raise
+            metrics.consumer_message(consumer, context["event_type"], settled.value, time.monotonic() - started)
 
-    def _settle(self, consumer: str, message, decision: Decision, properties, headers, routing_key) -> None:
+    def _settle(self, consumer: str, message, decision: Decision, properties, headers, routing_key) -> Outcome:
+        """Ack, retry or dead-letter the delivery; what was done (a last retry is a dead letter)."""
         outcome = decision.outcome
         if outcome is Outcome.HANDLED:
             fault_point(f"consumer.{consumer}.before_ack")
@@ -195,6 +198,8 @@ class ConsumerWorker:
         else:
             attempts = decision.event.attempt if decision.event else 1
             self._dead_letter(consumer, message, decision, properties, headers, routing_key, attempts)
+            return Outcome.DEAD_LETTER
+        return outcome
 
     def _retry(self, consumer, message, decision: Decision, properties, headers, routing_key) -> None:
         attempt = decision.event.attempt

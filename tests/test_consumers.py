@@ -1,17 +1,19 @@
 """Consumers: duplicates have no second effect, poison messages become dead letters, retries."""
 
 import json
+import urllib.request
 import uuid
 from decimal import Decimal
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from inventory.models import Reservation
 from messaging.models import DeadLetter, InboxMessage, OutboxMessage
 from payments.models import Payment
 from tests.conftest import ALL_DATABASES
 from tests.support.broker import publish_raw
-from tests.support.processes import wait_until
+from tests.support.processes import free_port, wait_until
 from tests.support.saga import ledger
 
 pytestmark = pytest.mark.django_db(transaction=True, databases=ALL_DATABASES)
@@ -122,9 +124,21 @@ def test_a_handler_that_keeps_failing_is_retried_then_dead_lettered(processes, q
     send("orders.order.created", order_created(healthy), str(uuid.uuid4()))
     fast_retries = {"CONSUMER_RETRY_DELAYS": "0.2,0.4", "CONSUMER_MAX_ATTEMPTS": "3", "LOG_FORMAT": "json"}
 
-    consumer = processes.start("consumers", "run_consumers", "payments", env=fast_retries)
+    port = free_port()
+    consumer = processes.start("consumers", "run_consumers", "payments", "--metrics-port", str(port), env=fast_retries)
     wait_until(lambda: DeadLetter.objects.filter(consumer="payments").exists(), timeout=30, message="a dead letter")
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+        exposed = response.read().decode()
     processes.stop(consumer)
+
+    # Two retries, then the third delivery became a dead letter: counted as such, not as a retry.
+    counted = {
+        s.labels["outcome"]: s.value
+        for family in text_string_to_metric_families(exposed)
+        for s in family.samples
+        if s.name == "messaging_consumer_messages_total" and s.labels["event_type"] == "orders.order.created"
+    }
+    assert counted == {"handled": 1, "retry": 2, "dead_letter": 1}
 
     letter = DeadLetter.objects.get(consumer="payments")
     assert letter.reason == "handler_error"
