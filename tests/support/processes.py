@@ -23,11 +23,13 @@ class ProcessGroup:
         """Start ``manage.py <args>``."""
         return self.spawn(name, [sys.executable, "manage.py", *args], env=env)
 
-    def spawn(self, name: str, argv: list[str], env: dict[str, str] | None = None) -> subprocess.Popen:
+    def spawn(
+        self, name: str, argv: list[str], env: dict[str, str] | None = None, cwd: Path = BASE_DIR
+    ) -> subprocess.Popen:
         log = self.log_dir / f"{name}-{len(self.procs)}.log"
         proc = subprocess.Popen(
             argv,
-            cwd=BASE_DIR,
+            cwd=cwd,
             env={**self.env, **(env or {})},
             stdout=log.open("wb"),
             stderr=subprocess.STDOUT,

@@ -1,0 +1,300 @@
+"""Three deployments, each as its own service: a tree holding only its context, its own database.
+
+The orders, payments and inventory deployments share one RabbitMQ vhost (of their own, apart
+from the rest of the suite) and nothing else. Each runs from a copy of the project in which
+the other contexts' packages are deleted, so an import of another context fails there.
+
+The invariants of ``tests/support/invariants.py`` are checked here across the three databases:
+orders' statuses against payments' gateway ledger and inventory's stock, and every event of
+every outbox handled by every consumer bound to it, in that consumer's own database.
+"""
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from decimal import Decimal
+from pathlib import Path
+
+import psycopg
+
+from kernel.contexts import CONTEXTS
+from kernel.topology import ANY_EVENT, QUEUE_BINDINGS
+from tests.support.faults import rabbitmqctl
+from tests.support.invariants import ONCE_PER_ORDER, Report
+from tests.support.processes import BASE_DIR, ProcessGroup
+
+# Not part of a deployment: development tooling, and the other contexts (added per tree).
+NOT_SHIPPED = {".git", ".venv", "var", "tests", "bench", "chaos", "docs", "deploy", "scripts", "node_modules"}
+CACHES = {"__pycache__", ".pytest_cache", ".ruff_cache", ".hypothesis"}
+# Which deployment hosts each consumer: a context's consumer carries its name; the event log
+# runs where orders is hosted.
+CONSUMER_HOSTS = {"orders": "orders", "payments": "payments", "inventory": "inventory", "events": "orders"}
+FAST_RETRIES = {"CONSUMER_RETRY_DELAYS": "0.2,0.5,1", "CONSUMER_MAX_ATTEMPTS": "5"}
+
+
+def make_tree(root: Path, context: str) -> Path:
+    """A copy of the project with only ``context`` among the bounded contexts."""
+    others = set(CONTEXTS) - {context}
+
+    def ignore(directory: str, names: list[str]) -> set[str]:
+        skipped = {n for n in names if n in CACHES}
+        if Path(directory) == BASE_DIR:
+            skipped |= {n for n in names if n in NOT_SHIPPED or n in others}
+        return skipped
+
+    tree = root / f"{context}-service"
+    shutil.copytree(BASE_DIR, tree, ignore=ignore)
+    return tree
+
+
+def admin_url() -> str:
+    return os.environ["DATABASE_URL"]  # the maintenance database scripts/with_test_services.py gives the run
+
+
+def database_url(name: str) -> str:
+    return admin_url().rsplit("/", 1)[0] + f"/{name}"
+
+
+@dataclass
+class Deployment:
+    context: str
+    tree: Path
+    database: str
+    env: dict[str, str]
+
+    @property
+    def url(self) -> str:
+        return database_url(self.database)
+
+    def manage(self, *args: str, env: dict[str, str] | None = None, timeout: float = 120):
+        return subprocess.run(
+            [sys.executable, "manage.py", *args],
+            cwd=self.tree,
+            env={**self.env, **(env or {})},
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+
+    def start(self, group: ProcessGroup, name: str, *args: str, env: dict[str, str] | None = None):
+        return group.spawn(
+            f"{self.context}-{name}",
+            [sys.executable, "manage.py", *args],
+            env={**self.env, **(env or {})},
+            cwd=self.tree,
+        )
+
+    def rows(self, sql: str, params=None) -> list[tuple]:
+        with psycopg.connect(self.url, autocommit=True) as conn:
+            return conn.execute(sql, params).fetchall()
+
+    def one(self, sql: str, params=None):
+        return self.rows(sql, params)[0][0]
+
+    def tables(self) -> set[str]:
+        return {r[0] for r in self.rows("SELECT tablename FROM pg_tables WHERE schemaname = 'public'")}
+
+
+@dataclass
+class SplitSystem:
+    """The three deployments and their shared broker vhost."""
+
+    deployments: dict[str, Deployment]
+    vhost: str
+    created: list[str] = field(default_factory=list)
+
+    @classmethod
+    def create(cls, root: Path, run_id: str) -> "SplitSystem":
+        vhost = f"{os.environ['TEST_BROKER_VHOST']}_split_{run_id}"
+        rabbitmqctl("add_vhost", vhost)
+        rabbitmqctl("set_permissions", "-p", vhost, "guest", ".*", ".*", ".*")
+        system = cls({}, vhost)
+        base = os.environ.get("TEST_DATABASE_NAME") or "test_split"
+        with psycopg.connect(admin_url(), autocommit=True) as admin:
+            for context in CONTEXTS:
+                name = f"{base}_{run_id}_{context}"[:63]
+                admin.execute(f'DROP DATABASE IF EXISTS "{name}"')
+                admin.execute(f'CREATE DATABASE "{name}"')
+                system.created.append(name)
+                env = {
+                    **{k: v for k, v in os.environ.items() if k not in {"TEST_DATABASE_NAME", "PYTHONPATH"}},
+                    "CONTEXTS": context,
+                    "DATABASE_URL": database_url(name),
+                    "GATEWAY_DATABASE_URL": database_url(name),
+                    "BROKER_URL": f"amqp://guest:guest@127.0.0.1:5672/{vhost}",
+                    "DEBUG": "1",
+                    "LOG_FORMAT": "json",
+                    "RELAY_POLL_INTERVAL": "0.2",
+                    "PYTHONUNBUFFERED": "1",
+                    "VAR_DIR": str(root / f"var-{context}"),
+                    **FAST_RETRIES,
+                }
+                system.deployments[context] = Deployment(context, make_tree(root, context), name, env)
+        return system
+
+    def __getitem__(self, context: str) -> Deployment:
+        return self.deployments[context]
+
+    def migrate(self) -> None:
+        for deployment in self.deployments.values():
+            for args in (["migrate", "--noinput", "-v0"], ["migrate", "--database", "gateway", "--noinput", "-v0"]):
+                result = deployment.manage(*args)
+                assert result.returncode == 0, f"{deployment.context}: {result.stderr[-3000:]}"
+
+    def destroy(self) -> None:
+        rabbitmqctl("delete_vhost", self.vhost, check=False)
+        with psycopg.connect(admin_url(), autocommit=True) as admin:
+            for name in self.created:
+                admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+    # --- the state of the whole system ----------------------------------------------------------
+    def queue_depths(self) -> dict[str, int] | None:
+        output = rabbitmqctl("list_queues", "-p", self.vhost, "name", "messages", "--no-table-headers", check=False)
+        depths = {}
+        for line in output.splitlines():
+            name, _, count = line.rpartition("\t")
+            if name and count.isdigit():
+                depths[name] = int(count)
+        return depths or None
+
+    def unhandled(self) -> list[str]:
+        """Published events some consumer bound to them has neither handled nor dead-lettered."""
+        missing = []
+        published = {
+            context: d.rows("SELECT event_id::text, event_type FROM messaging_outbox WHERE published_at IS NOT NULL")
+            for context, d in self.deployments.items()
+        }
+        for consumer, keys in QUEUE_BINDINGS.items():
+            host = self[CONSUMER_HOSTS[consumer]]
+            done = {
+                r[0]
+                for r in host.rows(
+                    "SELECT message_id FROM messaging_inbox WHERE consumer = %s "
+                    "UNION SELECT message_id FROM messaging_dead_letter WHERE consumer = %s",
+                    [consumer, consumer],
+                )
+            }
+            for context, rows in published.items():
+                for event_id, event_type in rows:
+                    if (ANY_EVENT in keys or event_type in keys) and event_id not in done:
+                        missing.append(f"{consumer} never handled {event_type} {event_id} (published by {context})")
+        return missing
+
+    def state(self) -> dict:
+        depths = self.queue_depths()
+        return {
+            "unpublished": sum(
+                d.one("SELECT count(*) FROM messaging_outbox WHERE published_at IS NULL AND parked_at IS NULL")
+                for d in self.deployments.values()
+            ),
+            "queued": None if depths is None else sum(depths.values()),
+            "unhandled": len(self.unhandled()),
+            "pending_orders": self["orders"].one("SELECT count(*) FROM orders_order WHERE status = 'PENDING'"),
+            "inbox": sum(d.one("SELECT count(*) FROM messaging_inbox") for d in self.deployments.values()),
+        }
+
+    def wait_quiet(self, *, timeout: float, stable_for: float = 2.0, allow_pending_orders: bool = False) -> dict:
+        deadline = time.monotonic() + timeout
+        stable_since, last = None, None
+        while time.monotonic() < deadline:
+            state = self.state()
+            idle = state["unpublished"] == 0 and state["queued"] == 0 and state["unhandled"] == 0
+            idle = idle and (allow_pending_orders or state["pending_orders"] == 0)
+            if idle and state == last:
+                if time.monotonic() - stable_since >= stable_for:
+                    return state
+            else:
+                stable_since = time.monotonic()
+            last = state
+            time.sleep(0.3)
+        raise AssertionError(f"the split system did not become quiet in {timeout}s; last state: {last}")
+
+    # --- the invariants, across the three databases --------------------------------------------
+    def check_invariants(self, *, initial_stock: dict[str, int]) -> Report:
+        report = Report()
+        orders, payments, inventory = self["orders"], self["payments"], self["inventory"]
+        statuses = {
+            r[0]: (r[1], r[2], Decimal(r[3]))
+            for r in orders.rows("SELECT id::text, status, failure_reason, total::text FROM orders_order")
+        }
+
+        pending = [f"order {oid} is {s}" for oid, (s, _, _) in statuses.items() if s == "PENDING"]
+        counted = Counter(s for s, _, _ in statuses.values())
+        report.check("every order terminal (orders' database)", pending, f"{len(statuses)} orders: {dict(counted)}")
+
+        moved: dict[str, list[tuple[str, Decimal]]] = defaultdict(list)
+        for order_id, kind, amount in payments.rows(
+            "SELECT order_id, kind, amount::text FROM fake_gateway_operation WHERE outcome = 'succeeded' ORDER BY id"
+        ):
+            moved[order_id].append((kind, Decimal(amount)))
+        problems = []
+        for oid, (status, _, total) in statuses.items():
+            ops = moved.get(oid, [])
+            if status == "CONFIRMED" and ops != [("charge", total)]:
+                problems.append(f"CONFIRMED order {oid} (total {total}) moved {ops}")
+            elif status in ("FAILED", "CANCELLED") and ops not in ([], [("charge", total), ("refund", total)]):
+                problems.append(f"{status} order {oid} (total {total}) moved {ops}")
+        problems += [f"money moved for {oid}, which is no order: {moved[oid]}" for oid in set(moved) - set(statuses)]
+        report.check(
+            "money by the gateway ledger (payments' database) against the orders' outcomes",
+            problems,
+            f"{sum(len(v) for v in moved.values())} operations",
+        )
+
+        held = dict(
+            orders.rows(
+                "SELECT l.sku, sum(l.quantity) FROM orders_order_line l JOIN orders_order o ON o.id = l.order_id "
+                "WHERE o.status = 'CONFIRMED' GROUP BY l.sku"
+            )
+        )
+        stock = {r[0]: (r[1], r[2]) for r in inventory.rows("SELECT sku, stock, version FROM inventory_product")}
+        storefront = {
+            r[0]: (r[1], r[2]) for r in orders.rows("SELECT sku, available, version FROM orders_storefront_product")
+        }
+        problems = [
+            f"{sku}: initial {initial} != available {stock.get(sku, (0, 0))[0]} + held {held.get(sku, 0)}"
+            for sku, initial in initial_stock.items()
+            if stock.get(sku, (0, 0))[0] + held.get(sku, 0) != initial
+        ]
+        problems += [
+            f"{sku}: storefront {storefront.get(sku)} != inventory {v}"
+            for sku, v in stock.items()
+            if storefront.get(sku) != v
+        ]
+        report.check("stock conserved (inventory) and the storefront in step (orders)", problems, f"{stock}")
+
+        problems = []
+        for deployment in self.deployments.values():
+            for cause, event_type, n in deployment.rows(
+                "SELECT causation_id, event_type, count(*) FROM messaging_outbox WHERE causation_id <> '' "
+                "GROUP BY causation_id, event_type, aggregate_id HAVING count(*) > 1"
+            ):
+                problems.append(f"{deployment.context}: {cause} caused {event_type} {n} times")
+            for correlation, event_type, n in deployment.rows(
+                "SELECT correlation_id, event_type, count(*) FROM messaging_outbox WHERE event_type = ANY(%s) "
+                "GROUP BY correlation_id, event_type HAVING count(*) > 1",
+                [list(ONCE_PER_ORDER)],
+            ):
+                problems.append(f"{deployment.context}: order {correlation} has {n} x {event_type}")
+        report.check("each consumer handled each message at most once (effects in every database)", problems)
+
+        report.check(
+            "every published event handled by every consumer bound to it, in its own database", self.unhandled()
+        )
+        unpublished = [
+            f"{d.context}: {n} outbox rows unpublished"
+            for d in self.deployments.values()
+            if (n := d.one("SELECT count(*) FROM messaging_outbox WHERE published_at IS NULL"))
+        ]
+        report.check("every outbox drained", unpublished)
+        letters = [
+            f"{d.context}: dead letter {r}"
+            for d in self.deployments.values()
+            for r in d.rows("SELECT consumer, message_id, reason FROM messaging_dead_letter")
+        ]
+        report.check("no dead letter", letters)
+        return report
