@@ -68,7 +68,7 @@ class OutboxMessageAdmin(ObjectActionsMixin, ReadOnlyAdmin):
     list_filter = [PublishedFilter, "source", "event_type"]
     # aggregate id, routing key (event_type), message id (event_id), correlation id
     search_fields = ["=aggregate_id", "=correlation_id", "event_type", "=event_id"]
-    search_help_text = "An aggregate id, order id, message id, or part of a routing key."
+    search_help_text = "An aggregate id, correlation id, message id, or part of a routing key."
     fields = [
         "event_id",
         "state_badge",
@@ -143,7 +143,7 @@ class InboxMessageAdmin(ReadOnlyAdmin):
     list_display = ["consumer", "message", "event_type", "correlation", "handled_at"]
     list_filter = ["consumer", "event_type"]
     search_fields = ["=message_id", "=correlation_id"]
-    search_help_text = "A message id or an order id."
+    search_help_text = "A message id or a correlation id."
 
     @admin.display(description="message id", ordering="message_id")
     def message(self, obj):
@@ -227,7 +227,7 @@ class DeadLetterAdmin(ObjectActionsMixin, ReadOnlyAdmin):
     ]
     list_filter = ["consumer", "reason"]
     search_fields = ["=message_id", "=correlation_id", "event_type"]
-    search_help_text = "A message id, an order id, or part of an event type."
+    search_help_text = "A message id, a correlation id, or part of an event type."
     fields = [
         "consumer",
         "reason",

@@ -6,7 +6,7 @@
   consumer in this deployment, which records every event for the timeline;
 - handlers receive an ``IncomingEvent`` and raise ``InvalidPayload`` for a payload that can
   never be handled (dead-lettered at once) or anything else to be retried;
-- ``timeline_for`` reads every event of one order across all contexts (and
+- ``timeline_for`` reads every event of one saga (a correlation id) across all contexts (and
   ``timeline_entry_of_new_event`` shows one just published); ``timeline_waiting``
   says where such a timeline is still waiting (outbox, consumer, dead letter);
 - ``mask_sensitive`` / ``mask_text`` hide payment tokens outside payments;

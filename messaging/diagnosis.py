@@ -2,6 +2,13 @@
 
 Four places a message can wait: an outbox row not yet published, a parked outbox row, a
 published message that a subscribed consumer has not handled yet, and a dead letter.
+
+A deployment sees its own consumers' inboxes and dead letters only. A consumer hosted
+elsewhere shows as having handled a message once an event it caused arrives (see
+``selectors._add_handling``); until then this deployment cannot tell "not yet" from "handled
+without publishing anything" (an ignored duplicate, a tombstone), so it says "elsewhere" and
+counts it as waiting only when asked to (``expect_answers``: the saga is still running, and
+every handler of a running saga answers with an event).
 """
 
 from datetime import datetime, timedelta
@@ -11,6 +18,7 @@ from django.utils import timezone
 from kernel.topology import subscribers_of
 from messaging.conf import setting
 from messaging.masking import mask_text
+from messaging.registry import local_consumers
 
 
 def consumers_of(event_type: str) -> list[str]:
@@ -18,19 +26,22 @@ def consumers_of(event_type: str) -> list[str]:
     return subscribers_of(event_type)
 
 
-def timeline_waiting(entries: list[dict], *, now: datetime | None = None) -> list[dict]:
-    """One item per place the timeline is waiting, oldest first; adds ``awaiting`` to each entry.
+def timeline_waiting(entries: list[dict], *, now: datetime | None = None, expect_answers: bool = True) -> list[dict]:
+    """One item per place the timeline is waiting, oldest first; adds to each entry ``awaiting``
+    (consumers of this deployment yet to handle it) and ``elsewhere`` (consumers hosted in
+    another deployment with no sign of having handled it).
 
-    Each item: ``kind`` (pending, parked, unhandled, dead_letter), ``event_type``,
+    Each item: ``kind`` (pending, parked, unhandled, dead_letter, elsewhere), ``event_type``,
     ``message_id``, ``since``, ``age`` (seconds), ``consumer`` (or None), ``detail``,
     ``dead_letter_id`` (or None).
     """
     now = now or timezone.now()
     # Past the inbox's retention "not handled" can no longer be told from "handled and purged".
     inbox_horizon = now - timedelta(seconds=setting("INBOX_RETENTION"))
+    local = set(local_consumers())
     waiting = []
     for entry in entries:
-        entry["awaiting"] = []
+        entry["awaiting"], entry["elsewhere"] = [], []
 
         def item(kind, since, detail, consumer=None, dead_letter_id=None, entry=entry):
             waiting.append(
@@ -64,7 +75,12 @@ def timeline_waiting(entries: list[dict], *, now: datetime | None = None) -> lis
             item("dead_letter", entry["published_at"], detail, consumer, letter["id"])
         if entry["published_at"] is None or entry["published_at"] < inbox_horizon:
             continue
-        entry["awaiting"] = [c for c in consumers_of(entry["event_type"]) if c not in handled and c not in dead]
+        subscribers = [c for c in consumers_of(entry["event_type"]) if c not in handled and c not in dead]
+        entry["awaiting"] = [c for c in subscribers if c in local]
+        entry["elsewhere"] = [c for c in subscribers if c not in local]
         for consumer in entry["awaiting"]:
             item("unhandled", entry["published_at"], f"published, not yet handled by {consumer}", consumer)
+        for consumer in entry["elsewhere"] if expect_answers else ():
+            detail = f"published; {consumer} runs in another deployment and no event it caused has arrived yet"
+            item("elsewhere", entry["published_at"], detail, consumer)
     return sorted(waiting, key=lambda w: (w["since"], w["message_id"]))

@@ -1,7 +1,8 @@
 """The wire format: AMQP properties and headers of an event, and their parsing on arrival.
 
 Every message: ``message_id`` = the event's UUID (the same on every re-publish),
-``correlation_id`` = the order id (catalogue events: the SKU), JSON body, persistent, and
+``correlation_id`` = the id that ties one saga's events together (chosen by the producer),
+JSON body, persistent, and
 headers ``event_type``, ``schema_version``, ``causation_id``, ``occurred_at``.
 """
 

@@ -4,8 +4,8 @@ A random (version 4) id lands on a random leaf of every B-tree that indexes it: 
 ``event_id``, the inbox's ``(consumer, message_id)`` and the event log's ``message_id``. Once
 those tables hold more rows than memory keeps hot, each insert and each mark-published (an
 update that is never HOT) reads and rewrites a random page. A version 7 id starts with its
-millisecond, so new ids go to the right-hand edge of each index. Order ids stay random
-(version 4): they are the guest's capability to read the order.
+millisecond, so new ids go to the right-hand edge of each index. Ids a context hands
+out as capabilities (an order id) should stay random (version 4).
 
 Hand-written because Python 3.11 has no ``uuid.uuid7`` (3.14 does: replace this then), and
 the ``uuid6`` package keeps its ids strictly increasing by moving its clock one millisecond

@@ -24,7 +24,10 @@ class OutboxMessage(models.Model):
     aggregate_id = models.CharField(max_length=100)
     event_type = models.CharField(max_length=200, help_text="Also the routing key.")
     schema_version = models.PositiveSmallIntegerField(default=1)
-    correlation_id = models.CharField(max_length=100, help_text="The order id (catalogue events: the SKU).")
+    correlation_id = models.CharField(
+        max_length=100,
+        help_text="Ties one saga's events together: an id its producer chose (an order id, a SKU).",
+    )
     causation_id = models.CharField(max_length=255, blank=True, help_text="The message that caused this one.")
     traceparent = models.CharField(max_length=100, blank=True)
     payload = models.JSONField()

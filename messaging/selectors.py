@@ -7,10 +7,11 @@ from django.utils import timezone
 
 from messaging.masking import mask_sensitive
 from messaging.models import DeadLetter, EventLogEntry, InboxMessage, OutboxMessage
+from messaging.registry import local_consumers
 
 
 def timeline_for(correlation_id: str, *, detailed: bool = False) -> list[dict]:
-    """Every event of one correlation id (an order), published or not, one entry per message id.
+    """Every event of one correlation id (one saga), published or not, one entry per message id.
 
     The outbox holds what is produced (including what is still waiting to be published);
     the event log holds what was seen on the bus and outlives the outbox's retention.
@@ -62,10 +63,27 @@ def timeline_entry_of_new_event(*, event_type: str, message_id: str, occurred_at
 
 
 def _add_handling(entries: list[dict]) -> None:
+    """Who handled each entry, and its dead letters.
+
+    A consumer of this deployment left an inbox row. A consumer hosted elsewhere left nothing
+    here, but the events it published in answer name their cause (``causation_id``) and come
+    back through the event log: that it caused one is the proof it handled the message (a
+    context's consumer carries the context's name, the first word of what it publishes).
+    """
     message_ids = [e["message_id"] for e in entries]
+    local = set(local_consumers())
     handled: dict[str, list[dict]] = {}
     for row in InboxMessage.objects.filter(message_id__in=message_ids).order_by("handled_at"):
-        handled.setdefault(row.message_id, []).append({"consumer": row.consumer, "handled_at": row.handled_at})
+        handled.setdefault(row.message_id, []).append(
+            {"consumer": row.consumer, "handled_at": row.handled_at, "caused": None}
+        )
+    for effect in entries:
+        cause, consumer = effect.get("causation_id"), effect["source"]
+        if not cause or consumer in local:
+            continue
+        seen = handled.setdefault(cause, [])
+        if all(h["consumer"] != consumer for h in seen):
+            seen.append({"consumer": consumer, "handled_at": effect["occurred_at"], "caused": effect["event_type"]})
     dead: dict[str, list[dict]] = {}
     for row in DeadLetter.objects.filter(message_id__in=message_ids):
         dead.setdefault(row.message_id, []).append(
@@ -78,7 +96,7 @@ def _add_handling(entries: list[dict]) -> None:
             }
         )
     for entry in entries:
-        entry["handled_by"] = handled.get(entry["message_id"], [])
+        entry["handled_by"] = sorted(handled.get(entry["message_id"], []), key=lambda h: h["handled_at"])
         entry["dead_letters"] = dead.get(entry["message_id"], [])
 
 

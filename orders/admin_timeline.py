@@ -13,7 +13,8 @@ def order_saga_view(order: Order) -> dict:
     """Template context: each event with its handling, and where the saga is waiting."""
     now = timezone.now()
     entries = order_timeline(order=order, detailed=True)
-    waiting = timeline_waiting(entries, now=now)
+    # While the saga runs, a context hosted elsewhere answers every event it handles with one.
+    waiting = timeline_waiting(entries, now=now, expect_answers=order.status == Order.Status.PENDING)
     for entry in entries:
         entry["offset"] = (entry["occurred_at"] - order.created_at).total_seconds()
         entry["payload_pretty"] = json.dumps(entry.get("payload") or {}, indent=2, sort_keys=True)
