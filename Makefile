@@ -7,7 +7,7 @@ PORT ?= 8000
 PYTEST_ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help install run test lint chaos bench soak demo browser-check clean
+.PHONY: help install run run-split test lint chaos bench soak demo browser-check clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
@@ -34,6 +34,31 @@ run: $(STAMP) ## run web, relay, consumers and the saga deadline loop together u
 	@echo ""
 	@# honcho answers Ctrl-C with 130 even when every process stopped cleanly (each exits 0).
 	honcho start -f Procfile -p $(PORT) || [ $$? -eq 130 ]
+
+SPLIT_VAR := $(CURDIR)/var/split
+run-split: export DEBUG ?= 1
+run-split: export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
+run-split: export VAR_DIR := $(SPLIT_VAR)
+run-split: export ORDERS_DATABASE_URL ?= sqlite:///$(SPLIT_VAR)/orders.sqlite3
+run-split: export PAYMENTS_DATABASE_URL ?= sqlite:///$(SPLIT_VAR)/payments.sqlite3
+run-split: export INVENTORY_DATABASE_URL ?= sqlite:///$(SPLIT_VAR)/inventory.sqlite3
+run-split: export ORDERS_PORT ?= $(PORT)
+run-split: export PAYMENTS_PORT ?= $(shell echo $$(($(PORT) + 1)))
+run-split: export INVENTORY_PORT ?= $(shell echo $$(($(PORT) + 2)))
+run-split: $(STAMP) ## run orders, payments and inventory as three deployments, each on its own database, one broker (embedded unless ORDERS_/PAYMENTS_/INVENTORY_DATABASE_URL and BROKER_URL are set)
+	CONTEXTS=orders DATABASE_URL=$$ORDERS_DATABASE_URL python manage.py migrate --noinput -v0
+	CONTEXTS=payments DATABASE_URL=$$PAYMENTS_DATABASE_URL python manage.py migrate --noinput -v0
+	CONTEXTS=payments DATABASE_URL=$$PAYMENTS_DATABASE_URL python manage.py migrate --database gateway --noinput -v0
+	CONTEXTS=inventory DATABASE_URL=$$INVENTORY_DATABASE_URL python manage.py migrate --noinput -v0
+	CONTEXTS=inventory DATABASE_URL=$$INVENTORY_DATABASE_URL python manage.py seed_catalog
+	@echo ""
+	@echo "  orders    (the API, its docs, the orders admin): http://127.0.0.1:$(ORDERS_PORT)/api/products/"
+	@echo "  payments  (admin, /metrics, /readyz):            http://127.0.0.1:$(PAYMENTS_PORT)/admin/"
+	@echo "  inventory (admin, /metrics, /readyz):            http://127.0.0.1:$(INVENTORY_PORT)/admin/"
+	@echo "  Each admin has its own users: DEBUG=1 CONTEXTS=orders DATABASE_URL=$$ORDERS_DATABASE_URL \\"
+	@echo "      VAR_DIR=$(SPLIT_VAR) .venv/bin/python manage.py createsuperuser"
+	@echo ""
+	honcho start -f Procfile.split || [ $$? -eq 130 ]
 
 test: $(STAMP) ## import contracts + the whole suite on real PostgreSQL and RabbitMQ
 	$(VENV)/bin/lint-imports
