@@ -55,8 +55,8 @@ run-split: $(STAMP) ## run orders, payments and inventory as three deployments, 
 	@echo "  orders    (the API, its docs, the orders admin): http://127.0.0.1:$(ORDERS_PORT)/api/products/"
 	@echo "  payments  (admin, /metrics, /readyz):            http://127.0.0.1:$(PAYMENTS_PORT)/admin/"
 	@echo "  inventory (admin, /metrics, /readyz):            http://127.0.0.1:$(INVENTORY_PORT)/admin/"
-	@echo "  Each admin has its own users: DEBUG=1 CONTEXTS=orders DATABASE_URL=$$ORDERS_DATABASE_URL \\"
-	@echo "      VAR_DIR=$(SPLIT_VAR) .venv/bin/python manage.py createsuperuser"
+	@echo "  Each deployment has its own admin users, e.g. for orders:"
+	@echo "      DEBUG=1 CONTEXTS=orders DATABASE_URL=$$ORDERS_DATABASE_URL .venv/bin/python manage.py createsuperuser"
 	@echo ""
 	honcho start -f Procfile.split || [ $$? -eq 130 ]
 
