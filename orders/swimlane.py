@@ -1,0 +1,198 @@
+"""An order's saga as a picture: one lane per context, events left to right, cause to effect.
+
+Rendered on the server as inline SVG: no JavaScript, text stays selectable, every mark has a
+``<title>`` (its type, message id and time). Events take one column each in order of
+occurrence: a saga's first hops are milliseconds apart and a cancellation may come hours later,
+so a linear time axis would pile the interesting part into one spot; each column says its time
+since checkout instead. It reads from the detailed timeline (``timeline_for(..., detailed=True)``
+after ``timeline_waiting``), so a split deployment draws what it knows.
+"""
+
+from datetime import datetime
+from html import escape
+
+from kernel.contexts import CONTEXTS
+
+LANE_HEIGHT = 86
+GUTTER = 96  # lane names
+TOP = 8
+MIN_COLUMN, MAX_COLUMN = 96, 150
+WIDEST = 1240  # fits the admin's change form at 1400 px; wider sagas get narrower columns
+RADIUS = 9
+MIN_WIDTH = 780  # the legend's
+
+COLORS = {
+    "step": "#1565c0",
+    "outcome": "#2e7d32",
+    "failure": "#c62828",
+    "compensation": "#ef6c00",
+}
+LEGEND = [
+    ("step", "saga step"),
+    ("outcome", "confirmed"),
+    ("failure", "failure"),
+    ("compensation", "cancellation or compensation"),
+]
+FAILURES = {"payments.payment.failed", "inventory.stock.reservation_failed", "orders.order.failed"}
+COMPENSATIONS = {"payments.payment.refunded", "inventory.stock.released", "orders.order.cancelled"}
+OUTCOMES = {"orders.order.confirmed"}
+
+
+def kind_of(event_type: str) -> str:
+    if event_type in FAILURES:
+        return "failure"
+    if event_type in COMPENSATIONS:
+        return "compensation"
+    if event_type in OUTCOMES:
+        return "outcome"
+    return "step"
+
+
+def waiting_reason(entry: dict, expect_answers: bool) -> str:
+    """Why the event is drawn as waiting, or "" when nothing waits on it."""
+    if entry["state"] == "pending":
+        return "waiting in the outbox"
+    if entry["state"] == "parked":
+        return "parked in the outbox"
+    if entry.get("awaiting"):
+        return "not yet handled by " + ", ".join(entry["awaiting"])
+    if expect_answers and entry.get("elsewhere"):
+        return "no answer yet from " + ", ".join(entry["elsewhere"]) + " (another deployment)"
+    return ""
+
+
+def saga_swimlane(entries: list[dict], *, started_at: datetime, expect_answers: bool = False) -> str:
+    """The SVG markup for ``entries`` (oldest first); ``started_at`` is the checkout."""
+    lanes = list(CONTEXTS) + sorted({e["source"] for e in entries} - set(CONTEXTS))
+    column = max(MIN_COLUMN, min(MAX_COLUMN, (WIDEST - GUTTER) // max(1, len(entries))))
+    width = max(GUTTER + column * max(1, len(entries)) + 16, MIN_WIDTH)
+    legend_y = TOP + LANE_HEIGHT * len(lanes) + 22
+    height = legend_y + 34
+
+    def at(index: int, lane: str) -> tuple[float, float]:
+        return GUTTER + column * index + column / 2, TOP + LANE_HEIGHT * lanes.index(lane) + LANE_HEIGHT / 2
+
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" class="saga-swimlane" role="img" viewBox="0 0 {width} {height}" '
+        f'width="{width}" height="{height}" font-family="system-ui, -apple-system, Segoe UI, sans-serif" '
+        f'aria-label="The saga in {len(entries)} events across {", ".join(lanes)}">',
+        f"<title>The saga: {len(entries)} events, one lane per context</title>",
+        '<defs><marker id="saga-arrow" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" markerHeight="7" '
+        'orient="auto-start-reverse"><path d="M0,0 L10,5 L0,10 z" fill="#607d8b"/></marker></defs>',
+    ]
+    for n, lane in enumerate(lanes):
+        y = TOP + LANE_HEIGHT * n
+        shade = "#f5f7fa" if n % 2 == 0 else "#ffffff"
+        parts.append(f'<rect x="0" y="{y}" width="{width}" height="{LANE_HEIGHT}" fill="{shade}"/>')
+        parts.append(
+            f'<text x="10" y="{y + LANE_HEIGHT / 2 + 4:.0f}" font-size="13" font-weight="600" fill="#37474f">'
+            f"{escape(lane)}</text>"
+        )
+    parts += _arrows(entries, at)
+    for index, entry in enumerate(entries):
+        parts += _mark(entry, index, at, lanes, started_at, expect_answers)
+    parts += _legend(legend_y)
+    parts.append("</svg>")
+    return "\n".join(parts)
+
+
+def _arrows(entries: list[dict], at) -> list[str]:
+    position = {e["message_id"]: (i, e) for i, e in enumerate(entries)}
+    drawn = []
+    for index, entry in enumerate(entries):
+        cause = position.get(entry.get("causation_id") or "")
+        if cause is None:
+            continue
+        (x1, y1), (x2, y2) = at(cause[0], cause[1]["source"]), at(index, entry["source"])
+        # An S from the cause's right to the effect's left: it never crosses the labels above
+        # and below the marks.
+        start, end = x1 + RADIUS, x2 - RADIUS - 2
+        bend = (end - start) / 2
+        path = f"M{start:.1f},{y1:.1f} C{start + bend:.1f},{y1:.1f} {end - bend:.1f},{y2:.1f} {end:.1f},{y2:.1f}"
+        drawn.append(
+            f'<path class="saga-cause" d="{path}" fill="none" stroke="#607d8b" stroke-width="1.4" '
+            f'marker-end="url(#saga-arrow)"><title>{escape(cause[1]["event_type"])} caused '
+            f"{escape(entry['event_type'])}</title></path>"
+        )
+    return drawn
+
+
+def _mark(entry: dict, index: int, at, lanes: list[str], started_at: datetime, expect_answers: bool) -> list[str]:
+    x, y = at(index, entry["source"])
+    kind = kind_of(entry["event_type"])
+    color = COLORS[kind]
+    waiting = waiting_reason(entry, expect_answers)
+    offset = (entry["occurred_at"] - started_at).total_seconds()
+    details = [
+        entry["event_type"],
+        f"message id {entry['message_id']}",
+        f"occurred {entry['occurred_at'].isoformat()} (+{offset:.3f}s)",
+        f"published {entry['published_at'].isoformat()}" if entry.get("published_at") else "not published yet",
+    ]
+    details += [f"handled by {h['consumer']}" for h in entry.get("handled_by", [])]
+    if waiting:
+        details.append(waiting)
+    style = (
+        f'fill="#ffffff" stroke="{color}" stroke-width="2.5" stroke-dasharray="4 3"'
+        if waiting
+        else f'fill="{color}" stroke="#ffffff" stroke-width="1.5"'
+    )
+    state = "waiting" if waiting else "done"
+    label_y = y + RADIUS + 15 if index % 2 == 0 else y - RADIUS - 20  # alternate: neighbours never collide
+    short = entry["event_type"].split(".", 1)[-1]
+    title = escape("\n".join(details))
+    parts = [
+        f'<g class="saga-event saga-{kind} saga-{state}" data-message-id="{escape(entry["message_id"])}">',
+        f"<title>{title}</title>",
+        f'<circle cx="{x:.1f}" cy="{y:.1f}" r="{RADIUS}" {style}/>',
+        f'<text x="{x:.1f}" y="{label_y:.1f}" font-size="11" text-anchor="middle" fill="#263238">{escape(short)}</text>',
+        f'<text x="{x:.1f}" y="{label_y + 12:.1f}" font-size="10" text-anchor="middle" fill="#78909c">'
+        f"+{_duration(offset)}{' · waiting' if waiting else ''}</text>",
+        "</g>",
+    ]
+    for n, letter in enumerate(entry.get("dead_letters", [])):
+        # In the lane of the consumer that failed; the event log is no lane: beside the event.
+        lane = letter["consumer"] if letter["consumer"] in lanes else entry["source"]
+        lx, ly = at(index, lane)
+        lx += RADIUS + 8 + 12 * n
+        note = f"dead letter #{letter['id']} at {letter['consumer']}: {letter['reason']}"
+        parts.append(
+            f'<g class="saga-dead-letter"><title>{escape(note)}</title>'
+            f'<path d="M{lx - 5:.1f},{ly - 5:.1f} L{lx + 5:.1f},{ly + 5:.1f} M{lx - 5:.1f},{ly + 5:.1f} '
+            f'L{lx + 5:.1f},{ly - 5:.1f}" stroke="#c62828" stroke-width="3"/></g>'
+        )
+    return parts
+
+
+def _legend(y: float) -> list[str]:
+    parts, x = [], 10
+    for kind, label in LEGEND:
+        parts.append(f'<circle cx="{x + 6}" cy="{y}" r="6" fill="{COLORS[kind]}"/>')
+        parts.append(f'<text x="{x + 16}" y="{y + 4}" font-size="11" fill="#455a64">{escape(label)}</text>')
+        x += 28 + 6.5 * len(label)
+    parts.append(
+        f'<circle cx="{x + 6}" cy="{y}" r="6" fill="#ffffff" stroke="#1565c0" stroke-width="2" '
+        'stroke-dasharray="3 2"/>'
+    )
+    parts.append(f'<text x="{x + 16}" y="{y + 4}" font-size="11" fill="#455a64">waiting</text>')
+    x += 80
+    parts.append(
+        f'<path d="M{x + 1},{y - 5} L{x + 11},{y + 5} M{x + 1},{y + 5} L{x + 11},{y - 5}" stroke="#c62828" '
+        'stroke-width="3"/>'
+    )
+    parts.append(f'<text x="{x + 18}" y="{y + 4}" font-size="11" fill="#455a64">dead letter</text>')
+    parts.append(
+        f'<text x="10" y="{y + 24}" font-size="10" fill="#78909c">One column per event in order of occurrence; '
+        "+time since checkout; arrows go from cause to effect. Hover a mark for its message id.</text>"
+    )
+    return parts
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 1:
+        return f"{seconds * 1000:.0f}ms"
+    if seconds < 60:
+        return f"{seconds:.1f}s"
+    if seconds < 3600:
+        return f"{int(seconds // 60)}m {int(seconds % 60):02d}s"
+    return f"{int(seconds // 3600)}h {int(seconds % 3600 // 60):02d}m"
