@@ -109,12 +109,14 @@ def _pad(values: Sequence[float], n: int) -> list[float]:
     return [*values[:n], *[0] * (n - len(values))]
 
 
-def _ticks(peak: float, steps: Sequence[int]) -> list[float]:
-    """0 up to the lowest top >= ``peak`` reached in 1 to 4 equal steps, the most steps on a tie; 0-1 for no data."""
+def _ticks(peak: float, steps: Sequence[int], px: float) -> list[float]:
+    """0 up to the lowest top >= ``peak`` in 1-4 equal steps of ``steps``, the most steps on a tie, each step
+    at least 18px of the ``px`` high plot so the labels never touch; 0-1 for no data."""
+    most = max(1, min(4, int(px // 18)))
     if peak <= 0:
         return [0, 1]
     candidates = [*steps, *(steps[-1] * 2**k for k in range(1, 64))]
-    n, step = min(((max(1, math.ceil(peak / s)), s) for s in candidates if peak / s <= 4), key=lambda c: c[0] * c[1])
+    n, step = min(((max(1, math.ceil(peak / s)), s) for s in candidates if peak / s <= most), key=lambda c: c[0] * c[1])
     return [i * step for i in range(n + 1)]
 
 
@@ -184,7 +186,7 @@ def stacked_bars(
     sums = {name: sum(cells[name]) for name in names}
     legend, legend_h = _legend([(f"{name} {sums[name]:,}", _color(colors, name)) for name in names], LEFT, width)
     left, right, top, bottom = LEFT, width - RIGHT, TOP, height - 26 - legend_h
-    ticks = _ticks(max((sum(cells[name][i] for name in names) for i in range(n)), default=0), COUNT_STEPS)
+    ticks = _ticks(max((sum(cells[name][i] for name in names) for i in range(n)), default=0), COUNT_STEPS, bottom - top)
     scale, step = (bottom - top) / ticks[-1], (right - left) / max(n, 1)
     parts = [_y_axis(ticks, left, right, top, bottom)]
     for i, moment in enumerate(buckets):
@@ -221,12 +223,13 @@ def line_chart(
     units, n, names = units or {}, len(buckets), list(series)
     left, right, gap = LEFT, width - RIGHT, 12
     step = (right - left) / max(n, 1)
+    radius = min(max(step / 4, 1.2), 2.5)  # dots that stay apart when 60 points share a narrow chart
     panel = (height - TOP + 6 - 22 - gap * (len(names) - 1)) / max(len(names), 1)  # a heading and a plot
     parts, summaries, y0 = [], [], TOP - 6
     for name in names:
         values, unit, color = _pad(series[name], n), units.get(name, ""), _color(colors, name)
         top, bottom = y0 + 22, y0 + panel
-        ticks = _ticks(max(values, default=0), SECOND_STEPS if unit == "s" else COUNT_STEPS)
+        ticks = _ticks(max(values, default=0), SECOND_STEPS if unit == "s" else COUNT_STEPS, bottom - top)
         parts.append(_y_axis(ticks, left, right, top, bottom, unit))
         summary = f"now {_fmt(values[-1], unit)}, peak {_fmt(max(values), unit)}" if values else "no data"
         summaries.append(f"{name} {summary}")
@@ -240,7 +243,7 @@ def line_chart(
             stroke = {"stroke": color, "stroke_width": 2, "stroke_linejoin": "round"}
             parts.append(_el("polyline", points=line, fill="none", **stroke))
         for (x, y), moment, v in zip(points, buckets, values, strict=True):
-            parts.append(_el("circle", _tip(f"{_hhmm(moment)} UTC: {_fmt(v, unit)}"), cx=x, cy=y, r=2.5, fill=color))
+            parts.append(_el("circle", _tip(f"{_hhmm(moment)} UTC: {_fmt(v, unit)}"), cx=x, cy=y, r=radius, fill=color))
         y0 = bottom + gap
     parts.append(_x_labels(buckets, left, step, y0 - gap + 16))
     desc = f"{title}: {_period(buckets)}; " + "; ".join(summaries) + "."

@@ -241,6 +241,14 @@ def test_line_chart_has_one_panel_per_series_with_its_own_scale_and_heading():
     )
 
 
+def test_duration_ticks_fall_on_whole_minutes_and_a_short_panel_gets_fewer():
+    ages = [0.0] * 57 + [5.0, 65.0, 185.0]
+    root = parse(lines(series={"oldest pending": ages}))  # one panel: 150px high, 4 steps fit
+    assert y_labels(root) == ["0s", "1m", "2m", "3m", "4m"]
+    root = parse(lines(series={"backlog": [0.0] * 60, "oldest pending": ages}))  # two panels of 59px: 3 at most
+    assert y_labels(root)[2:] == ["0s", "2m", "4m"]
+
+
 def test_line_chart_with_zeros_or_no_data_still_draws_its_axes():
     root = parse(lines(series={k: [0.0] * 60 for k in OUTBOX}))
     assert y_labels(root) == ["0", "1", "0s", "1s"]
