@@ -131,11 +131,12 @@ def _y_axis(ticks: list[float], left: float, right: float, top: float, bottom: f
 
 
 def _x_labels(buckets: Sequence[datetime], left: float, step: float, y: float) -> str:
-    """HH:MM under a few buckets at round times (every 10 minutes for an hour of minutes), ~70px apart at least."""
+    """HH:MM under a few buckets at round times (every 10 minutes for an hour of minutes), ~70px apart at least;
+    "UTC" under the y labels says which clock."""
     n, spacing = len(buckets), _spacing(buckets)
     room = max(1, int(n * step // 70))
     every = next((k for k in (1, 2, 5, 10, 15, 20, 30, 60, 120, 240) if n / k <= room), math.ceil(n / room))
-    out = []
+    out = [_text(4, y, "UTC", font_size=11, fill_opacity=0.7)] if buckets else []
     for i, moment in enumerate(buckets):
         if int(_utc(moment).timestamp() // spacing) % every == 0:
             x = left + (i + 0.5) * step

@@ -173,6 +173,7 @@ def test_the_y_axis_tops_at_a_round_integer_in_two_to_four_steps(peak, labels):
 def test_time_labels_fall_on_round_minutes_in_utc():
     root = parse(bars())
     assert texts(root, text_anchor="middle") == ["11:40", "11:50", "12:00", "12:10", "12:20", "12:30"]
+    assert texts(root, x="4", font_size="11") == ["UTC"]
     naive = [b.replace(tzinfo=None) for b in HOUR]
     assert bars(buckets=naive) == bars()  # naive datetimes are taken as UTC
     paris = [b.astimezone(ZoneInfo("Europe/Paris")) for b in HOUR]
