@@ -7,23 +7,54 @@ hosted context that registered one (``kernel.operations``).
 from django.contrib import admin
 from django.template.response import TemplateResponse
 from django.utils import timezone
+from django.utils.safestring import mark_safe
 
+from kernel.charts import horizontal_bars, line_chart
 from kernel.operations import overview_sections
-from messaging.api import dead_letter_counts_by_state, local_consumers, outbox_backlog
+from messaging.api import dead_letter_counts_by_state, local_consumers, outbox_backlog, outbox_backlog_history
+
+BACKLOG_COLORS = {"backlog": "#1565c0", "oldest pending": "#ef6c00"}
+LETTER_COLORS = {"waiting": "#c62828", "replayed": "#90a4ae"}
+
+
+def outbox_chart(now) -> str:
+    history = outbox_backlog_history(until=now)
+    return line_chart(
+        buckets=[point["at"] for point in history],
+        series={
+            "backlog": [point["waiting"] for point in history],
+            "oldest pending": [point["oldest_age"] for point in history],
+        },
+        colors=BACKLOG_COLORS,
+        units={"backlog": "rows", "oldest pending": "s"},
+        title="Outbox: rows waiting to be published, and the oldest one's age (last hour)",
+    )
+
+
+def dead_letters_chart(rows: list[dict]) -> str:
+    return horizontal_bars(
+        rows=[(row["consumer"], {"waiting": row["waiting"], "replayed": row["replayed"]}) for row in rows],
+        colors=LETTER_COLORS,
+        title="Dead letters by consumer",
+    )
 
 
 def overview_view(request):
     now = timezone.now()
     letters = dead_letter_counts_by_state()
+    dead_letters = [
+        {"consumer": c, "waiting": letters.get((c, "waiting"), 0), "replayed": letters.get((c, "replayed"), 0)}
+        for c in local_consumers()
+    ]
     context = {
         **admin.site.each_context(request),
         "title": "Saga overview",
         "now": now,
         "backlog": outbox_backlog(),
-        "dead_letters": [
-            {"consumer": c, "waiting": letters.get((c, "waiting"), 0), "replayed": letters.get((c, "replayed"), 0)}
-            for c in local_consumers()
-        ],
+        "dead_letters": dead_letters,
+        # kernel.charts escapes every text it draws.
+        "outbox_chart": mark_safe(outbox_chart(now)),  # noqa: S308
+        "dead_letters_chart": mark_safe(dead_letters_chart(dead_letters)),  # noqa: S308
         "sections": [{"template": s.template, "data": s.context(now)} for s in overview_sections()],
     }
     return TemplateResponse(request, "admin/overview.html", context)

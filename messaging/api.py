@@ -27,6 +27,7 @@ from messaging.selectors import (
     dead_letter_counts,
     dead_letter_counts_by_state,
     outbox_backlog,
+    outbox_backlog_history,
     timeline_entry_of_new_event,
     timeline_for,
 )
@@ -47,6 +48,7 @@ __all__ = [
     "mask_sensitive",
     "mask_text",
     "outbox_backlog",
+    "outbox_backlog_history",
     "publish",
     "register_event_log",
     "register_handler",

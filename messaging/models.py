@@ -50,6 +50,12 @@ class OutboxMessage(models.Model):
             ),
             models.Index(fields=["correlation_id", "created_at"], name="outbox_correlation_idx"),
             models.Index(fields=["published_at"], name="outbox_published_idx", condition=Q(published_at__isnull=False)),
+            # Parked rows are few; without this, counting them (every /metrics scrape) scans the table.
+            models.Index(
+                fields=["created_at"],
+                name="outbox_parked_idx",
+                condition=Q(published_at__isnull=True, parked_at__isnull=False),
+            ),
         ]
 
     def __str__(self) -> str:

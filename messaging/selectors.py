@@ -1,8 +1,9 @@
 """Reads over messaging's tables: the saga timeline and the backlog figures."""
 
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from django.db.models import Count, Min, Q
+from django.db.models.functions import TruncMinute
 from django.utils import timezone
 
 from messaging.masking import mask_sensitive
@@ -127,3 +128,49 @@ def dead_letter_counts_by_state() -> dict[tuple[str, str], int]:
         counts[(row["consumer"], "waiting")] = row["waiting"]
         counts[(row["consumer"], "replayed")] = row["replayed"]
     return counts
+
+
+def outbox_backlog_history(*, until: datetime, minutes: int = 60) -> list[dict]:
+    """The outbox backlog at the end of each of the last ``minutes`` minutes (the last point is
+    ``until``): ``{"at", "waiting", "oldest_age"}``; waiting counts pending and parked rows.
+
+    A row was waiting at ``t`` if it was created before ``t`` and not published by then. Three
+    grouped queries, each on an index, instead of a scan per minute: the rows still waiting
+    (pending; parked) by minute of creation, and the rows published since the first point by
+    minute of publication and of creation. Minutes are the resolution: a row is counted at
+    ``t`` if it was created in a minute before ``t`` and published in ``t``'s minute or later.
+    """
+    end = until.replace(second=0, microsecond=0)
+    points = [end - timedelta(minutes=minutes - 2 - i) for i in range(minutes - 1)] + [until]
+    groups: list[tuple[datetime | None, datetime, int, datetime]] = []  # (published, created, count, oldest)
+    unpublished = OutboxMessage.objects.filter(published_at__isnull=True)
+    for rows in (unpublished.filter(parked_at__isnull=True), unpublished.filter(parked_at__isnull=False)):
+        for row in (
+            rows.annotate(created=TruncMinute("created_at"))
+            .values("created")
+            .annotate(n=Count("id"), oldest=Min("created_at"))
+        ):
+            groups.append((None, row["created"], row["n"], row["oldest"]))
+    for row in (
+        OutboxMessage.objects.filter(published_at__gte=points[0])
+        .annotate(published=TruncMinute("published_at"), created=TruncMinute("created_at"))
+        .values("published", "created")
+        .annotate(n=Count("id"), oldest=Min("created_at"))
+    ):
+        groups.append((row["published"], row["created"], row["n"], row["oldest"]))
+    history = []
+    for at in points:
+        waiting = [
+            (n, oldest)
+            for published, created, n, oldest in groups
+            if created < at and (published is None or published >= at)
+        ]
+        first = min((oldest for _, oldest in waiting), default=None)
+        history.append(
+            {
+                "at": at,
+                "waiting": sum(n for n, _ in waiting),
+                "oldest_age": (at - first).total_seconds() if first else 0.0,
+            }
+        )
+    return history

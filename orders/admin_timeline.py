@@ -3,10 +3,12 @@
 import json
 
 from django.utils import timezone
+from django.utils.safestring import mark_safe
 
 from messaging.api import timeline_waiting
 from orders.models import Order
 from orders.selectors import order_timeline
+from orders.swimlane import saga_swimlane
 
 
 def order_saga_view(order: Order) -> dict:
@@ -14,7 +16,10 @@ def order_saga_view(order: Order) -> dict:
     now = timezone.now()
     entries = order_timeline(order=order, detailed=True)
     # While the saga runs, a context hosted elsewhere answers every event it handles with one.
-    waiting = timeline_waiting(entries, now=now, expect_answers=order.status == Order.Status.PENDING)
+    running = order.status == Order.Status.PENDING
+    waiting = timeline_waiting(entries, now=now, expect_answers=running)
+    # orders.swimlane escapes every text it draws.
+    picture = mark_safe(saga_swimlane(entries, started_at=order.created_at, expect_answers=running))  # noqa: S308
     for entry in entries:
         entry["offset"] = (entry["occurred_at"] - order.created_at).total_seconds()
         entry["payload_pretty"] = json.dumps(entry.get("payload") or {}, indent=2, sort_keys=True)
@@ -22,6 +27,7 @@ def order_saga_view(order: Order) -> dict:
             handled["after"] = (handled["handled_at"] - entry["occurred_at"]).total_seconds()
     return {
         "timeline": entries,
+        "swimlane": picture,
         "waiting": waiting,
         "order_age": (now - order.created_at).total_seconds(),
         "pending": order.status == Order.Status.PENDING,

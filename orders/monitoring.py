@@ -3,6 +3,7 @@
 from datetime import datetime, timedelta
 
 from django.db.models import Count, Min, QuerySet
+from django.db.models.functions import TruncMinute
 from django.utils import timezone
 
 from orders.models import Order
@@ -35,3 +36,22 @@ def orders_pending_summary(*, stuck_after: float) -> dict:
         "stuck": pending.filter(created_at__lt=now - timedelta(seconds=stuck_after)).count(),
         "oldest_age": (now - stats["oldest"]).total_seconds() if stats["oldest"] else 0.0,
     }
+
+
+def orders_per_minute(*, until: datetime, minutes: int = 60) -> tuple[list[datetime], dict[str, list[int]]]:
+    """Orders by minute of checkout and by the status they have now, over the last ``minutes``
+    minutes (the current one last): the minutes, and a count per minute for each status."""
+    end = until.replace(second=0, microsecond=0)
+    buckets = [end - timedelta(minutes=minutes - 1 - i) for i in range(minutes)]
+    index = {bucket: i for i, bucket in enumerate(buckets)}
+    series = {status: [0] * minutes for status in Order.Status.values}
+    rows = (
+        Order.objects.filter(created_at__gte=buckets[0])
+        .annotate(minute=TruncMinute("created_at"))
+        .values("minute", "status")
+        .annotate(n=Count("id"))
+    )
+    for row in rows:
+        if (i := index.get(row["minute"])) is not None:
+            series[row["status"]][i] += row["n"]
+    return buckets, series

@@ -8,18 +8,26 @@ import uuid
 from datetime import datetime, timedelta
 
 from django.urls import reverse
+from django.utils.safestring import mark_safe
 from prometheus_client.core import GaugeMetricFamily
 
+from kernel.charts import stacked_bars
 from kernel.operations import (
     OverviewSection,
     register_correlation_link,
     register_database_gauges,
     register_overview_section,
 )
-from orders.monitoring import orders_pending_longer_than, orders_pending_summary, orders_status_counts
+from orders.monitoring import (
+    orders_pending_longer_than,
+    orders_pending_summary,
+    orders_per_minute,
+    orders_status_counts,
+)
 
 STUCK_AFTER = 60.0  # seconds an order may stay PENDING before it counts as stuck
 STUCK_LISTED = 50
+OUTCOME_COLORS = {"CONFIRMED": "#2e7d32", "FAILED": "#c62828", "CANCELLED": "#ef6c00", "PENDING": "#90a4ae"}
 
 
 def pending_order_gauges():
@@ -37,7 +45,15 @@ def pending_order_gauges():
 
 def overview_context(now: datetime) -> dict:
     stuck = orders_pending_longer_than(seconds=STUCK_AFTER)
+    minutes, per_minute = orders_per_minute(until=now)
+    chart = stacked_bars(
+        buckets=minutes,
+        series={status: per_minute[status] for status in OUTCOME_COLORS},
+        colors=OUTCOME_COLORS,
+        title="Orders per minute of checkout, by outcome (last hour)",
+    )
     return {
+        "chart": mark_safe(chart),  # noqa: S308 - kernel.charts escapes every text it draws
         "orders_last_hour": orders_status_counts(since=now - timedelta(hours=1)),
         "stuck_count": stuck.count(),
         "stuck_orders": [{"order": o, "age": (now - o.created_at).total_seconds()} for o in stuck[:STUCK_LISTED]],

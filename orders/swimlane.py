@@ -145,7 +145,8 @@ def _mark(entry: dict, index: int, at, lanes: list[str], started_at: datetime, e
         f'<g class="saga-event saga-{kind} saga-{state}" data-message-id="{escape(entry["message_id"])}">',
         f"<title>{title}</title>",
         f'<circle cx="{x:.1f}" cy="{y:.1f}" r="{RADIUS}" {style}/>',
-        f'<text x="{x:.1f}" y="{label_y:.1f}" font-size="11" text-anchor="middle" fill="#263238">{escape(short)}</text>',
+        f'<text x="{x:.1f}" y="{label_y:.1f}" font-size="11" text-anchor="middle" fill="#263238">'
+        f"{escape(short)}</text>",
         f'<text x="{x:.1f}" y="{label_y + 12:.1f}" font-size="10" text-anchor="middle" fill="#78909c">'
         f"+{_duration(offset)}{' · waiting' if waiting else ''}</text>",
         "</g>",
@@ -171,8 +172,7 @@ def _legend(y: float) -> list[str]:
         parts.append(f'<text x="{x + 16}" y="{y + 4}" font-size="11" fill="#455a64">{escape(label)}</text>')
         x += 28 + 6.5 * len(label)
     parts.append(
-        f'<circle cx="{x + 6}" cy="{y}" r="6" fill="#ffffff" stroke="#1565c0" stroke-width="2" '
-        'stroke-dasharray="3 2"/>'
+        f'<circle cx="{x + 6}" cy="{y}" r="6" fill="#ffffff" stroke="#1565c0" stroke-width="2" stroke-dasharray="3 2"/>'
     )
     parts.append(f'<text x="{x + 16}" y="{y + 4}" font-size="11" fill="#455a64">waiting</text>')
     x += 80

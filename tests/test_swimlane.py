@@ -40,7 +40,8 @@ def order_id() -> str:
 
 def swimlane(client: Client, order_id: str) -> ET.Element:
     html = client.get(f"/admin/orders/order/{order_id}/change/").content.decode()
-    start, end = html.index("<svg"), html.index("</svg>") + len("</svg>")
+    start = html.rindex("<svg", 0, html.index('class="saga-swimlane"'))
+    end = html.index("</svg>", start) + len("</svg>")
     return ET.fromstring(html[start:end])
 
 
