@@ -30,6 +30,7 @@ import django  # noqa: E402
 
 django.setup()
 
+from django.conf import settings  # noqa: E402
 from kombu import Queue  # noqa: E402
 
 from messaging import broker  # noqa: E402
@@ -38,10 +39,12 @@ from messaging.conf import exchange_name, queue_name, setting  # noqa: E402
 from messaging.envelope import envelope_for_outbox  # noqa: E402
 from messaging.models import InboxMessage, OutboxMessage  # noqa: E402
 from messaging.publisher import BatchPublisher  # noqa: E402
+from orders.swimlane import saga_swimlane  # noqa: E402
 from payments.gateway import gateway  # noqa: E402
 
 SPINNER = "|/-\\"
 WAIT_SECONDS = 120
+PICTURES = settings.VAR_DIR / "demo"  # each path's swimlane, as SVG files a browser opens
 
 
 # --- HTTP ---------------------------------------------------------------------------------
@@ -99,6 +102,11 @@ class Story:
     story: str
     order_id: str
     notes: list[str] = field(default_factory=list)
+    picture: Path | None = None
+
+
+def slug(title: str) -> str:
+    return "-".join(title.lower().split())
 
 
 def place(api: Api, title: str, story: str, items, token: str) -> Story:
@@ -221,8 +229,13 @@ def print_timeline(api: Api, path: Story, admin_url: str) -> None:
             f"{entry['message_id']:<36}  {seconds_after(entry['published_at'], origin):>9}  {handled or '-'}"
         )
     money = [f"{op.kind} {op.amount}" for op in gateway.ledger(order_id=path.order_id)]
+    timeline_waiting(entries)  # marks what still waits, for the picture
+    picture = PICTURES / f"{len(list(PICTURES.glob('*.svg'))) + 1:02d}-{slug(path.title)}.svg"
+    picture.write_text(saga_swimlane(entries, started_at=entries[0]["occurred_at"], expect_answers=False))
+    path.picture = picture
     print(f"   money moved (the gateway's ledger): {', '.join(money) or 'none'}")
     print(f"   admin: {admin_url}/admin/orders/order/{path.order_id}/change/")
+    print(f"   swimlane: {picture}")
 
 
 def main() -> int:
@@ -304,8 +317,14 @@ def main() -> int:
         "\nTimes are seconds after the order's first event. 'published' is when the relay recorded the broker's"
         "\nconfirm, so a fast consumer may show up a moment earlier."
     )
+    PICTURES.mkdir(parents=True, exist_ok=True)
+    for old in PICTURES.glob("*.svg"):
+        old.unlink()
     for path in paths:
         print_timeline(api, path, api.base)
+    print("\nEach saga as a picture (open them in a browser):")
+    for path in paths:
+        print(f"   {path.picture}")
     print(f"\nAll of it is in the admin ({api.base}/admin/, 'Saga overview') and the API docs ({api.base}/api/docs/).")
     return 0
 
