@@ -51,6 +51,8 @@ def _fmt(value: float, unit: str = "", tick: bool = False) -> str:
         text = format_duration(value)
         return text.removesuffix(" 00s").removesuffix(" 00m").removesuffix(" 00h") if tick else text
     number = f"{value:,.0f}" if float(value).is_integer() else f"{value:,.1f}"
+    if number == "1" and unit.endswith("s"):
+        unit = unit[:-1]  # 1 row, 2 rows
     return number if tick else f"{number} {unit}".rstrip()
 
 
@@ -266,8 +268,9 @@ def horizontal_bars(
     """
     names = list(dict.fromkeys(name for _, cells in rows for name in cells))
     notes = [", ".join(f"{v:,} {k}" for k, v in cells.items() if v) or "0" for _, cells in rows]
-    label_w = min(max((len(label) for label, _ in rows), default=0) * _CHAR + 16, width * 0.4)
-    note_w = min(max((len(note) for note in notes), default=0) * _CHAR + 12, width * 0.35)
+    # _CHAR is a mean: leave a character's room more, or the longest label would be cut.
+    label_w = min(max((len(label) for label, _ in rows), default=0) * _CHAR + 24, width * 0.4)
+    note_w = min(max((len(note) for note in notes), default=0) * _CHAR + 20, width * 0.35)
     left, right, row_h = label_w, width - note_w, 26
     scale = (right - left) / max(max((sum(cells.values()) for _, cells in rows), default=0), 1)
     parts = [] if rows else [_text(4, TOP + 14, "Nothing to show.")]

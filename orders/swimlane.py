@@ -17,7 +17,8 @@ LANE_HEIGHT = 86
 GUTTER = 96  # lane names
 TOP = 8
 MIN_COLUMN, MAX_COLUMN = 96, 150
-WIDEST = 1240  # fits the admin's change form at 1400 px; wider sagas get narrower columns
+WIDEST = 1100  # wider sagas get narrower columns
+SHRINK = 0.75  # the picture scales down to fit its box, to this much; below, the box scrolls (a phone)
 RADIUS = 9
 MIN_WIDTH = 780  # the legend's
 
@@ -56,6 +57,9 @@ def waiting_reason(entry: dict, expect_answers: bool) -> str:
         return "parked in the outbox"
     if entry.get("awaiting"):
         return "not yet handled by " + ", ".join(entry["awaiting"])
+    handled = {h["consumer"] for h in entry.get("handled_by", [])}
+    if failed := [d["consumer"] for d in entry.get("dead_letters", []) if d["consumer"] not in handled]:
+        return "a dead letter at " + ", ".join(failed)
     if expect_answers and entry.get("elsewhere"):
         return "no answer yet from " + ", ".join(entry["elsewhere"]) + " (another deployment)"
     return ""
@@ -74,7 +78,8 @@ def saga_swimlane(entries: list[dict], *, started_at: datetime, expect_answers: 
 
     parts = [
         f'<svg xmlns="http://www.w3.org/2000/svg" class="saga-swimlane" role="img" viewBox="0 0 {width} {height}" '
-        f'width="{width}" height="{height}" font-family="system-ui, -apple-system, Segoe UI, sans-serif" '
+        f'width="100%" style="max-width: {width}px; min-width: {width * SHRINK:.0f}px" '
+        f'font-family="system-ui, -apple-system, Segoe UI, sans-serif" '
         f'aria-label="The saga in {len(entries)} events across {", ".join(lanes)}">',
         f"<title>The saga: {len(entries)} events, one lane per context</title>",
         '<defs><marker id="saga-arrow" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" markerHeight="7" '

@@ -5,11 +5,16 @@ Self-contained: installs ``chromium`` and ``chromium-driver`` with apt if they a
 (needs root), builds a throwaway shop in the embedded mode (SQLite + filesystem broker in a
 temporary folder, never your database), logs in as a throwaway superuser and checks that:
 
-- the admin index links the saga overview, and the overview renders;
-- a finished order's page shows its whole timeline and says nothing is waiting;
-- a fresh order's page says it waits in the outbox;
-- the outbox list shows its backlog; the dead letters list renders;
-- /api/docs/ renders Swagger UI from our own static files, with every operation.
+- the admin names the project, and its index links the saga overview;
+- the overview draws its charts (orders per minute, the outbox's history, dead letters);
+- an order's page draws the saga as a swimlane above its timeline: a confirmed order, a
+  compensated one (out of stock, refunded), one waiting in the outbox and one whose payment
+  became a dead letter; the swimlane also reads in a phone-sized window;
+- the outbox and dead-letter lists fit 1400 px without sideways scrolling; a dead letter's own
+  page offers replay and purge;
+- /api/docs/ renders Swagger UI from our own static files, with every operation;
+- the same order pages in a split deployment (orders, payments and inventory as three
+  deployments on three SQLite files sharing one filesystem broker).
 
 Screenshots go to var/browser-check/. Exit code 0 when every check passed.
 Drives ChromeDriver through the W3C WebDriver protocol over plain HTTP (no client library).
@@ -93,11 +98,22 @@ def wait_for(predicate, timeout: float, what: str):
 class Shop:
     """A throwaway shop in the embedded mode, in its own folder."""
 
-    def __init__(self, folder: Path):
+    def __init__(self, folder: Path, contexts: str = "orders,payments,inventory", database: str = "db.sqlite3"):
         self.env = {
             k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "BROKER_URL", "GATEWAY_DATABASE_URL")
         }
-        self.env.update({"DEBUG": "1", "VAR_DIR": str(folder), "PYTHONUNBUFFERED": "1", "CHECKOUT_THROTTLE": "off"})
+        self.env.update(
+            {
+                "DEBUG": "1",
+                "VAR_DIR": str(folder),  # one filesystem broker for every deployment of the folder
+                "DATABASE_URL": f"sqlite:///{folder / database}",
+                "CONTEXTS": contexts,
+                "PYTHONUNBUFFERED": "1",
+                "CHECKOUT_THROTTLE": "off",
+                "CONSUMER_MAX_ATTEMPTS": "2",  # tok_unavailable becomes a dead letter within one pass
+            }
+        )
+        self.contexts = contexts.split(",")
         self.folder = folder
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
@@ -116,17 +132,20 @@ class Shop:
         if result.returncode:
             raise RuntimeError(f"manage.py {' '.join(args)} failed:\n{result.stdout}{result.stderr}")
 
-    def start(self) -> None:
+    def prepare(self) -> None:
         self.manage("migrate", "--noinput")
-        self.manage("migrate", "--database", "gateway", "--noinput")
-        self.manage("seed_catalog")
-        self.manage("run_outbox_relay", "--once")
-        self.manage("run_consumers", "--once")  # the storefront hears of the catalogue
+        if "payments" in self.contexts:  # the fake gateway's ledger
+            self.manage("migrate", "--database", "gateway", "--noinput")
+        if "inventory" in self.contexts:
+            self.manage("seed_catalog")
+
+    def serve(self) -> None:
+        """A superuser and the development server (where the API is hosted: orders)."""
         self.manage(
             "createsuperuser", "--noinput", "--username", "ops", "--email", "ops@example.com",
             extra_env={"DJANGO_SUPERUSER_PASSWORD": self.password},
         )  # fmt: skip
-        log = (self.folder / "runserver.log").open("wb")
+        log = (self.folder / f"runserver-{self.port}.log").open("wb")
         self.server = subprocess.Popen(
             [sys.executable, "manage.py", "runserver", f"127.0.0.1:{self.port}", "--noreload"],
             cwd=BASE_DIR,
@@ -136,31 +155,46 @@ class Shop:
         )
         wait_for(lambda: http("GET", f"{self.url}/healthz")[0] == 200, 30, "the web server")
 
-    def checkout(self) -> str:
-        body = {
-            "customer_id": "browser-check",
-            "items": [{"sku": "WIDGET", "quantity": 1}],
-            "payment_token": "tok_visa",
-        }
+    def checkout(self, sku: str = "WIDGET", quantity: int = 1, token: str = "tok_visa") -> str:
+        body = {"customer_id": "browser-check", "items": [{"sku": sku, "quantity": quantity}], "payment_token": token}
         status, order = http("POST", f"{self.url}/api/checkout/", body, {"Idempotency-Key": str(uuid.uuid4())})
         assert status == 201, order
         return order["id"]
-
-    def run_saga(self, order_id: str) -> None:
-        """Relay and consumers, one pass at a time, until the order is decided and told."""
-        for _ in range(6):
-            self.manage("run_outbox_relay", "--once")
-            self.manage("run_consumers", "--once")
-            if http("GET", f"{self.url}/api/orders/{order_id}/")[1]["status"] != "PENDING":
-                self.manage("run_outbox_relay", "--once")
-                self.manage("run_consumers", "--once")
-                return
-        raise RuntimeError(f"order {order_id} is still PENDING")
 
     def stop(self) -> None:
         if self.server and self.server.poll() is None:
             self.server.terminate()
             self.server.wait(timeout=20)
+
+
+def run_passes(deployments: list[Shop], passes: int = 6) -> None:
+    """Every deployment's relay and consumers, one pass at a time: the sagas move only now."""
+    for _ in range(passes):
+        for deployment in deployments:
+            deployment.manage("run_outbox_relay", "--once")
+            deployment.manage("run_consumers", "--once")
+
+
+def build(folder: Path, split: bool) -> tuple[Shop, list[Shop], dict[str, str]]:
+    """A shop (one deployment, or three), with an order on each path to look at."""
+    folder.mkdir()
+    if split:
+        deployments = [Shop(folder, c, f"{c}.sqlite3") for c in ("orders", "payments", "inventory")]
+    else:
+        deployments = [Shop(folder)]
+    api = deployments[0]
+    for deployment in deployments:
+        deployment.prepare()
+    run_passes(deployments, passes=2)  # the storefront hears of the catalogue
+    api.serve()
+    orders = {
+        "confirmed": api.checkout(),
+        "compensated": api.checkout("LIMITED-PRINT", 4),  # charged, out of stock, refunded
+        "dead-letter": api.checkout(token="tok_unavailable"),  # the gateway fails every time
+    }
+    run_passes(deployments)
+    orders["waiting"] = api.checkout()  # no relay runs from now on: it stays in the outbox
+    return api, deployments, orders
 
 
 class Browser:
@@ -205,10 +239,21 @@ class Browser:
     def click(self, css: str) -> None:
         self.command("POST", f"/element/{self.find(css)[0]}/click", {})
 
-    def screenshot(self, name: str) -> Path:
+    def screenshot(self, name: str, css: str | None = None) -> Path:
+        """The window, or only the element ``css`` selects (a chart, the swimlane)."""
         path = SHOTS / f"{name}.png"
-        path.write_bytes(base64.b64decode(self.command("GET", "/screenshot")))
+        where = f"/element/{self.find(css)[0]}/screenshot" if css else "/screenshot"
+        path.write_bytes(base64.b64decode(self.command("GET", where)))
         return path
+
+    def run(self, script: str):
+        return self.command("POST", "/execute/sync", {"script": script, "args": []})
+
+    def resize(self, width: int, height: int) -> None:
+        self.command("POST", "/window/rect", {"width": width, "height": height})
+
+    def fits_the_window(self) -> bool:
+        return self.run("return document.documentElement.scrollWidth <= window.innerWidth")
 
     def close(self) -> None:
         try:
@@ -218,43 +263,92 @@ class Browser:
             self.driver.wait(timeout=20)
 
 
-def run_checks(shop: Shop, browser: Browser, done_id: str, fresh_id: str) -> list[tuple[str, bool, str]]:
-    results = []
+Check = list[tuple[str, bool, str]]
+CHARTS = ("#orders-per-minute", "#outbox-history", "#dead-letters-chart")
 
+
+def checker(results: Check, prefix: str):
     def check(name: str, ok: bool, detail: str = "") -> None:
-        results.append((name, bool(ok), detail))
-        print(f"  [{'ok' if ok else 'FAIL'}] {name}{': ' + detail if detail else ''}", flush=True)
+        results.append((f"{prefix}{name}", bool(ok), detail))
+        print(f"  [{'ok' if ok else 'FAIL'}] {prefix}{name}{': ' + detail if detail else ''}", flush=True)
 
+    return check
+
+
+def log_in(shop: Shop, browser: Browser) -> None:
     browser.open(f"{shop.url}/admin/login/")
     browser.type("#id_username", "ops")
     browser.type("#id_password", shop.password)
     browser.click("input[type=submit]")
     wait_for(lambda: browser.find("#saga-overview-link"), 15, "the admin index")
-    check("login, admin index links the saga overview", "Saga overview" in browser.text("#saga-overview-link"))
+
+
+def check_order_pages(shop: Shop, browser: Browser, orders: dict[str, str], check, shots: str, split: bool) -> None:
+    """The swimlane of each path, and what each must show."""
+    expected = {
+        "confirmed": ("saga-outcome", "saga is complete"),
+        "compensated": ("saga-compensation", "saga is complete"),
+        "waiting": ("saga-waiting", "in the outbox"),
+        # Split, the dead letter is in payments' database: orders only sees that no answer came.
+        "dead-letter": ("saga-waiting", "no answer yet from payments" if split else "dead letter at payments"),
+    }
+    for n, (path, order_id) in enumerate(orders.items(), start=1):
+        browser.open(f"{shop.url}/admin/orders/order/{order_id}/change/")
+        marks = browser.find("#saga-swimlane svg g.saga-event")
+        mark_class, banner_text = expected[path]
+        found = browser.find(f"#saga-swimlane svg g.{mark_class}")
+        banner = browser.text("#saga-status")
+        check(f"{path} order: swimlane above its timeline", marks and found and banner_text in banner,
+              f"{len(marks)} events; {banner.splitlines()[0] if banner else '-'}")  # fmt: skip
+        if path == "dead-letter" and not split:
+            check("a dead-lettered handling is drawn", browser.find("#saga-swimlane svg g.saga-dead-letter"))
+        browser.screenshot(f"{shots}-{n:02d}-swimlane-{path}", "#saga-swimlane")
+        browser.screenshot(f"{shots}-{n:02d}-order-{path}")
+
+
+def run_checks(shop: Shop, browser: Browser, orders: dict[str, str]) -> Check:
+    results: Check = []
+    check = checker(results, "")
+    log_in(shop, browser)
+    header = browser.text("#site-name")
+    check("the admin names the project", header == "Saga shop operations", header)
+    check("admin index links the saga overview", "Saga overview" in browser.text("#saga-overview-link"))
     browser.screenshot("01-admin-index")
 
     browser.open(f"{shop.url}/admin/overview/")
-    check("overview renders its figures", browser.find("#outbox-pending") and browser.find("#dead-letters"))
+    charts = {
+        css: browser.find(f"{css} svg") for css in ("#orders-per-minute", "#outbox-history", "#dead-letters-chart")
+    }
+    check("overview draws its three charts", all(charts.values()), ", ".join(c for c, f in charts.items() if f))
     browser.screenshot("02-overview")
+    for css in charts:
+        browser.screenshot(f"02-chart-{css[1:]}", css)
 
-    browser.open(f"{shop.url}/admin/orders/order/{done_id}/change/")
-    rows = browser.find("#saga-timeline tbody tr.timeline-published")
-    banner = browser.text("#saga-status")
-    check("finished order: whole timeline, nothing waiting", len(rows) == 4 and "saga is complete" in banner,
-          f"{len(rows)} published events; {banner.splitlines()[0] if banner else '-'}")  # fmt: skip
-    browser.screenshot("03-order-confirmed")
+    check_order_pages(shop, browser, orders, check, "03", split=False)
+    browser.open(f"{shop.url}/admin/orders/order/{orders['compensated']}/change/")
+    fits = browser.run("const box = document.querySelector('.ops-swimlane'); return box.scrollWidth <= box.clientWidth")
+    check("at 1400 px the swimlane fits its box, beside the admin's sidebar", fits)
 
-    browser.open(f"{shop.url}/admin/orders/order/{fresh_id}/change/")
-    banner = browser.text("#saga-status")
-    check("fresh order: waits in the outbox", "in the outbox" in banner and "orders.order.created" in banner)
-    browser.screenshot("04-order-waiting")
+    for url, name in (("messaging/outboxmessage/", "outbox"), ("messaging/deadletter/", "dead letters")):
+        browser.open(f"{shop.url}/admin/{url}")
+        check(f"{name} list fits 1400 px without sideways scrolling", browser.fits_the_window())
+        browser.screenshot(f"04-{name.replace(' ', '-')}-list")
+    browser.click("#result_list tbody tr th a")
+    check(
+        "a dead letter's page offers replay and purge", browser.find("#action-replay") and browser.find("#action-purge")
+    )
+    browser.screenshot("05-dead-letter")
 
-    browser.open(f"{shop.url}/admin/messaging/outboxmessage/?state=pending")
-    check("outbox list shows its backlog", "pending" in browser.text("#outbox-backlog"))
-    browser.screenshot("05-outbox")
-
-    browser.open(f"{shop.url}/admin/messaging/deadletter/")
-    check("dead letters list renders", browser.find("#changelist"))
+    browser.resize(390, 844)  # a phone
+    browser.open(f"{shop.url}/admin/orders/order/{orders['compensated']}/change/")
+    boxed = browser.run(
+        "const box = document.querySelector('.ops-swimlane'), svg = box.querySelector('svg');"
+        "return box.scrollWidth > box.clientWidth && svg.clientWidth >= parseFloat(svg.style.minWidth)"
+    )
+    check("on a phone the swimlane keeps a readable size and scrolls in its own box", boxed)
+    browser.run("document.querySelector('#saga-swimlane').scrollIntoView()")
+    browser.screenshot("06-phone-swimlane")
+    browser.resize(1400, 1100)
 
     browser.open(f"{shop.url}/api/docs/")
     try:
@@ -267,33 +361,53 @@ def run_checks(shop: Shop, browser: Browser, done_id: str, fresh_id: str) -> lis
         all(p in paths for p in ["/api/checkout/", "/api/orders/{order_id}/", "/api/products/", "/readyz"]),
         f"{len(browser.find('.swagger-ui .opblock'))} operations",
     )
-    browser.screenshot("06-api-docs")
+    browser.screenshot("07-api-docs")
     browser.click(".swagger-ui #operations-orders-checkout .opblock-summary")
     wait_for(lambda: "Idempotency-Key" in browser.text("#operations-orders-checkout"), 10, "checkout's details")
     check("checkout documents Idempotency-Key", "Idempotency-Key" in browser.text("#operations-orders-checkout"))
-    browser.screenshot("07-api-docs-checkout")
+    browser.screenshot("08-api-docs-checkout")
+    return results
+
+
+def run_split_checks(shop: Shop, browser: Browser, orders: dict[str, str]) -> Check:
+    """The orders deployment of a split: its pages show what it knows of the other two."""
+    results: Check = []
+    check = checker(results, "split: ")
+    log_in(shop, browser)
+    check("the orders deployment hosts only orders", "Contexts hosted here: orders" in browser.text("#content"))
+    check_order_pages(shop, browser, orders, check, "11-split", split=True)
+    browser.open(f"{shop.url}/admin/orders/order/{orders['confirmed']}/change/")
+    handled = browser.text("#saga-timeline")
+    check("other contexts' handling known from the events they caused", "another deployment" in handled)
+    browser.open(f"{shop.url}/admin/overview/")
+    check("the overview draws its charts", len(browser.find(".ops-chart svg")) == 3)
+    browser.screenshot("12-split-overview")
     return results
 
 
 def main() -> int:
     ensure_chromium()
     SHOTS.mkdir(parents=True, exist_ok=True)
+    for old in SHOTS.glob("*.png"):
+        old.unlink()
     work = Path(tempfile.mkdtemp(prefix="browser-check-"))
-    shop, browser = Shop(work / "shop"), None
-    shop.folder.mkdir()
+    shops: list[Shop] = []
+    browser, results = None, []
     try:
-        print(f"Throwaway shop in {shop.folder} ...", flush=True)
-        shop.start()
-        done_id = shop.checkout()
-        shop.run_saga(done_id)
-        fresh_id = shop.checkout()  # no relay runs now: it stays in the outbox
+        print(f"Throwaway shops in {work} ...", flush=True)
+        monolith, deployments, orders = build(work / "monolith", split=False)
+        shops += deployments
+        split_api, deployments, split_orders = build(work / "split", split=True)
+        shops += deployments
         print(f"Chromium {subprocess.run([CHROMIUM, '--version'], capture_output=True, text=True).stdout.strip()}")
         browser = Browser(work / "profile")
-        results = run_checks(shop, browser, done_id, fresh_id)
+        results = run_checks(monolith, browser, orders)
+        results += run_split_checks(split_api, browser, split_orders)  # its own login: cookies go by host
     finally:
         if browser:
             browser.close()
-        shop.stop()
+        for shop in shops:
+            shop.stop()
         shutil.rmtree(work, ignore_errors=True)
     failed = [name for name, ok, _ in results if not ok]
     print(f"{len(results) - len(failed)} passed, {len(failed)} failed; screenshots in {SHOTS}")
