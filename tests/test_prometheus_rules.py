@@ -38,13 +38,20 @@ def test_promtool_checks_the_rules():
 
 
 def test_promtool_checks_the_configuration_and_its_rule_files(tmp_path):
-    # promtool insists that the web job's credentials_file exists; the real one lives on the
-    # Prometheus host. Check a copy that differs only in that path, beside a copy of the rules.
+    # As shipped (no METRICS_TOKEN), and with the token's two lines uncommented: promtool insists
+    # that the credentials_file exists, so that copy points at a temporary one.
     text = CONFIG.read_text()
-    assert text.count(TOKEN_FILE) == 1
+    commented = f"    # authorization:\n    #   credentials_file: {TOKEN_FILE}\n"
+    assert text.count(commented) == 1
     token = tmp_path / "shop-metrics-token"
     token.write_text("a-token\n")
-    (tmp_path / "prometheus.yml").write_text(text.replace(TOKEN_FILE, str(token)))
+    with_token = text.replace(commented, f"    authorization:\n      credentials_file: {token}\n")
+    (tmp_path / "with-token").mkdir()
+    (tmp_path / "with-token" / "prometheus.yml").write_text(with_token)
+    shutil.copy(ALERTS, tmp_path / "with-token" / ALERTS.name)
+    output = promtool("check", "config", "prometheus.yml", cwd=tmp_path / "with-token")
+    assert "SUCCESS" in output, output
+    (tmp_path / "prometheus.yml").write_text(text)
     shutil.copy(ALERTS, tmp_path / ALERTS.name)
 
     output = promtool("check", "config", "prometheus.yml", cwd=tmp_path)
@@ -94,7 +101,7 @@ def test_the_alerts_job_names_and_the_scrape_targets_agree_with_the_processes():
         "rabbitmq": ["127.0.0.1:15692"],
         "rabbitmq-queues": ["127.0.0.1:15692"],
     }
-    assert jobs["shop-web"]["authorization"] == {"credentials_file": TOKEN_FILE}
+    assert "authorization" not in jobs["shop-web"]  # METRICS_TOKEN is off by default
     queues = jobs["rabbitmq-queues"]
     assert (queues["metrics_path"], queues["params"]) == (
         "/metrics/detailed",
