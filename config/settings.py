@@ -175,6 +175,9 @@ MESSAGING = {
     "EXCHANGE": env.str("MESSAGING_EXCHANGE", default="ecommerce_events"),
     "FILESYSTEM_DIR": VAR_DIR / "broker",
     "RELAY_BATCH_SIZE": env.int("RELAY_BATCH_SIZE", default=500),
+    # Claim-publish-confirm loops per relay process, each with its own database connection. SQLite
+    # has no SKIP LOCKED: there a second loop would only wait for the first one's write lock.
+    "RELAY_PIPELINES": env.int("RELAY_PIPELINES", default=1 if DATABASE_URL.startswith("sqlite") else 2),
     # PostgreSQL wakes the relay with NOTIFY, so polling is only the fallback there; SQLite has
     # nothing but polling, and a short interval keeps the embedded saga's hops quick.
     "RELAY_POLL_INTERVAL": parse_duration(
@@ -182,7 +185,10 @@ MESSAGING = {
     ),
     "RELAY_CONFIRM_TIMEOUT": parse_duration(env.str("RELAY_CONFIRM_TIMEOUT", default="15")),
     "RELAY_MAX_ATTEMPTS": env.int("RELAY_MAX_ATTEMPTS", default=10),
-    "CONSUMER_PREFETCH": env.int("CONSUMER_PREFETCH", default=20),
+    # Deliveries decided in one transaction, at most; never waited for (README, "Batches").
+    "CONSUMER_BATCH_SIZE": env.int("CONSUMER_BATCH_SIZE", default=50),
+    # Unacked deliveries the broker sends one consumer process; it caps the batch.
+    "CONSUMER_PREFETCH": env.int("CONSUMER_PREFETCH", default=env.int("CONSUMER_BATCH_SIZE", default=50)),
     "CONSUMER_RETRY_DELAYS": [parse_duration(d) for d in env.list("CONSUMER_RETRY_DELAYS", default=["1", "5", "30"])],
     "CONSUMER_MAX_ATTEMPTS": env.int("CONSUMER_MAX_ATTEMPTS", default=5),
     "DELIVERY_LIMIT": env.int("CONSUMER_DELIVERY_LIMIT", default=20),
@@ -196,8 +202,8 @@ MESSAGING = {
 CURRENCY = env.str("CURRENCY", default="USD")
 SAGA_TIMEOUT = parse_duration(env.str("SAGA_TIMEOUT", default="300"))
 IDEMPOTENCY_KEY_TTL = parse_duration(env.str("IDEMPOTENCY_KEY_TTL", default="24h"))
-# A checkout still "in flight" after this long belongs to a process that died.
-IDEMPOTENCY_KEY_LEASE = parse_duration(env.str("IDEMPOTENCY_KEY_LEASE", default="30s"))
+# How long a checkout waits for a concurrent one with the same key to finish, then 409.
+IDEMPOTENCY_KEY_WAIT = parse_duration(env.str("IDEMPOTENCY_KEY_WAIT", default="2s"))
 
 # --- API ----------------------------------------------------------------------------------
 # The largest JSON body the API reads (413 beyond); a checkout of 50 lines is about 5 KiB.

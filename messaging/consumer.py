@@ -1,11 +1,19 @@
-"""The consumer loop: one broker connection, one queue per named consumer, manual acks.
+"""The consumer loop: one broker connection, one queue per named consumer, manual acks, batches.
 
-Each delivery is decided by ``dispatch.decide`` (inbox row, handler and outbox rows in one
-transaction) and only then acked. A failing message is retried through a delay queue
-(a confirmed publish, then the ack) until its budget is spent, then stored as a dead letter
-and acked: never dropped, never requeued forever, and never in the way of the messages
-behind it. Messages that RabbitMQ itself dead-letters (delivery limit, rejects) land in
-``<queue>_dlq`` and are moved to the dead-letter table by the same process.
+Deliveries already waiting are taken together, up to ``CONSUMER_BATCH_SIZE``, and decided in
+one transaction (``dispatch.decide_batch``): one commit for the batch, then the retries and
+dead letters of the messages that failed, then the acks. The loop never waits for a batch to
+fill: at light load a batch is the one message that arrived. Nothing is acked before its
+commit. A failing message is retried through a delay queue (a confirmed publish, then the ack)
+until its budget is spent, then stored as a dead letter and acked: never dropped, never
+requeued forever, never in the way of the messages behind it. Messages that RabbitMQ itself
+dead-letters (delivery limit, rejects) land in ``<queue>_dlq`` and are moved to the dead-letter
+table by the same process.
+
+Acks: one ack with ``multiple`` covers a whole batch when every delivery still unsettled on the
+channel up to its last tag belongs to the batch (one channel carries several consumers, and
+their ``_dlq`` consumers); otherwise each message is acked alone. The filesystem broker
+ignores ``multiple``, so there every message is acked alone.
 """
 
 import functools
@@ -22,12 +30,13 @@ from kombu import Consumer
 from messaging import broker, metrics
 from messaging.conf import queue_name, setting
 from messaging.dead_letters import dead_letter_record
-from messaging.dispatch import Decision, Outcome, database_reachable, decide
+from messaging.dispatch import Decision, Delivery, Outcome, database_reachable, decide_batch
 from messaging.envelope import ATTEMPT_HEADER, Envelope
 from messaging.faults import fault_point
 from messaging.heartbeat import HandlerHeartbeat
 from messaging.lifecycle import Backoff, Stopper, drop_broken_db_connections
 from messaging.publisher import BatchPublisher, ConfirmTimeout
+from messaging.session import BrokerSession
 from messaging.tracecontext import trace_id_of
 
 logger = logging.getLogger(__name__)
@@ -42,17 +51,34 @@ class RetryNotPublished(Exception):
 
 
 class ConsumerWorker:
-    def __init__(self, consumers: list[str], *, stopper: Stopper | None = None, idle_timeout: float = 1.0):
+    def __init__(
+        self,
+        consumers: list[str],
+        *,
+        stopper: Stopper | None = None,
+        idle_timeout: float = 1.0,
+        batch_size: int | None = None,
+    ):
         self.consumers = list(consumers)
         self.stopper = stopper or Stopper()
         self.idle_timeout = idle_timeout
+        wanted = max(1, batch_size or setting("CONSUMER_BATCH_SIZE"))
         self.prefetch = setting("CONSUMER_PREFETCH")
+        # The broker sends at most ``prefetch`` unacked messages: a batch can never be larger.
+        self.batch_size = min(wanted, self.prefetch)
+        if self.batch_size < wanted:
+            logger.warning(
+                "CONSUMER_PREFETCH (%d) caps batches below CONSUMER_BATCH_SIZE (%d): raise the prefetch to batch more",
+                self.prefetch,
+                wanted,
+            )
         self.max_attempts = setting("CONSUMER_MAX_ATTEMPTS")
-        self._connection = None
+        self.session = BrokerSession()
         self._retry_publisher: BatchPublisher | None = None
-        self._confirms = False
         self._heartbeat: HandlerHeartbeat | None = None
         self._last_delivery = time.monotonic()
+        self._arrived: list[tuple[str, object]] = []  # (consumer, message) taken, not yet decided
+        self._unsettled: set[int] = set()  # delivery tags of this channel neither acked nor rejected
 
     # --- the loop --------------------------------------------------------------------------
     def run(self, *, once: bool = False) -> int:
@@ -68,7 +94,7 @@ class ConsumerWorker:
                 self._disconnect()
                 logger.warning("database unavailable: consuming paused until it is back")
                 self._wait_for_database(backoff)
-            except (OSError, ConfirmTimeout, RetryNotPublished, *self._broker_errors()) as exc:
+            except (ConfirmTimeout, RetryNotPublished, *self.session.errors()) as exc:
                 logger.warning("broker unavailable: %s: %s", type(exc).__name__, exc)
                 self._disconnect(graceful=False)
                 if once:
@@ -82,29 +108,33 @@ class ConsumerWorker:
     def _consume(self, *, once: bool) -> None:
         self._last_delivery = time.monotonic()
         # Wake often enough to send heartbeats at twice the negotiated rate.
-        heartbeat = getattr(self._connection.connection, "heartbeat", 0) if self._confirms else 0
-        wait = min(1.0, heartbeat / 4) if heartbeat else 1.0
+        wait = min(1.0, self.session.heartbeat / 4) if self.session.heartbeat else 1.0
         while not self.stopper.stopping:
             try:
-                self._connection.drain_events(timeout=wait)
+                self.session.connection.drain_events(timeout=wait)
             except TimeoutError:
-                if once and time.monotonic() - self._last_delivery >= self.idle_timeout:
+                if once and not self._arrived and time.monotonic() - self._last_delivery >= self.idle_timeout:
                     return
-            if self._confirms:
-                self._connection.heartbeat_check()
+            self._take_what_is_waiting()
+            if self._arrived:
+                self._handle_batch()
+            self.session.heartbeat_check()
+
+    def _take_what_is_waiting(self) -> None:
+        """More deliveries that have already arrived, up to the batch size; never wait for one."""
+        while len(self._arrived) < self.batch_size:
+            try:
+                self.session.connection.drain_events(timeout=0)
+            except TimeoutError:
+                return
 
     def _connect(self) -> None:
-        if self._connection is not None and self._connection.connected:
+        if self.session.connected:
             return
-        self._disconnect()
-        connection = broker.connect()
-        connection.connect()
-        self._connection = connection
-        self._confirms = broker.supports_confirms(connection)
-        negotiated = getattr(connection.connection, "heartbeat", 0) if self._confirms else 0
-        if negotiated:
-            self._heartbeat = HandlerHeartbeat(connection.connection, negotiated)
-        broker.declare_topology(connection)
+        self._disconnect(graceful=False)
+        connection = self.session.open()
+        if self.session.heartbeat:
+            self._heartbeat = HandlerHeartbeat(connection.connection, self.session.heartbeat)
         # Ready before the first consume: deliveries may arrive while the next one starts.
         self._retry_publisher = BatchPublisher(connection, setting("RELAY_CONFIRM_TIMEOUT"))
         channel = connection.channel()
@@ -116,33 +146,30 @@ class ConsumerWorker:
                 on_message=functools.partial(self._on_message, consumer),
                 auto_declare=False,
             ).consume()
-            if self._confirms:
+            if self.session.amqp:
                 Consumer(
                     channel,
                     queues=[broker.dead_letter_queue(consumer)],
                     on_message=functools.partial(self._on_dead_lettered, consumer),
                     auto_declare=False,
                 ).consume()
-        logger.info("consuming", extra={"consumers": self.consumers})
+        logger.info("consuming", extra={"consumers": self.consumers, "batch_size": self.batch_size})
 
     def _disconnect(self, *, graceful: bool = True) -> None:
         """Close the broker connection; after an error, drop it without waiting for the broker."""
         if self._heartbeat is not None:
             self._heartbeat.stop()
             self._heartbeat = None
-        if not graceful:
-            broker.drop(self._connection)
+        if graceful and self._retry_publisher is not None:
+            self._retry_publisher.close()
+        if graceful:
+            self.session.close()
         else:
-            if self._retry_publisher is not None:
-                self._retry_publisher.close()
-            broker.close_quietly(self._connection)
-        self._connection = None
+            self.session.drop()
         self._retry_publisher = None
-
-    def _broker_errors(self) -> tuple[type[BaseException], ...]:
-        if self._connection is None:
-            return ()
-        return tuple(self._connection.connection_errors) + tuple(self._connection.channel_errors)
+        # Deliveries of a closed channel go back to the queue: none of them can be settled now.
+        self._arrived.clear()
+        self._unsettled.clear()
 
     def _wait_for_database(self, backoff: Backoff) -> None:
         while not self.stopper.stopping:
@@ -151,115 +178,141 @@ class ConsumerWorker:
                 logger.info("database is back: consuming again")
                 return
 
-    # --- one delivery ----------------------------------------------------------------------
+    # --- deliveries ------------------------------------------------------------------------
     def _on_message(self, consumer: str, message) -> None:
         self._last_delivery = time.monotonic()
+        self._unsettled.add(message.delivery_tag)
+        self._arrived.append((consumer, message))
+
+    def _handle_batch(self) -> None:
+        arrived, self._arrived = self._arrived, []
         # A handler's error may have broken any connection of the process (the gateway's too):
         # replace broken ones now, or every later message would fail on them until a restart.
         drop_broken_db_connections()
-        headers = dict(message.headers or {})
-        properties = {k: v for k, v in message.properties.items() if k != "application_headers"}
-        routing_key = message.delivery_info.get("routing_key", "")
-        context = {
-            "consumer": consumer,
-            "message_id": str(properties.get("message_id") or "-"),
-            "event_type": str(headers.get("event_type") or "-"),
-            "correlation_id": str(properties.get("correlation_id") or "-"),
-            "trace_id": trace_id_of(str(headers.get("traceparent") or "")) or "-",
-        }
-        with structlog.contextvars.bound_contextvars(**context):
-            started = time.monotonic()
-            with self._heartbeat.handling() if self._heartbeat else nullcontext():
-                decision = decide(
-                    consumer, body=raw_body(message), properties=properties, headers=headers, routing_key=routing_key
-                )
-            try:
-                settled = self._settle(consumer, message, decision, properties, headers, routing_key)
-            except DatabaseDown:
-                metrics.consumer_message(consumer, context["event_type"], "database_down", time.monotonic() - started)
-                raise
-            metrics.consumer_message(consumer, context["event_type"], settled.value, time.monotonic() - started)
-
-    def _settle(self, consumer: str, message, decision: Decision, properties, headers, routing_key) -> Outcome:
-        """Ack, retry or dead-letter the delivery; what was done (a last retry is a dead letter)."""
-        outcome = decision.outcome
-        if outcome is Outcome.HANDLED:
+        started = time.monotonic()
+        deliveries = [delivery_of(consumer, message) for consumer, message in arrived]
+        with self._heartbeat.handling() if self._heartbeat else nullcontext():
+            decisions = decide_batch(deliveries)
+        if any(d.outcome is Outcome.DATABASE_DOWN for d in decisions):
+            for _, message in arrived:
+                self._requeue(message)
+            self._count(deliveries, ["database_down"] * len(deliveries), started)
+            raise DatabaseDown(next(d.error for d in decisions if d.outcome is Outcome.DATABASE_DOWN))
+        outcomes, to_ack = [], []
+        for (consumer, message), delivery, decision in zip(arrived, deliveries, decisions, strict=True):
+            with structlog.contextvars.bound_contextvars(**log_context(delivery)):
+                outcomes.append(self._settle_failure(consumer, message, delivery, decision))
+                if decision.outcome in (Outcome.HANDLED, Outcome.DUPLICATE):
+                    logger.info("handled" if decision.outcome is Outcome.HANDLED else "duplicate: already handled, "
+                                "acked without effect")  # fmt: skip
+                    to_ack.append(message)
+        for consumer in sorted({consumer for consumer, _ in arrived}):
             fault_point(f"consumer.{consumer}.before_ack")
-            logger.info("handled")
-            message.ack()
-        elif outcome is Outcome.DUPLICATE:
-            logger.info("duplicate: already handled, acked without effect")
-            message.ack()
-        elif outcome is Outcome.DATABASE_DOWN:
-            message.requeue()
-            raise DatabaseDown(decision.error)
-        elif outcome is Outcome.RETRY and decision.event.attempt < self.max_attempts:
-            self._retry(consumer, message, decision, properties, headers, routing_key)
-        else:
-            attempts = decision.event.attempt if decision.event else 1
-            self._dead_letter(consumer, message, decision, properties, headers, routing_key, attempts)
-            return Outcome.DEAD_LETTER
-        return outcome
+        self._ack(to_ack)
+        self._count(deliveries, [o.value for o in outcomes], started)
+        metrics.consumer_batch(len(arrived))
 
-    def _retry(self, consumer, message, decision: Decision, properties, headers, routing_key) -> None:
+    def _settle_failure(self, consumer, message, delivery: Delivery, decision: Decision) -> Outcome:
+        """Retry or dead-letter a failed message (its ack comes with that); what was done."""
+        outcome = decision.outcome
+        if outcome in (Outcome.HANDLED, Outcome.DUPLICATE):
+            return outcome
+        if outcome is Outcome.RETRY and decision.event.attempt < self.max_attempts:
+            self._retry(consumer, message, delivery, decision)
+            return Outcome.RETRY
+        attempts = decision.event.attempt if decision.event else 1
+        self._dead_letter(consumer, message, delivery, decision, attempts)
+        return Outcome.DEAD_LETTER
+
+    def _count(self, deliveries: list[Delivery], outcomes: list[str], started: float) -> None:
+        seconds = (time.monotonic() - started) / max(1, len(deliveries))
+        for delivery, outcome in zip(deliveries, outcomes, strict=True):
+            metrics.consumer_message(
+                delivery.consumer, str(delivery.headers.get("event_type") or "-"), outcome, seconds
+            )
+
+    # --- settling: every ack, requeue and reject goes through here -----------------------------
+    def _ack(self, messages: list) -> None:
+        if not messages:
+            return
+        tags = {m.delivery_tag for m in messages}
+        last = max(messages, key=lambda m: m.delivery_tag)
+        if self.session.amqp and len(messages) > 1 and {t for t in self._unsettled if t <= last.delivery_tag} == tags:
+            last.ack(multiple=True)
+            self._unsettled -= tags
+            return
+        for message in messages:
+            message.ack()
+            self._unsettled.discard(message.delivery_tag)
+
+    def _requeue(self, message) -> None:
+        message.requeue()
+        self._unsettled.discard(message.delivery_tag)
+
+    def _reject(self, message) -> None:
+        message.reject(requeue=False)
+        self._unsettled.discard(message.delivery_tag)
+
+    def _retry(self, consumer, message, delivery: Delivery, decision: Decision) -> None:
         attempt = decision.event.attempt
         delay = broker.retry_delay_for(attempt)
-        target = broker.retry_queue_name(consumer, delay) if self._confirms else queue_name(consumer)
+        target = broker.retry_queue_name(consumer, delay) if self.session.amqp else queue_name(consumer)
+        headers = delivery.headers
         retry_headers = {
             **headers,
             ATTEMPT_HEADER: attempt + 1,
             "x-first-failed-at": headers.get("x-first-failed-at") or timezone.now().isoformat(),
             "x-last-error": decision.error[:500],
-            "x-original-routing-key": headers.get("x-original-routing-key") or routing_key,
+            "x-original-routing-key": headers.get("x-original-routing-key") or delivery.routing_key,
         }
         envelope = Envelope(
-            message_id=str(properties.get("message_id")),
+            message_id=str(delivery.properties.get("message_id")),
             exchange="",
             routing_key=target,
-            body=raw_body(message),
-            correlation_id=str(properties.get("correlation_id") or ""),
+            body=delivery.body,
+            correlation_id=str(delivery.properties.get("correlation_id") or ""),
             headers=retry_headers,
         )
         try:
             result = self._retry_publisher.publish([envelope])
         except Exception:
-            message.requeue()
+            self._requeue(message)
             raise
         if result.failed:
-            message.requeue()
+            self._requeue(message)
             raise RetryNotPublished(result.failed[envelope.message_id])
         logger.warning(
             "handler failed, retry %d of %d in %.1fs: %s", attempt, self.max_attempts - 1, delay, decision.error
         )
-        message.ack()
+        self._ack([message])
 
-    def _dead_letter(self, consumer, message, decision: Decision, properties, headers, routing_key, attempts) -> None:
-        first_failed = headers.get("x-first-failed-at")
+    def _dead_letter(self, consumer, message, delivery: Delivery, decision: Decision, attempts: int) -> None:
+        first_failed = delivery.headers.get("x-first-failed-at")
         try:
             dead_letter_record(
                 consumer=consumer,
-                body=raw_body(message),
-                properties=properties,
-                headers=headers,
-                routing_key=routing_key,
+                body=delivery.body,
+                properties=delivery.properties,
+                headers=delivery.headers,
+                routing_key=delivery.routing_key,
                 reason=decision.reason,
                 error=decision.error,
                 traceback=decision.traceback,
                 attempts=attempts,
-                first_failed_at=_parse_time(first_failed),
+                first_failed_at=parse_datetime(str(first_failed)) if first_failed else None,
             )
         except DatabaseError:
-            if self._confirms:
-                # The broker keeps it in <queue>_dlq until the database is back.
-                message.reject(requeue=False)
-                raise DatabaseDown("could not store a dead letter") from None
-            message.requeue()
+            if self.session.amqp:
+                self._reject(message)  # the broker keeps it in <queue>_dlq until the database is back
+            else:
+                self._requeue(message)
             raise DatabaseDown("could not store a dead letter") from None
-        message.ack()
+        self._ack([message])
 
     def _on_dead_lettered(self, consumer: str, message) -> None:
         """A message RabbitMQ dead-lettered (delivery limit, reject): move it to the table."""
         self._last_delivery = time.monotonic()
+        self._unsettled.add(message.delivery_tag)
         headers = dict(message.headers or {})
         properties = {k: v for k, v in message.properties.items() if k != "application_headers"}
         deaths = headers.get("x-death") or []
@@ -278,16 +331,32 @@ class ConsumerWorker:
                 attempts=int(death.get("count") or 1),
             )
         except DatabaseError:
-            message.requeue()
+            self._requeue(message)
             raise DatabaseDown("could not store a dead letter") from None
-        message.ack()
+        self._ack([message])
+
+
+def delivery_of(consumer: str, message) -> Delivery:
+    return Delivery(
+        consumer=consumer,
+        body=raw_body(message),
+        properties={k: v for k, v in message.properties.items() if k != "application_headers"},
+        headers=dict(message.headers or {}),
+        routing_key=message.delivery_info.get("routing_key", ""),
+    )
+
+
+def log_context(delivery: Delivery) -> dict:
+    return {
+        "consumer": delivery.consumer,
+        "message_id": str(delivery.properties.get("message_id") or "-"),
+        "event_type": str(delivery.headers.get("event_type") or "-"),
+        "correlation_id": str(delivery.properties.get("correlation_id") or "-"),
+        "trace_id": trace_id_of(str(delivery.headers.get("traceparent") or "")) or "-",
+    }
 
 
 def raw_body(message) -> bytes:
     """The body as bytes: py-amqp hands over a str when it could decode the content encoding."""
     body = message.body
     return body.encode(message.content_encoding or "utf-8") if isinstance(body, str) else bytes(body)
-
-
-def _parse_time(value):
-    return parse_datetime(str(value)) if value else None

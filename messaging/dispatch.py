@@ -1,7 +1,17 @@
-"""What to do with one delivery: decide, in one transaction, and report the outcome.
+"""What to do with deliveries: decide, in one transaction, and report each one's outcome.
 
-The consumer loop turns the outcome into an ack, a retry or a dead letter; this module
-never touches the broker.
+The consumer loop turns each outcome into an ack, a retry or a dead letter; this module never
+touches the broker.
+
+A batch (``decide_batch``) is one transaction: one commit for many deliveries instead of one
+each. Inside it every message's inbox claim and handler run in a savepoint of their own, so a
+failing message rolls back alone, its claim with it (its retry must not look like a duplicate).
+Every batch takes its locks in one order, by correlation id (the saga's id, which the handlers
+lock rows by) and then by arrival, so that two batches meeting on the same orders do not wait
+for each other in a circle. Rows locked by other keys (inventory's products) can still
+deadlock: PostgreSQL then fails one statement of one batch (40P01), which rolls back that
+message's savepoint, releasing its locks; the message is decided again alone, in a transaction
+of its own, after the batch has committed. Nothing is lost or done twice either way.
 """
 
 import enum
@@ -12,6 +22,7 @@ from dataclasses import dataclass
 
 from django.db import DatabaseError, InterfaceError, OperationalError, connection, transaction
 
+from kernel.exceptions import sqlstate_of
 from messaging import registry
 from messaging.envelope import IncomingEvent, InvalidMessage, parse_incoming
 from messaging.faults import fault_point
@@ -36,6 +47,20 @@ class Outcome(enum.Enum):
     RETRY = "retry"
     DEAD_LETTER = "dead_letter"
     DATABASE_DOWN = "database_down"
+
+
+DEADLOCK_DETECTED = "40P01"
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """One message as it arrived, for ``decide_batch``."""
+
+    consumer: str
+    body: bytes
+    properties: dict
+    headers: dict
+    routing_key: str
 
 
 @dataclass(frozen=True)
@@ -68,12 +93,12 @@ def database_reachable() -> bool:
         return False
 
 
-def decide(consumer: str, *, body: bytes, properties: dict, headers: dict, routing_key: str) -> Decision:
+def _prepare(consumer: str, body: bytes, properties: dict, headers: dict, routing_key: str):
+    """The event and its handler, or the ``Decision`` for a message that can never be handled."""
     try:
         event = parse_incoming(body, properties, headers, routing_key)
     except InvalidMessage as exc:
         return Decision(Outcome.DEAD_LETTER, reason=exc.reason, error=exc.detail)
-
     spec = registry.handler_for(consumer, event.event_type)
     if spec is None:
         return Decision(
@@ -86,20 +111,98 @@ def decide(consumer: str, *, body: bytes, properties: dict, headers: dict, routi
             "unsupported_schema_version",
             f"{consumer} handles {event.event_type} versions {list(spec.schema_versions)}, not {event.schema_version}",
         )
+    return event, spec
 
+
+def _run_handler(spec, event: IncomingEvent) -> None:
+    # The handler is a span of its own in the message's trace.
+    with handling(event), tracing(child_span(event.traceparent)) if event.traceparent else nullcontext():
+        spec.handler(event)
+
+
+def decide(consumer: str, *, body: bytes, properties: dict, headers: dict, routing_key: str) -> Decision:
+    """One delivery in a transaction of its own."""
+    prepared = _prepare(consumer, body, properties, headers, routing_key)
+    if isinstance(prepared, Decision):
+        return prepared
+    event, spec = prepared
     try:
         with transaction.atomic():
             if not inbox_claim(consumer=consumer, event=event):
                 return Decision(Outcome.DUPLICATE, event)
-            # The handler is a span of its own in the message's trace.
-            with handling(event), tracing(child_span(event.traceparent)) if event.traceparent else nullcontext():
-                spec.handler(event)
+            _run_handler(spec, event)
             fault_point(f"consumer.{consumer}.before_commit")
     except InvalidPayload as exc:
         return _failure(Outcome.DEAD_LETTER, "invalid_payload", exc, event)
     except (OperationalError, InterfaceError) as exc:
         if not database_reachable():
             return _failure(Outcome.DATABASE_DOWN, "database_unavailable", exc, event)
+        return _failure(Outcome.RETRY, "handler_error", exc, event)
+    except Exception as exc:  # noqa: BLE001 - any handler failure is retried, then dead-lettered
+        return _failure(Outcome.RETRY, "handler_error", exc, event)
+    return Decision(Outcome.HANDLED, event)
+
+
+def decide_batch(deliveries: list[Delivery]) -> list[Decision]:
+    """Each delivery's decision, in the order given; one transaction for them all (see above)."""
+    if len(deliveries) == 1:  # no savepoint needed: the latency of a lone message stays as it was
+        return [_decide_alone(deliveries[0])]
+    decisions: list[Decision | None] = [None] * len(deliveries)
+    ready = []
+    for i, d in enumerate(deliveries):
+        prepared = _prepare(d.consumer, d.body, d.properties, d.headers, d.routing_key)
+        if isinstance(prepared, Decision):
+            decisions[i] = prepared
+        else:
+            ready.append((i, *prepared))
+    ready.sort(key=lambda item: (item[1].correlation_id, item[0]))
+    alone: list[int] = []
+    try:
+        with transaction.atomic():
+            claimed: set[tuple[str, str]] = set()
+            for n, (i, event, spec) in enumerate(ready):
+                consumer = deliveries[i].consumer
+                if (consumer, event.message_id) in claimed:  # the same message twice in one batch
+                    decisions[i] = Decision(Outcome.DUPLICATE, event)
+                    continue
+                if n:
+                    fault_point(f"consumer.{consumer}.between_handlers")
+                decisions[i] = _decide_in_savepoint(consumer, event, spec)
+                if decisions[i] is None:
+                    alone.append(i)
+                else:
+                    claimed.add((consumer, event.message_id))
+            for consumer in sorted({deliveries[i].consumer for i, _, _ in ready}):
+                fault_point(f"consumer.{consumer}.before_commit")
+    except (OperationalError, InterfaceError) as exc:
+        # Nothing of the batch was committed.
+        if not database_reachable():
+            return [_failure(Outcome.DATABASE_DOWN, "database_unavailable", exc, None) for _ in deliveries]
+        alone = [i for i, _, _ in ready]  # the commit itself failed: each one alone
+    for i in alone:
+        decisions[i] = _decide_alone(deliveries[i])
+    return decisions
+
+
+def _decide_alone(d: Delivery) -> Decision:
+    return decide(d.consumer, body=d.body, properties=d.properties, headers=d.headers, routing_key=d.routing_key)
+
+
+def _decide_in_savepoint(consumer: str, event: IncomingEvent, spec) -> Decision | None:
+    """A batch member in its savepoint; None when it lost a deadlock and must be decided alone."""
+    try:
+        with transaction.atomic():
+            if not inbox_claim(consumer=consumer, event=event):
+                return Decision(Outcome.DUPLICATE, event)
+            _run_handler(spec, event)
+    except InvalidPayload as exc:
+        return _failure(Outcome.DEAD_LETTER, "invalid_payload", exc, event)
+    except (OperationalError, InterfaceError) as exc:
+        if sqlstate_of(exc) == DEADLOCK_DETECTED:
+            logger.info("deadlock inside a batch: decided again alone", extra={"message_id": event.message_id})
+            return None
+        if not connection.is_usable():
+            raise  # the whole batch is gone with the connection
         return _failure(Outcome.RETRY, "handler_error", exc, event)
     except Exception as exc:  # noqa: BLE001 - any handler failure is retried, then dead-lettered
         return _failure(Outcome.RETRY, "handler_error", exc, event)

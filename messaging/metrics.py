@@ -26,6 +26,12 @@ CONSUMER_SECONDS = Histogram(
     buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5),
 )
 
+CONSUMER_BATCH_SIZE = Histogram(
+    "messaging_consumer_batch_size",
+    "Deliveries decided together in one transaction (1 at light load).",
+    buckets=(1, 2, 5, 10, 20, 50, 100, 200),
+)
+
 
 def relay_batch(published: int, refused: dict[str, str], seconds: float) -> None:
     RELAY_PUBLISHED.inc(published)
@@ -37,3 +43,7 @@ def relay_batch(published: int, refused: dict[str, str], seconds: float) -> None
 def consumer_message(consumer: str, event_type: str, outcome: str, seconds: float) -> None:
     CONSUMER_MESSAGES.labels(consumer, event_type, outcome).inc()
     CONSUMER_SECONDS.labels(consumer).observe(seconds)
+
+
+def consumer_batch(size: int) -> None:
+    CONSUMER_BATCH_SIZE.observe(size)

@@ -13,6 +13,11 @@ a relay that dies mid-batch releases its rows and another publishes them again (
 deduplicate by ``message_id``). Rows are never drained by an id cursor: a sequence value is
 taken at insert, not at commit, so a slow transaction's row would be skipped.
 
+Pipelines: ``run_outbox_relay --pipelines N`` (``RELAY_PIPELINES``, 2) runs N such loops in
+one process, each with its own database connection and channel, so that one batch's wait for
+its confirms overlaps the next batch's claim and publication; every row stays locked until its
+own batch is marked. Measured in ``make bench`` (figure 2).
+
 Waking up: on PostgreSQL a statement-level trigger (migration 0002) sends one
 ``NOTIFY messaging_outbox`` per inserting transaction, and the relay ``LISTEN``s on its own
 connection, so a new row is relayed as soon as it commits; polling every
@@ -22,20 +27,22 @@ SQLite the relay only polls. While idle it keeps reading the broker's socket for
 
 import logging
 import select
+import threading
 import time
 from datetime import timedelta
 
-from django.db import DatabaseError, connection, transaction
+from django.db import DatabaseError, connection, connections, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from messaging import broker, metrics
+from messaging import metrics
 from messaging.conf import exchange_name, setting
 from messaging.envelope import envelope_for_outbox
 from messaging.faults import fault_point
 from messaging.lifecycle import Backoff, Stopper, drop_broken_db_connections
 from messaging.models import OutboxMessage
 from messaging.publisher import BatchPublisher, ConfirmTimeout
+from messaging.session import BrokerSession
 
 logger = logging.getLogger(__name__)
 
@@ -170,10 +177,9 @@ class OutboxRelay:
         self.confirm_timeout = setting("RELAY_CONFIRM_TIMEOUT")
         self.max_attempts = setting("RELAY_MAX_ATTEMPTS")
         self.stopper = stopper or Stopper()
-        self.declare_topology = declare_topology
         self.exchange = exchange_name()
         self.wakeup = Wakeup()
-        self._connection = None
+        self.session = BrokerSession(declare_topology=declare_topology)
         self._publisher: BatchPublisher | None = None
 
     # --- one batch -------------------------------------------------------------------------
@@ -227,7 +233,7 @@ class OutboxRelay:
                     return 1
                 self.stopper.sleep(backoff.next_delay())
                 continue
-            except (OSError, ConfirmTimeout, *self._broker_errors()) as exc:
+            except (ConfirmTimeout, *self.session.errors()) as exc:
                 logger.warning("broker unavailable: %s: %s", type(exc).__name__, exc)
                 self._reset_broker(graceful=False)
                 if once:
@@ -242,7 +248,6 @@ class OutboxRelay:
 
     def _wait_for_rows(self) -> None:
         """Idle until a notification or the next poll, reading the broker's heartbeats meanwhile."""
-        amqp = broker.supports_confirms(self._connection)
         deadline = time.monotonic() + self.poll_interval
         while not self.stopper.stopping:
             if self.wakeup.drain():
@@ -250,46 +255,56 @@ class OutboxRelay:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return
-            sockets = [fd for fd in (self.wakeup.fileno(), self._broker_fileno() if amqp else None) if fd is not None]
+            broker_fd = self.session.fileno()
+            sockets = [fd for fd in (self.wakeup.fileno(), broker_fd) if fd is not None]
             if not sockets:
                 self.stopper.sleep(min(remaining, IDLE_SLICE))
                 continue
             readable, _, _ = select.select(sockets, [], [], min(remaining, IDLE_SLICE))
-            if amqp:
-                if self._broker_fileno() in readable:
-                    try:
-                        self._connection.drain_events(timeout=0)
-                    except TimeoutError:
-                        pass
-                self._connection.heartbeat_check()
-
-    def _broker_fileno(self) -> int | None:
-        sock = getattr(self._connection.connection, "sock", None)
-        return sock.fileno() if sock is not None else None
+            if broker_fd in readable:
+                try:
+                    self.session.connection.drain_events(timeout=0)
+                except TimeoutError:
+                    pass
+            self.session.heartbeat_check()
 
     def _ensure_broker(self) -> None:
-        if self._connection is not None and self._connection.connected:
+        if self.session.connected:
             return
-        self._reset_broker()
-        self._connection = broker.connect()
-        self._connection.connect()
-        if self.declare_topology:
-            broker.declare_topology(self._connection)
-        self._publisher = BatchPublisher(self._connection, self.confirm_timeout)
-        logger.info("relay connected to the broker", extra={"broker": self._connection.as_uri()})
-
-    def _broker_errors(self) -> tuple[type[BaseException], ...]:
-        if self._connection is None:
-            return ()
-        return tuple(self._connection.connection_errors) + tuple(self._connection.channel_errors)
+        self._reset_broker(graceful=False)
+        connection = self.session.open()
+        self._publisher = BatchPublisher(connection, self.confirm_timeout)
+        logger.info("relay connected to the broker", extra={"broker": connection.as_uri()})
 
     def _reset_broker(self, *, graceful: bool = True) -> None:
         """Close the broker connection; after an error, drop it without waiting for the broker."""
+        if graceful and self._publisher is not None:
+            self._publisher.close()
         if graceful:
-            if self._publisher is not None:
-                self._publisher.close()
-            broker.close_quietly(self._connection)
+            self.session.close()
         else:
-            broker.drop(self._connection)
-        self._connection = None
+            self.session.drop()
         self._publisher = None
+
+
+def run_pipelines(count: int, *, batch_size: int | None, stopper: Stopper, once: bool) -> int:
+    """``count`` relays in this process, each a thread with its own database connection and
+    broker channel: while one waits for its batch's confirms, another claims and publishes the
+    next (SKIP LOCKED keeps their batches apart). The exit code: 0 unless one failed."""
+    if count == 1:
+        return OutboxRelay(batch_size=batch_size, stopper=stopper).run(once=once)
+    codes: list[int] = []
+
+    def pipeline() -> None:
+        try:
+            codes.append(OutboxRelay(batch_size=batch_size, stopper=stopper).run(once=once))
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=pipeline, name=f"relay-{n}") for n in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        while thread.is_alive():
+            thread.join(timeout=0.2)  # the main thread keeps taking signals
+    return max(codes, default=1)

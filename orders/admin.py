@@ -67,7 +67,6 @@ class StorefrontProductAdmin(ReadOnlyAdmin):
 
 @admin.register(CheckoutRequest)
 class CheckoutRequestAdmin(ReadOnlyAdmin):
-    list_display = ["key", "state", "order_id", "response_status", "created_at"]
-    list_filter = ["state"]
+    list_display = ["key", "order_id", "response_status", "created_at"]
     search_fields = ["=key", "=order_id"]
     exclude = ["response_body"]

@@ -1,7 +1,5 @@
 """The checkout API: thin views over orders' services and selectors."""
 
-from datetime import UTC, datetime
-
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import (
     OpenApiParameter,
@@ -27,13 +25,13 @@ from orders.api_docs import (
     CheckoutBodySerializer,
 )
 from orders.models import Order
+from orders.representations import order_representation
 from orders.selectors import order_get, order_timeline, storefront_products
 from orders.services.checkout import (
     CheckoutRejected,
     IdempotencyKeyInUse,
     IdempotencyKeyReused,
     Line,
-    PlacedOrder,
     checkout,
     request_fingerprint,
 )
@@ -77,55 +75,6 @@ class OrderOutputSerializer(serializers.Serializer):
     @extend_schema_field(TimelineEntrySerializer(many=True))
     def get_timeline(self, order: Order) -> list[dict]:
         return TimelineEntrySerializer(order_timeline(order=order), many=True).data
-
-
-def order_representation(order: Order, *, lines=None, timeline: list[dict] | None = None) -> dict:
-    """What ``OrderOutputSerializer`` documents, built by hand: checkout renders it on every
-    request, and DRF's field machinery cost more than the queries (a test keeps both equal).
-    ``lines`` and ``timeline`` are read unless given (checkout knows them for a new order)."""
-    lines = order.lines.all() if lines is None else lines
-    timeline = order_timeline(order=order) if timeline is None else timeline
-    return {
-        "id": str(order.id),
-        "status": order.status,
-        "failure_reason": order.failure_reason,
-        "customer_id": order.customer_id,
-        "total": _money(order.total),
-        "currency": order.currency,
-        "items": [
-            {"sku": line.sku, "quantity": line.quantity, "unit_price": _money(line.unit_price)} for line in lines
-        ],
-        "created_at": _time(order.created_at),
-        "updated_at": _time(order.updated_at),
-        "timeline": [
-            {
-                "event_type": entry["event_type"],
-                "message_id": entry["message_id"],
-                "occurred_at": _time(entry["occurred_at"]),
-                "published_at": _time(entry["published_at"]),
-                "source": entry["source"],
-                "causation_id": entry["causation_id"],
-                "state": entry["state"],
-            }
-            for entry in timeline
-        ],
-    }
-
-
-def placed_order_representation(placed: PlacedOrder) -> dict:
-    return order_representation(placed.order, lines=placed.lines, timeline=placed.timeline)
-
-
-def _money(value) -> str:
-    return f"{value:.2f}"
-
-
-def _time(value: datetime | None) -> str | None:
-    """As DRF renders a datetime: ISO 8601 in UTC, with ``Z``."""
-    if value is None:
-        return None
-    text = value.astimezone(UTC).isoformat()
-    return text[:-6] + "Z" if text.endswith("+00:00") else text
 
 
 class ProductListApi(APIView):
@@ -194,7 +143,6 @@ class CheckoutApi(APIView):
                 customer_id=data["customer_id"],
                 lines=[Line(item["sku"], item["quantity"]) for item in data["items"]],
                 payment_token=data["payment_token"],
-                render=placed_order_representation,
             )
         except CheckoutRejected as exc:
             raise serializers.ValidationError(exc.errors) from None

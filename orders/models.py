@@ -3,6 +3,7 @@
 import uuid
 
 from django.db import models
+from django.utils import timezone
 
 
 class StorefrontProduct(models.Model):
@@ -73,25 +74,22 @@ class OrderLine(models.Model):
 
 
 class CheckoutRequest(models.Model):
-    """An ``Idempotency-Key`` and what it produced, so a retried checkout gets the same answer."""
+    """An ``Idempotency-Key`` and the answer it got, so a retried checkout gets the same answer.
 
-    class State(models.TextChoices):
-        IN_FLIGHT = "in_flight"
-        COMPLETED = "completed"
+    Written in the order's own transaction (``services.checkout``): a key exists only for a
+    committed order, never half-done.
+    """
 
     key = models.CharField(max_length=255, primary_key=True)
     request_hash = models.CharField(max_length=64, help_text="SHA-256 of the canonical JSON body.")
-    state = models.CharField(max_length=10, choices=State.choices, default=State.IN_FLIGHT)
-    locked_until = models.DateTimeField(help_text="An in-flight key past this belongs to a dead process.")
-    claim_token = models.UUIDField(help_text="Which claim may complete it (a takeover issues a new one).")
-    response_status = models.PositiveSmallIntegerField(null=True, blank=True)
-    response_body = models.JSONField(null=True, blank=True)
-    order_id = models.UUIDField(null=True, blank=True)
-    created_at = models.DateTimeField(auto_now_add=True)
+    response_status = models.PositiveSmallIntegerField()
+    response_body = models.JSONField()
+    order_id = models.UUIDField()
+    created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
         db_table = "orders_checkout_request"
         indexes = [models.Index(fields=["created_at"], name="checkout_created_idx")]
 
     def __str__(self) -> str:
-        return f"{self.key} ({self.state})"
+        return self.key

@@ -9,7 +9,6 @@ from django.test import Client
 
 from messaging.models import OutboxMessage
 from orders.models import CheckoutRequest, Order, OrderLine, StorefrontProduct
-from orders.services.checkout import checkout_key_claim, request_fingerprint
 
 pytestmark = pytest.mark.django_db
 
@@ -96,17 +95,6 @@ def test_same_key_with_another_body_is_422(client, storefront):
     assert response.json()["code"] == "idempotency_key_reused"
     assert set(response.json()) == {"code", "detail"}
     assert Order.objects.count() == 1
-
-
-def test_same_key_while_the_first_is_in_flight_is_409(client, storefront):
-    data = body()
-    checkout_key_claim(key="key-1", request_hash=request_fingerprint(data))
-
-    response = post_checkout(client, data)
-
-    assert response.status_code == 409
-    assert response.json()["code"] == "idempotency_key_in_use"
-    assert Order.objects.count() == 0
 
 
 def test_a_different_key_makes_a_second_order(client, storefront):

@@ -91,6 +91,26 @@ def test_two_relays_publish_every_row_exactly_once_and_never_skip_a_late_commit(
 
 
 @transactional
+def test_one_relay_process_with_three_pipelines_publishes_every_row_once(processes, capture, quiet_broker):
+    captured = capture("test.#")
+    message_ids = publish_things(2000)
+
+    relay = processes.start("relay", "run_outbox_relay", "--batch-size", "50", "--pipelines", "3")
+    wait_until(lambda: unpublished() == 0, timeout=120, message="2000 rows published")
+    # Three loops, each on a connection of its own that LISTENs for new rows.
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+            "AND application_name = 'outbox_relay'"
+        )
+        assert cursor.fetchone()[0] == 3
+    assert processes.stop(relay) == 0
+
+    received = [message_id for message_id, _, _ in captured.drain()]
+    assert sorted(received) == sorted(message_ids)
+
+
+@transactional
 def test_an_unroutable_message_is_not_marked_published_and_is_parked_after_its_attempts(settings, capture):
     exchange = f"test_unroutable_{uuid.uuid4().hex[:8]}"
     with broker_support.connection() as conn:

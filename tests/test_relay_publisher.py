@@ -47,7 +47,9 @@ def test_a_batch_with_a_body_larger_than_a_frame_arrives_intact(capture, quiet_b
 @transactional
 def test_an_idle_relay_keeps_its_broker_connection_through_heartbeats(processes, quiet_broker, tmp_path):
     # Heartbeats every 2 s: a relay that stopped reading its socket would be cut off after ~4 s.
-    relay = processes.start("relay", "run_outbox_relay", env={"BROKER_HEARTBEAT": "2", "RELAY_POLL_INTERVAL": "30"})
+    relay = processes.start(
+        "relay", "run_outbox_relay", env={"BROKER_HEARTBEAT": "2", "RELAY_POLL_INTERVAL": "30", "RELAY_PIPELINES": "1"}
+    )
     wait_until(lambda: "relay listening" in log_of(processes), timeout=30, message="the relay to start")
     time.sleep(10)
     [message_id] = publish_payloads([{"after": "idle"}])

@@ -16,7 +16,7 @@ from tests.support.processes import wait_until
 transactional = pytest.mark.django_db(transaction=True, databases=ALL_DATABASES)
 
 # Far longer than any wait below: a row relayed in time was relayed because of NOTIFY.
-LONG_POLL = {"RELAY_POLL_INTERVAL": "30"}
+LONG_POLL = {"RELAY_POLL_INTERVAL": "30", "RELAY_PIPELINES": "1"}  # one loop: one LISTENing backend
 
 
 def publish_one(n: int = 0) -> str:

@@ -1,27 +1,35 @@
-"""Checkout: one order per ``Idempotency-Key``, written with its event in one transaction.
+"""Checkout: one order per ``Idempotency-Key``, written with its event and its answer in one commit.
 
-The key is claimed in a short transaction of its own (so a concurrent request with the same
-key sees it in flight and gets a 409), then the order, its ``orders.order.created`` outbox
-row and the stored response are committed together. A key whose process died mid-request
-can be taken over once its lease has passed; the claim token makes sure that only one of
-two such requests can complete. A rejected request releases the key.
+The order, its lines, its ``orders.order.created`` outbox row and the key's row (with the
+answer to replay) are one transaction, the key's row inserted last:
+
+- A new key, the common case: one commit.
+- A key already used: its insert finds the row; the order just written rolls back and the
+  stored answer is replayed (same body) or refused (another body: 422).
+- The same key while the first request is still in flight: the insert waits on the first
+  transaction's uncommitted row (the primary key), at most ``IDEMPOTENCY_KEY_WAIT``
+  (``lock_timeout``, SQLSTATE 55P03). If the first commits meanwhile, this one replays its
+  answer; if it is still running, 409. On SQLite, writers take turns anyway.
+- A process that dies mid-request takes its transaction with it, the key's row too: the key is
+  free again at once, with no lease to wait for.
 """
 
 import hashlib
 import json
 import uuid
-from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from decimal import Decimal
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import OperationalError, connection, transaction
 from django.utils import timezone
 
+from kernel.exceptions import LOCK_NOT_AVAILABLE, sqlstate_of
 from kernel.sql import insert_row
 from messaging.api import publish, timeline_entry_of_new_event
 from orders.models import CheckoutRequest, Order, OrderLine, StorefrontProduct
+from orders.representations import order_representation
 
 
 class CheckoutRejected(Exception):
@@ -40,8 +48,8 @@ class IdempotencyKeyInUse(Exception):
     """A request with this key is still being processed."""
 
 
-class CheckoutKeyLost(Exception):
-    """Our in-flight claim was taken over (we were slower than the lease): nothing is kept."""
+class _KeyTaken(Exception):
+    """The key's row exists: roll the new order back, then answer from the row."""
 
 
 @dataclass(frozen=True)
@@ -72,83 +80,60 @@ def request_fingerprint(data) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
-def checkout(
-    *,
-    key: str,
-    request_hash: str,
-    customer_id: str,
-    lines: list[Line],
-    payment_token: str,
-    render: Callable[[PlacedOrder], dict],
-) -> CheckoutResult:
-    claimed = checkout_key_claim(key=key, request_hash=request_hash)
-    if isinstance(claimed, CheckoutRequest):
-        return CheckoutResult(claimed.response_status, claimed.response_body, replayed=True)
-    try:
-        with transaction.atomic():
-            placed = _order_create(customer_id=customer_id, lines=lines, payment_token=payment_token)
-            body = render(placed)
-            _checkout_key_complete(key=key, token=claimed, order=placed.order, status=201, body=body)
-    except BaseException:
-        checkout_key_release(key=key, token=claimed)
-        raise
-    return CheckoutResult(201, body, replayed=False)
-
-
-def checkout_key_claim(*, key: str, request_hash: str) -> CheckoutRequest | uuid.UUID:
-    """Claim the key and return the claim token, or return the completed request to replay."""
-    now = timezone.now()
-    token = uuid.uuid4()
-    lease = now + timedelta(seconds=settings.IDEMPOTENCY_KEY_LEASE)
-    # A new key, the common case: one statement, committed at once so that a concurrent
-    # request with the same key sees it in flight.
-    claim = {
-        "key": key,
-        "request_hash": request_hash,
-        "state": CheckoutRequest.State.IN_FLIGHT,
-        "locked_until": lease,
-        "claim_token": token,
-        "created_at": now,
-    }
-    if insert_row(CheckoutRequest, claim, ignore_conflict_on=("key",)):
-        return token
-    with transaction.atomic():
-        existing = CheckoutRequest.objects.select_for_update().filter(key=key).first()
-        if existing and existing.created_at < now - timedelta(seconds=settings.IDEMPOTENCY_KEY_TTL):
-            existing.delete()  # expired: the key is free again
-            existing = None
+def checkout(*, key: str, request_hash: str, customer_id: str, lines: list[Line], payment_token: str) -> CheckoutResult:
+    for _ in range(2):  # twice at most: once more after freeing an expired key
+        try:
+            with transaction.atomic():
+                placed = _order_create(customer_id=customer_id, lines=lines, payment_token=payment_token)
+                body = order_representation(placed.order, lines=placed.lines, timeline=placed.timeline)
+                _checkout_key_insert(key=key, request_hash=request_hash, order=placed.order, body=body)
+            return CheckoutResult(201, body, replayed=False)
+        except _KeyTaken:
+            existing = CheckoutRequest.objects.filter(key=key).first()
+        except OperationalError as exc:
+            if sqlstate_of(exc) == LOCK_NOT_AVAILABLE:
+                raise IdempotencyKeyInUse(key) from None
+            raise
         if existing is None:
-            try:
-                with transaction.atomic():
-                    CheckoutRequest.objects.create(
-                        key=key, request_hash=request_hash, locked_until=lease, claim_token=token
-                    )
-                return token
-            except IntegrityError:  # claimed by a concurrent request a moment ago
-                existing = CheckoutRequest.objects.select_for_update().get(key=key)
+            continue  # it was rolled back meanwhile: the key is free
+        if existing.created_at < timezone.now() - timedelta(seconds=settings.IDEMPOTENCY_KEY_TTL):
+            CheckoutRequest.objects.filter(key=key, created_at=existing.created_at).delete()  # expired
+            continue
         if existing.request_hash != request_hash:
             raise IdempotencyKeyReused(key)
-        if existing.state == CheckoutRequest.State.COMPLETED:
-            return existing
-        if existing.locked_until > now:
-            raise IdempotencyKeyInUse(key)
-        # The process that claimed it died: take it over.
-        existing.locked_until, existing.claim_token = lease, token
-        existing.save(update_fields=["locked_until", "claim_token"])
-        return token
+        return CheckoutResult(existing.response_status, existing.response_body, replayed=True)
+    raise IdempotencyKeyInUse(key)
 
 
-def _checkout_key_complete(*, key: str, token: uuid.UUID, order: Order, status: int, body: dict) -> None:
-    completed = CheckoutRequest.objects.filter(
-        key=key, claim_token=token, state=CheckoutRequest.State.IN_FLIGHT
-    ).update(state=CheckoutRequest.State.COMPLETED, response_status=status, response_body=body, order_id=order.id)
-    if not completed:
-        raise CheckoutKeyLost(key)
-
-
-def checkout_key_release(*, key: str, token: uuid.UUID) -> None:
-    """Free a key whose request was rejected or failed, so the client can use it again."""
-    CheckoutRequest.objects.filter(key=key, claim_token=token, state=CheckoutRequest.State.IN_FLIGHT).delete()
+def _checkout_key_insert(*, key: str, request_hash: str, order: Order, body: dict) -> None:
+    """The key's row with the answer; ``_KeyTaken`` if it exists (waiting, bounded, on an
+    uncommitted one)."""
+    values = {
+        "key": key,
+        "request_hash": request_hash,
+        "response_status": 201,
+        "response_body": body,
+        "order_id": order.id,
+        "created_at": order.created_at,
+    }
+    if connection.vendor != "postgresql":
+        if not insert_row(CheckoutRequest, values, ignore_conflict_on=("key",)):
+            raise _KeyTaken(key)
+        return
+    fields = [CheckoutRequest._meta.get_field(name) for name in values]
+    params = [field.get_db_prep_save(values[field.name], connection) for field in fields]
+    wait_ms = int(settings.IDEMPOTENCY_KEY_WAIT * 1000)
+    with connection.cursor() as cursor:
+        # One round trip: the wait applies to this insert only (lock_timeout is reset at commit).
+        cursor.execute(
+            f"SET LOCAL lock_timeout = {wait_ms}; "
+            f"INSERT INTO {CheckoutRequest._meta.db_table} ({', '.join(f.column for f in fields)}) "
+            f"VALUES ({', '.join(['%s'] * len(fields))}) ON CONFLICT (key) DO NOTHING RETURNING key",
+            params,
+        )
+        cursor.nextset()
+        if cursor.rowcount != 1:
+            raise _KeyTaken(key)
 
 
 def checkout_keys_purge() -> int:
@@ -171,7 +156,7 @@ def _order_create(*, customer_id: str, lines: list[Line], payment_token: str) ->
         raise CheckoutRejected({"items": [f"unknown sku: {sku}" for sku in unknown]})
     priced = [(line, prices[line.sku]) for line in lines]
     total = sum((price * line.quantity for line, price in priced), Decimal("0.00"))
-    order = Order.objects.create(customer_id=customer_id, total=total, currency=settings.CURRENCY)
+    order = Order.objects.create(id=uuid.uuid4(), customer_id=customer_id, total=total, currency=settings.CURRENCY)
     order_lines = OrderLine.objects.bulk_create(
         [OrderLine(order=order, sku=line.sku, quantity=line.quantity, unit_price=price) for line, price in priced]
     )
