@@ -62,6 +62,11 @@ def scenarios(scale: float) -> dict:
                 max_orders=n(1500),
             ),
         ),
+        "batch_kills": (
+            "payments and inventory consumers SIGKILLed inside a batch of their backlog: between two handlers, "
+            "and before the batch's commit",
+            lambda g, r: s.batch_kills(g, r, rounds=max(2, n(12)), orders_per_round=20),
+        ),
         "connection_cuts": (
             "every broker connection of the vhost cut, every database backend of the processes terminated",
             lambda g, r: s.connection_cuts(g, r, broker_cuts=n(12), database_cuts=n(12), max_orders=n(1500)),

@@ -20,7 +20,7 @@ from tests.support.invariants import check_invariants, wait_quiet
 from tests.support.load import CATALOG, INITIAL_STOCK
 from tests.support.processes import wait_until
 from tests.support.saga import seed_catalog
-from tests.support.scenarios import FAST_RETRIES, consumer_kills, process_log_events, relay_kills
+from tests.support.scenarios import FAST_RETRIES, batch_kills, consumer_kills, process_log_events, relay_kills
 
 pytestmark = pytest.mark.django_db(transaction=True, databases=ALL_DATABASES)
 process_env, rng = fault_fixtures.process_env, fault_fixtures.rng
@@ -63,6 +63,21 @@ def test_consumers_killed_inside_handlers_and_before_acks_lose_nothing_and_doubl
     assert report.violations == [], str(report)
     # Each kill after a commit left a handled message unacked: its redelivery was a duplicate.
     assert process_log_events(processes, DUPLICATE) >= 3
+
+
+def test_consumers_killed_inside_a_batch_lose_nothing_and_double_nothing(processes, quiet_broker, rng):
+    # given a backlog in payments' and then inventory's queue, taken in batches
+    # when each is SIGKILLed inside a batch: between two handlers, and before the batch's commit
+    outcome = batch_kills(processes, rng, rounds=4, orders_per_round=8)
+    print(outcome.load.summary(), *outcome.injected(), sep="\n")  # shown when the test fails
+
+    # then every fault happened, every process recovered, and the invariants hold: the killed
+    # batches' handlers ran (payments charged the gateway) but nothing of them committed
+    assert [i.ok for i in outcome.injections] == [True] * 4, "\n".join(outcome.injected())
+    assert [" between_handlers" in i.description or " before_commit" in i.description for i in outcome.injections]
+    assert outcome.exit_codes == [0, 0, 0, 0]
+    report = check_invariants(initial_stock=INITIAL_STOCK)
+    assert report.violations == [], str(report)
 
 
 def payments_stopped_after_the_charge(processes, tmp_path, line: Line):

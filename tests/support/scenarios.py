@@ -8,6 +8,7 @@ SIGTERM and returns what happened. The caller then checks the invariants.
 
 import json
 import random
+import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -130,6 +131,58 @@ def broker_restart(group: ProcessGroup, rng: random.Random, *, restarts: int, ma
     injections = _run(rng, load, [faults.broker_restart] * restarts, max_orders=max_orders, interval=(2.0, 4.0))
     load.run_while(lambda: False, max_orders=max_orders, at_least=len(load.orders) + 10)  # after the restart
     return Outcome(injections, load, exit_codes=_settle(group, [relay, *consumers], load, quiet))
+
+
+# Inside a batch: after one handler and before the next, and after every handler, before the commit.
+BATCH_POINTS = ["between_handlers", "before_commit"]
+
+
+def batch_kills(group: ProcessGroup, rng: random.Random, *, rounds: int, orders_per_round: int, quiet=120) -> Outcome:
+    """A payments or inventory consumer SIGKILLed inside a batch, round after round.
+
+    Each round stops the target, so that a backlog of its messages waits in its queue; places
+    orders; then starts it with a fault point inside the batch it takes from that backlog
+    (between two handlers, or before the batch's commit), SIGKILLs it there and starts it again.
+    Every handler of the killed batch ran, and the payments ones charged the gateway, but none
+    committed: the redeliveries must take effect once.
+    """
+    relay = Restartable(group, "relay", "run_outbox_relay")
+    others = Restartable(group, "consumers", "run_consumers", "orders", "events", env=FAST_RETRIES)
+    targets = {
+        name: Restartable(group, name, "run_consumers", name, env={**FAST_RETRIES, "CONSUMER_BATCH_SIZE": "50"})
+        for name in ("payments", "inventory")
+    }
+    seed_catalog(catalog=CATALOG)
+    load = OrderLoad(rng)
+    injections, started = [], time.monotonic()
+    for n in range(rounds):
+        name = ["payments", "inventory"][n % 2] if rounds > 1 else "payments"
+        point = BATCH_POINTS[(n // 2) % 2] if rounds > 2 else BATCH_POINTS[n % 2]
+        target = targets[name]
+        target.kill()
+        before = _queue_depth(f"{name}_queue")
+        for _ in range(orders_per_round):
+            load.place(token="tok_visa")
+        # inventory's messages come from payments, which keeps running: wait for the backlog
+        _wait_for_depth(f"{name}_queue", before + orders_per_round, timeout=60)
+        reached, description = target.kill_at(f"consumer.{name}.{point}", group.log_dir)
+        injections.append(
+            Injection(round(time.monotonic() - started, 2), f"{description} (a batch of its backlog)", reached)
+        )
+    return Outcome(injections, load, exit_codes=_settle(group, [relay, others, *targets.values()], load, quiet))
+
+
+def _queue_depth(queue: str) -> int:
+    with broker_connection() as conn:
+        return Queue(queue, no_declare=True)(conn.default_channel).queue_declare(passive=True).message_count
+
+
+def _wait_for_depth(queue: str, depth: int, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while _queue_depth(queue) < depth:
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{queue} never held {depth} messages")
+        time.sleep(0.1)
 
 
 # --- poison ---------------------------------------------------------------------------------
