@@ -32,3 +32,26 @@ def insert_row(model: type[Model], values: dict, *, ignore_conflict_on: tuple[st
     with connection.cursor() as cursor:
         cursor.execute(_statement(model, names, ignore_conflict_on, connection.vendor), params)
         return cursor.rowcount == 1
+
+
+def insert_rows_returning(
+    model: type[Model], rows: list[dict], *, ignore_conflict_on: tuple[str, ...], returning: str, using="default"
+) -> set:
+    """Insert many rows in one statement, skipping conflicts; the ``returning`` values of those
+    actually inserted (PostgreSQL and SQLite both have ``RETURNING``)."""
+    if not rows:
+        return set()
+    connection = connections[using]
+    names = tuple(rows[0])
+    fields = [model._meta.get_field(name) for name in names]
+    params = [field.get_db_prep_save(row[field.name], connection) for row in rows for field in fields]
+    table = model._meta.db_table
+    one = "(" + ", ".join(["%s"] * len(names)) + ")"
+    sql = (
+        f"INSERT INTO {table} ({', '.join(f.column for f in fields)}) VALUES {', '.join([one] * len(rows))} "
+        f"ON CONFLICT ({', '.join(model._meta.get_field(n).column for n in ignore_conflict_on)}) DO NOTHING "
+        f"RETURNING {model._meta.get_field(returning).column}"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return {row[0] for row in cursor.fetchall()}

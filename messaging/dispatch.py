@@ -26,7 +26,7 @@ from kernel.exceptions import sqlstate_of
 from messaging import registry
 from messaging.envelope import IncomingEvent, InvalidMessage, parse_incoming
 from messaging.faults import fault_point
-from messaging.inbox import inbox_claim
+from messaging.inbox import inbox_claim, inbox_claim_many
 from messaging.outbox import handling, tracing
 from messaging.tracecontext import child_span
 
@@ -155,11 +155,25 @@ def decide_batch(deliveries: list[Delivery]) -> list[Decision]:
             decisions[i] = prepared
         else:
             ready.append((i, *prepared))
-    ready.sort(key=lambda item: (item[1].correlation_id, item[0]))
+    # A consumer with a bulk handler (the event log) takes its share of the batch in one go.
+    groups: dict[str, list] = {}
+    for item in ready:
+        if item[2].bulk_handler is not None:
+            groups.setdefault(deliveries[item[0]].consumer, []).append(item)
+    bulk = {consumer: items for consumer, items in groups.items() if len(items) > 1}
+    ready = [item for item in ready if not (item[2].bulk_handler and deliveries[item[0]].consumer in bulk)]
     alone: list[int] = []
     try:
         with transaction.atomic():
             claimed: set[tuple[str, str]] = set()
+            for consumer, items in bulk.items():
+                decided = _decide_bulk_in_savepoint(consumer, items)
+                if decided is None:
+                    ready += items  # one by one after all, each in a savepoint of its own
+                    continue
+                for i, decision in decided:
+                    decisions[i] = decision
+            ready.sort(key=lambda item: (item[1].correlation_id, item[0]))
             for n, (i, event, spec) in enumerate(ready):
                 consumer = deliveries[i].consumer
                 if (consumer, event.message_id) in claimed:  # the same message twice in one batch
@@ -172,13 +186,14 @@ def decide_batch(deliveries: list[Delivery]) -> list[Decision]:
                     alone.append(i)
                 else:
                     claimed.add((consumer, event.message_id))
-            for consumer in sorted({deliveries[i].consumer for i, _, _ in ready}):
+            for consumer in sorted({d.consumer for d in deliveries}):
                 fault_point(f"consumer.{consumer}.before_commit")
     except (OperationalError, InterfaceError) as exc:
         # Nothing of the batch was committed.
         if not database_reachable():
             return [_failure(Outcome.DATABASE_DOWN, "database_unavailable", exc, None) for _ in deliveries]
-        alone = [i for i, _, _ in ready]  # the commit itself failed: each one alone
+        # The commit itself failed: what it held (and what it never reached) is decided alone.
+        alone = [i for i, d in enumerate(decisions) if d is None or d.outcome in (Outcome.HANDLED, Outcome.DUPLICATE)]
     for i in alone:
         decisions[i] = _decide_alone(deliveries[i])
     return decisions
@@ -207,3 +222,34 @@ def _decide_in_savepoint(consumer: str, event: IncomingEvent, spec) -> Decision 
     except Exception as exc:  # noqa: BLE001 - any handler failure is retried, then dead-lettered
         return _failure(Outcome.RETRY, "handler_error", exc, event)
     return Decision(Outcome.HANDLED, event)
+
+
+def _decide_bulk_in_savepoint(consumer: str, items: list) -> list[tuple[int, Decision]] | None:
+    """Many messages of one consumer with a bulk handler: one inbox insert, one handler call.
+    None when that failed (it is then rolled back): decide them one by one."""
+    first: dict[str, tuple] = {}
+    for item in items:
+        first.setdefault(item[1].message_id, item)
+    try:
+        with transaction.atomic():
+            new = inbox_claim_many(consumer=consumer, events=[event for _, event, _ in first.values()])
+            fresh = [event for _, event, _ in first.values() if event.message_id in new]
+            if fresh:
+                items[0][2].bulk_handler(fresh)
+    except (OperationalError, InterfaceError):
+        if not connection.is_usable():
+            raise  # the whole batch is gone with the connection
+        return None
+    except Exception as exc:  # noqa: BLE001 - one by one, each message fails or succeeds on its own
+        logger.info("bulk handling failed, one by one instead: %s", exc, extra={"consumer": consumer})
+        return None
+    return [
+        (
+            i,
+            Decision(
+                Outcome.HANDLED if first[event.message_id][0] == i and event.message_id in new else Outcome.DUPLICATE,
+                event,
+            ),
+        )
+        for i, event, _ in items
+    ]

@@ -12,6 +12,11 @@ EVENT_LOG_CONSUMER = "events"
 
 
 def event_log_record(event: IncomingEvent) -> None:
+    event_log_record_many([event])
+
+
+def event_log_record_many(events: list[IncomingEvent]) -> None:
+    """One bulk insert for a batch's events; an event recorded already is left as it is."""
     EventLogEntry.objects.bulk_create(
         [
             EventLogEntry(
@@ -23,6 +28,7 @@ def event_log_record(event: IncomingEvent) -> None:
                 occurred_at=parse_datetime(event.occurred_at) if event.occurred_at else None,
                 payload=mask_sensitive(event.payload),
             )
+            for event in events
         ],
         ignore_conflicts=True,
     )
@@ -30,4 +36,10 @@ def event_log_record(event: IncomingEvent) -> None:
 
 def register_event_log() -> None:
     """Run the ``events`` consumer in this deployment: every event, whatever its type or version."""
-    register_handler(consumer=EVENT_LOG_CONSUMER, event_type=ANY_EVENT, handler=event_log_record, schema_versions=())
+    register_handler(
+        consumer=EVENT_LOG_CONSUMER,
+        event_type=ANY_EVENT,
+        handler=event_log_record,
+        bulk_handler=event_log_record_many,
+        schema_versions=(),
+    )

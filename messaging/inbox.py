@@ -2,7 +2,7 @@
 
 from django.utils import timezone
 
-from kernel.sql import insert_row
+from kernel.sql import insert_row, insert_rows_returning
 from messaging.envelope import IncomingEvent
 from messaging.models import InboxMessage
 
@@ -23,4 +23,23 @@ def inbox_claim(*, consumer: str, event: IncomingEvent) -> bool:
             "handled_at": timezone.now(),
         },
         ignore_conflict_on=("consumer", "message_id"),
+    )
+
+
+def inbox_claim_many(*, consumer: str, events: list[IncomingEvent]) -> set[str]:
+    """Insert the inbox rows of ``events`` (distinct message ids) in one statement; the message
+    ids this consumer had not handled yet."""
+    now = timezone.now()
+    rows = [
+        {
+            "consumer": consumer,
+            "message_id": event.message_id,
+            "event_type": event.event_type[:200],
+            "correlation_id": event.correlation_id[:100],
+            "handled_at": now,
+        }
+        for event in events
+    ]
+    return insert_rows_returning(
+        InboxMessage, rows, ignore_conflict_on=("consumer", "message_id"), returning="message_id"
     )

@@ -19,6 +19,8 @@ class HandlerSpec:
     event_type: str
     handler: Callable
     schema_versions: tuple[int, ...]
+    # Optional: handles many events at once (in a batch), e.g. with one bulk insert.
+    bulk_handler: Callable | None = None
 
 
 _handlers: dict[str, dict[str, HandlerSpec]] = {}
@@ -28,7 +30,9 @@ class UnknownConsumer(ValueError):
     pass
 
 
-def register_handler(*, consumer: str, event_type: str, handler: Callable, schema_versions=(1,)) -> None:
+def register_handler(
+    *, consumer: str, event_type: str, handler: Callable, schema_versions=(1,), bulk_handler: Callable | None = None
+) -> None:
     if consumer not in QUEUE_BINDINGS:
         raise UnknownConsumer(f"unknown consumer {consumer!r}: declare its queue in kernel/topology.py")
     if event_type not in QUEUE_BINDINGS[consumer]:
@@ -37,7 +41,7 @@ def register_handler(*, consumer: str, event_type: str, handler: Callable, schem
     existing = handlers.get(event_type)
     if existing and existing.handler is not handler:
         raise ValueError(f"{consumer} already has a handler for {event_type}")
-    handlers[event_type] = HandlerSpec(consumer, event_type, handler, tuple(schema_versions))
+    handlers[event_type] = HandlerSpec(consumer, event_type, handler, tuple(schema_versions), bulk_handler)
 
 
 def local_consumers() -> list[str]:

@@ -11,10 +11,11 @@ from collections import Counter
 from decimal import Decimal
 
 import pytest
+from django.db import connection
 from prometheus_client.parser import text_string_to_metric_families
 
 from inventory.models import Product, Reservation
-from messaging.models import DeadLetter, InboxMessage, OutboxMessage
+from messaging.models import DeadLetter, EventLogEntry, InboxMessage, OutboxMessage
 from payments.models import Payment
 from tests.conftest import ALL_DATABASES
 from tests.support.broker import publish_raw
@@ -175,3 +176,24 @@ def test_two_consumer_processes_whose_batches_lock_the_same_products_never_deadl
     assert OutboxMessage.objects.filter(event_type="inventory.stock.reserved").count() == 300
     assert not DeadLetter.objects.exists()
     print("deadlocks resolved by deciding alone:", processes.logs(tail=100_000).count("deadlock inside a batch"))
+
+
+def test_the_event_log_records_a_batch_with_one_insert(processes, quiet_broker):
+    message_ids = [send("orders.order.confirmed", {"order_id": str(uuid.uuid4())}) for _ in range(30)]
+    send("orders.order.confirmed", {"order_id": str(uuid.uuid4())}, message_ids[3])  # once more, same id
+    wait_until(lambda: (broker_queue_depths() or {}).get("events_queue") == 31, timeout=30, message="31 queued")
+    port = free_port()
+
+    consumer = processes.start("events", "run_consumers", "events", "--metrics-port", str(port))
+    wait_until(lambda: queue_empty("events_queue"), timeout=60, message="every delivery acked")
+    samples = scrape(port)
+    assert processes.stop(consumer) == 0
+
+    assert sorted(EventLogEntry.objects.values_list("message_id", flat=True)) == sorted(message_ids)
+    assert InboxMessage.objects.filter(consumer="events").count() == 30
+    assert outcomes(samples, "events") == {"handled": 30, "duplicate": 1}
+    # Rows written by one statement inside one savepoint share its transaction id (xmin): far fewer
+    # distinct ones than rows means the batches went in whole, not a savepoint per message.
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(DISTINCT xmin::text) FROM messaging_event_log")
+        assert cursor.fetchone()[0] <= samples[("messaging_consumer_batch_size_count", ())] < 30
