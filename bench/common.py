@@ -222,18 +222,21 @@ class Bench:
     def start_relays(self, count: int, env: dict[str, str] | None = None) -> list[subprocess.Popen]:
         """Start relays and wait until each listens (idle, connected, topology declared)."""
         relays = [self.procs.manage("relay", "run_outbox_relay", env=env) for _ in range(count)]
-        self.db.wait(lambda: self.db.relay_backends() >= count, 60, f"{count} relay(s) to listen")
+        loops = count * int({**self.procs.env, **(env or {})}.get("RELAY_PIPELINES", "2"))  # each LISTENs
+        self.db.wait(lambda: self.db.relay_backends() >= loops, 60, f"{count} relay(s) to listen")
         return relays
 
     def stop(self, procs: list[subprocess.Popen]) -> None:
         for proc in procs:
             self.procs.stop(proc)
 
-    def drain(self, rows: int, relays: int, timeout: float = 180, reset: bool = True) -> float:
+    def drain(
+        self, rows: int, relays: int, timeout: float = 180, reset: bool = True, env: dict[str, str] | None = None
+    ) -> float:
         """Write ``rows`` in one transaction for idle relays; rows/s from that commit to the last mark."""
         if reset:
             self.db.reset_outbox()
-        procs = self.start_relays(relays)
+        procs = self.start_relays(relays, env)
         try:
             committed = self.db.insert_outbox(rows)
             self.db.wait(lambda: self.db.pending() == 0, timeout, f"{rows} rows relayed", interval=0.2)
