@@ -1,8 +1,9 @@
 """Recording handled messages, in the same transaction as the work they cause."""
 
+from django.db import connection
 from django.utils import timezone
 
-from kernel.sql import insert_row, insert_rows_returning
+from kernel.sql import insert_row, insert_rows
 from messaging.envelope import IncomingEvent
 from messaging.models import InboxMessage
 
@@ -40,6 +41,30 @@ def inbox_claim_many(*, consumer: str, events: list[IncomingEvent]) -> set[str]:
         }
         for event in events
     ]
-    return insert_rows_returning(
-        InboxMessage, rows, ignore_conflict_on=("consumer", "message_id"), returning="message_id"
-    )
+    return insert_rows(InboxMessage, rows, ignore_conflict_on=("consumer", "message_id"), returning="message_id")
+
+
+def inbox_claim_in_savepoint(*, consumer: str, event: IncomingEvent, savepoint: str, release: str | None) -> bool:
+    """``inbox_claim`` inside a new savepoint, in one round trip with it (PostgreSQL): the savepoint
+    is opened, the one before it (``release``) released, and the row inserted by one execute.
+    False when this consumer has handled the message already."""
+    values = {
+        "consumer": consumer,
+        "message_id": event.message_id,
+        "event_type": event.event_type[:200],
+        "correlation_id": event.correlation_id[:100],
+        "handled_at": timezone.now(),
+    }
+    fields = [InboxMessage._meta.get_field(name) for name in values]
+    params = [field.get_db_prep_save(values[field.name], connection) for field in fields]
+    statements = [f"RELEASE SAVEPOINT {release}"] if release else []
+    statements += [
+        f"SAVEPOINT {savepoint}",
+        f"INSERT INTO {InboxMessage._meta.db_table} ({', '.join(f.column for f in fields)}) "
+        f"VALUES ({', '.join(['%s'] * len(fields))}) ON CONFLICT (consumer, message_id) DO NOTHING RETURNING 1",
+    ]
+    with connection.cursor() as cursor:
+        cursor.execute("; ".join(statements), params)
+        for _ in statements[1:]:
+            cursor.nextset()
+        return cursor.rowcount == 1

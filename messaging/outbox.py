@@ -10,7 +10,7 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from kernel.sql import insert_row
+from kernel.sql import insert_row, insert_rows
 from messaging.envelope import IncomingEvent
 from messaging.ids import new_event_id
 from messaging.models import OutboxMessage
@@ -19,6 +19,8 @@ from messaging.models import OutboxMessage
 _handling: ContextVar[IncomingEvent | None] = ContextVar("messaging_handling", default=None)
 # The W3C traceparent of the request or message being served.
 _traceparent: ContextVar[str] = ContextVar("messaging_traceparent", default="")
+# Within a consumer's batch: the outbox rows published so far, written by the batch in one insert.
+_collected: ContextVar[list | None] = ContextVar("messaging_outbox_collected", default=None)
 
 
 class OutsideTransactionError(RuntimeError):
@@ -47,26 +49,45 @@ def publish(
         )
     cause = _handling.get()
     event_id = new_event_id()
-    insert_row(
-        OutboxMessage,
-        {
-            "event_id": event_id,
-            "source": event_type.split(".", 1)[0],
-            "event_type": event_type,
-            "aggregate_type": aggregate_type,
-            "aggregate_id": str(aggregate_id),
-            "correlation_id": str(correlation_id if correlation_id is not None else aggregate_id),
-            "causation_id": cause.message_id if cause else "",
-            "traceparent": _traceparent.get() or (cause.traceparent if cause else ""),
-            "schema_version": schema_version,
-            "payload": payload,
-            "created_at": occurred_at or timezone.now(),
-            "attempts": 0,
-            "last_error": "",
-        },
-        using=using,
-    )
+    row = {
+        "event_id": event_id,
+        "source": event_type.split(".", 1)[0],
+        "event_type": event_type,
+        "aggregate_type": aggregate_type,
+        "aggregate_id": str(aggregate_id),
+        "correlation_id": str(correlation_id if correlation_id is not None else aggregate_id),
+        "causation_id": cause.message_id if cause else "",
+        "traceparent": _traceparent.get() or (cause.traceparent if cause else ""),
+        "schema_version": schema_version,
+        "payload": payload,
+        "created_at": occurred_at or timezone.now(),
+        "attempts": 0,
+        "last_error": "",
+    }
+    collected = _collected.get()
+    if collected is not None and using == "default":
+        collected.append(row)
+    else:
+        insert_row(OutboxMessage, row, using=using)
     return event_id
+
+
+@contextmanager
+def collecting() -> Iterator[list[dict]]:
+    """Inside: ``publish`` adds its row to the list instead of inserting it, for one insert of
+    them all (``write_collected``) in the same transaction. A caller that rolls back part of
+    its work drops that part's rows from the list."""
+    rows: list[dict] = []
+    token = _collected.set(rows)
+    try:
+        yield rows
+    finally:
+        _collected.reset(token)
+
+
+def write_collected(rows: list[dict], chunk: int = 500) -> None:
+    for start in range(0, len(rows), chunk):
+        insert_rows(OutboxMessage, rows[start : start + chunk])
 
 
 @contextmanager
