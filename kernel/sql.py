@@ -1,9 +1,9 @@
-"""One-statement inserts for hot paths (publish, inbox, checkout claim).
+"""One-statement inserts for hot paths (publish, inbox, checkout), and statements sent together.
 
 ``Model.objects.create`` costs a model instance, signals and SQL compilation per row; on the
 paths every message and every checkout takes, that was a large share of the time. Values go
 through each field's own ``get_db_prep_save``, so UUIDs, JSON and datetimes are stored exactly
-as the ORM would store them, on PostgreSQL and SQLite alike.
+as the ORM would store them, on PostgreSQL and SQLite alike (``tests/test_sql.py``).
 """
 
 import json
@@ -12,27 +12,71 @@ from functools import cache
 from django.db import connections
 from django.db.models import JSONField, Model
 
+Statement = tuple[str, list]
+
 
 @cache
-def _statement(model: type[Model], names: tuple[str, ...], conflict: tuple[str, ...], vendor: str) -> str:
-    table = model._meta.db_table
-    columns = ", ".join(model._meta.get_field(name).column for name in names)
-    placeholders = ", ".join(["%s"] * len(names))
-    sql = f"INSERT INTO {table} ({columns}) VALUES ({placeholders})"
+def _insert_sql(model: type[Model], names: tuple[str, ...], conflict: tuple[str, ...], returning: str | None) -> str:
+    fields = [model._meta.get_field(name) for name in names]
+    sql = f"INSERT INTO {model._meta.db_table} ({', '.join(f.column for f in fields)}) "
+    sql += f"VALUES ({', '.join(['%s'] * len(names))})"
+    return sql + _tail(model, conflict, returning)
+
+
+def _tail(model: type[Model], conflict: tuple[str, ...], returning: str | None) -> str:
+    tail = ""
     if conflict:
-        targets = ", ".join(model._meta.get_field(name).column for name in conflict)
-        sql += f" ON CONFLICT ({targets}) DO NOTHING"
-    return sql
+        tail += f" ON CONFLICT ({', '.join(model._meta.get_field(n).column for n in conflict)}) DO NOTHING"
+    if returning:
+        tail += f" RETURNING {model._meta.get_field(returning).column}"
+    return tail
+
+
+def insert_statement(
+    model: type[Model], values: dict, *, ignore_conflict_on: tuple[str, ...] = (), returning=None, using="default"
+) -> Statement:
+    """The statement that inserts one row (skipping a conflict on ``ignore_conflict_on``)."""
+    connection = connections[using]
+    names = tuple(values)
+    params = [model._meta.get_field(name).get_db_prep_save(values[name], connection) for name in names]
+    return _insert_sql(model, names, ignore_conflict_on, returning), params
+
+
+def rows_statement(
+    model: type[Model], rows: list[dict], *, ignore_conflict_on: tuple[str, ...] = (), returning=None, using="default"
+) -> Statement:
+    """The statement that inserts many rows, all with the same keys.
+
+    On PostgreSQL the rows travel as one array per column (``INSERT ... SELECT * FROM
+    unnest(...)``): the statement's text is the same whatever the number of rows, so psycopg
+    parses it once; a ``VALUES`` list would be a new, long text to parse for every batch.
+    """
+    connection = connections[using]
+    names = list(rows[0])  # field names or attnames ("order_id")
+    fields = [model._meta.get_field(name) for name in names]
+    columns = ", ".join(f.column for f in fields)
+    if connection.vendor == "postgresql":
+        arrays = ", ".join(f"%s::{f.db_type(connection)}[]" for f in fields)
+        sql = f"INSERT INTO {model._meta.db_table} ({columns}) SELECT * FROM unnest({arrays})"
+        params = [[_array_element(f, row[n], connection) for row in rows] for n, f in zip(names, fields, strict=True)]
+    else:
+        one = "(" + ", ".join(["%s"] * len(fields)) + ")"
+        sql = f"INSERT INTO {model._meta.db_table} ({columns}) VALUES {', '.join([one] * len(rows))}"
+        params = [f.get_db_prep_save(row[n], connection) for row in rows for n, f in zip(names, fields, strict=True)]
+    return sql + _tail(model, ignore_conflict_on, returning), params
+
+
+def _array_element(field, value, connection):
+    """A value as an array element: JSON as its text (cast to ``jsonb`` by the statement)."""
+    if isinstance(field, JSONField):
+        return json.dumps(value, cls=field.encoder)
+    return field.get_db_prep_save(value, connection)
 
 
 def insert_row(model: type[Model], values: dict, *, ignore_conflict_on: tuple[str, ...] = (), using="default") -> bool:
     """Insert one row; with ``ignore_conflict_on``, False when that key already exists."""
-    connection = connections[using]
-    names = tuple(values)
-    params = [model._meta.get_field(name).get_db_prep_save(values[name], connection) for name in names]
-    with connection.cursor() as cursor:
-        cursor.execute(_statement(model, names, ignore_conflict_on, connection.vendor), params)
-        return cursor.rowcount == 1
+    statement = insert_statement(model, values, ignore_conflict_on=ignore_conflict_on, using=using)
+    return execute_together([statement], using=using) == 1
 
 
 def insert_rows(
@@ -43,37 +87,30 @@ def insert_rows(
     returning: str | None = None,
     using="default",
 ) -> set:
-    """Insert many rows (all with the same keys) in one statement; with ``returning``, that
-    column's values of the rows actually inserted.
-
-    On PostgreSQL the rows travel as one array per column (``INSERT ... SELECT * FROM
-    unnest(...)``): the statement's text is the same whatever the number of rows, so psycopg
-    parses it once; a ``VALUES`` list would be a new, long text to parse for every batch.
-    """
+    """Insert many rows in one statement; with ``returning``, that column's values of the rows
+    actually inserted."""
     if not rows:
         return set()
-    connection = connections[using]
-    fields = [model._meta.get_field(name) for name in rows[0]]
-    columns = ", ".join(f.column for f in fields)
-    if connection.vendor == "postgresql":
-        arrays = ", ".join(f"%s::{f.db_type(connection)}[]" for f in fields)
-        sql = f"INSERT INTO {model._meta.db_table} ({columns}) SELECT * FROM unnest({arrays})"
-        params = [[_db_value(field, row[field.name], connection) for row in rows] for field in fields]
-    else:
-        one = "(" + ", ".join(["%s"] * len(fields)) + ")"
-        sql = f"INSERT INTO {model._meta.db_table} ({columns}) VALUES {', '.join([one] * len(rows))}"
-        params = [field.get_db_prep_save(row[field.name], connection) for row in rows for field in fields]
-    if ignore_conflict_on:
-        sql += f" ON CONFLICT ({', '.join(model._meta.get_field(n).column for n in ignore_conflict_on)}) DO NOTHING"
-    if returning:
-        sql += f" RETURNING {model._meta.get_field(returning).column}"
-    with connection.cursor() as cursor:
+    sql, params = rows_statement(model, rows, ignore_conflict_on=ignore_conflict_on, returning=returning, using=using)
+    with connections[using].cursor() as cursor:
         cursor.execute(sql, params)
         return {row[0] for row in cursor.fetchall()} if returning else set()
 
 
-def _db_value(field, value, connection):
-    """A value as an array element: JSON as its text (cast to ``jsonb`` by the statement)."""
-    if isinstance(field, JSONField):
-        return json.dumps(value, cls=field.encoder)
-    return field.get_db_prep_save(value, connection)
+def execute_together(statements: list[Statement], *, using="default") -> int:
+    """Run ``statements`` in order; the number of rows the last one affected (or returned).
+
+    On PostgreSQL they go as one execute, one round trip (client-side binding allows several
+    statements); SQLite runs one statement per execute, so there they go one after another.
+    """
+    connection = connections[using]
+    with connection.cursor() as cursor:
+        if connection.vendor != "postgresql":
+            for sql, params in statements:
+                cursor.execute(sql, params)
+        else:
+            cursor.execute("; ".join(sql for sql, _ in statements), [p for _, params in statements for p in params])
+            for _ in statements[1:]:
+                cursor.nextset()
+        # SQLite knows the count of an INSERT ... RETURNING only once its rows are fetched.
+        return len(cursor.fetchall()) if " RETURNING " in statements[-1][0] else cursor.rowcount

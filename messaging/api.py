@@ -1,6 +1,8 @@
 """messaging's public interface: the only module the bounded contexts import.
 
-- ``publish(...)`` writes an event to the outbox inside the caller's transaction;
+- ``publish(...)`` writes an event to the outbox inside the caller's transaction (inside
+  ``collecting()`` it hands the row over instead, for ``outbox_statements`` to write it with
+  the caller's own statements in one round trip);
 - ``register_handler(...)`` subscribes a context's function to an event type (its queue's
   bindings are declared in ``kernel.topology``); ``register_event_log()`` runs the ``events``
   consumer in this deployment, which records every event for the timeline;
@@ -21,7 +23,7 @@ from messaging.event_log import register_event_log
 from messaging.health import broker_reachable
 from messaging.lifecycle import Stopper, use_dedicated_connections
 from messaging.masking import mask_sensitive, mask_text
-from messaging.outbox import OutsideTransactionError, publish, tracing
+from messaging.outbox import OutsideTransactionError, collecting, outbox_statements, publish, tracing
 from messaging.registry import local_consumers, register_handler
 from messaging.selectors import (
     dead_letter_counts,
@@ -42,6 +44,7 @@ __all__ = [
     "TransientError",
     "broker_reachable",
     "child_span",
+    "collecting",
     "dead_letter_counts",
     "dead_letter_counts_by_state",
     "local_consumers",
@@ -49,6 +52,7 @@ __all__ = [
     "mask_text",
     "outbox_backlog",
     "outbox_backlog_history",
+    "outbox_statements",
     "publish",
     "register_event_log",
     "register_handler",

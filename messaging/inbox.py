@@ -1,9 +1,8 @@
 """Recording handled messages, in the same transaction as the work they cause."""
 
-from django.db import connection
 from django.utils import timezone
 
-from kernel.sql import insert_row, insert_rows
+from kernel.sql import execute_together, insert_rows, insert_statement
 from messaging.envelope import IncomingEvent
 from messaging.models import InboxMessage
 
@@ -14,17 +13,7 @@ def inbox_claim(*, consumer: str, event: IncomingEvent) -> bool:
     One statement: a concurrent duplicate waits for the first transaction and then finds
     the conflict; if the first rolls back, the duplicate goes ahead.
     """
-    return insert_row(
-        InboxMessage,
-        {
-            "consumer": consumer,
-            "message_id": event.message_id,
-            "event_type": event.event_type[:200],
-            "correlation_id": event.correlation_id[:100],
-            "handled_at": timezone.now(),
-        },
-        ignore_conflict_on=("consumer", "message_id"),
-    )
+    return execute_together([_claim_statement(consumer, event)]) == 1
 
 
 def inbox_claim_many(*, consumer: str, events: list[IncomingEvent]) -> set[str]:
@@ -48,6 +37,12 @@ def inbox_claim_in_savepoint(*, consumer: str, event: IncomingEvent, savepoint: 
     """``inbox_claim`` inside a new savepoint, in one round trip with it (PostgreSQL): the savepoint
     is opened, the one before it (``release``) released, and the row inserted by one execute.
     False when this consumer has handled the message already."""
+    statements = [(f"RELEASE SAVEPOINT {release}", [])] if release else []
+    statements += [(f"SAVEPOINT {savepoint}", []), _claim_statement(consumer, event)]
+    return execute_together(statements) == 1
+
+
+def _claim_statement(consumer: str, event: IncomingEvent):
     values = {
         "consumer": consumer,
         "message_id": event.message_id,
@@ -55,16 +50,4 @@ def inbox_claim_in_savepoint(*, consumer: str, event: IncomingEvent, savepoint: 
         "correlation_id": event.correlation_id[:100],
         "handled_at": timezone.now(),
     }
-    fields = [InboxMessage._meta.get_field(name) for name in values]
-    params = [field.get_db_prep_save(values[field.name], connection) for field in fields]
-    statements = [f"RELEASE SAVEPOINT {release}"] if release else []
-    statements += [
-        f"SAVEPOINT {savepoint}",
-        f"INSERT INTO {InboxMessage._meta.db_table} ({', '.join(f.column for f in fields)}) "
-        f"VALUES ({', '.join(['%s'] * len(fields))}) ON CONFLICT (consumer, message_id) DO NOTHING RETURNING 1",
-    ]
-    with connection.cursor() as cursor:
-        cursor.execute("; ".join(statements), params)
-        for _ in statements[1:]:
-            cursor.nextset()
-        return cursor.rowcount == 1
+    return insert_statement(InboxMessage, values, ignore_conflict_on=("consumer", "message_id"))

@@ -10,7 +10,7 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from kernel.sql import insert_row, insert_rows
+from kernel.sql import Statement, insert_row, insert_rows, rows_statement
 from messaging.envelope import IncomingEvent
 from messaging.ids import new_event_id
 from messaging.models import OutboxMessage
@@ -88,6 +88,12 @@ def collecting() -> Iterator[list[dict]]:
 def write_collected(rows: list[dict], chunk: int = 500) -> None:
     for start in range(0, len(rows), chunk):
         insert_rows(OutboxMessage, rows[start : start + chunk])
+
+
+def outbox_statements(rows: list[dict]) -> list[Statement]:
+    """The statement that writes collected rows, for a caller that sends it with its own
+    (``kernel.sql.execute_together``)."""
+    return [rows_statement(OutboxMessage, rows)] if rows else []
 
 
 @contextmanager

@@ -5,7 +5,8 @@ from django.db import migrations, models
 def forget_claims_in_flight(apps, schema_editor):
     # A key is now written only with its committed order. A claim still in flight belonged to a
     # request of the previous version that never completed: the key is free again.
-    apps.get_model("orders", "CheckoutRequest").objects.filter(state="in_flight").delete()
+    checkout_requests = apps.get_model("orders", "CheckoutRequest").objects.using(schema_editor.connection.alias)
+    checkout_requests.filter(state="in_flight").delete()
 
 
 class Migration(migrations.Migration):

@@ -1,7 +1,8 @@
 """Checkout: one order per ``Idempotency-Key``, written with its event and its answer in one commit.
 
 The order, its lines, its ``orders.order.created`` outbox row and the key's row (with the
-answer to replay) are one transaction, the key's row inserted last:
+answer to replay) are one transaction, sent as one execute after the prices are read (on
+PostgreSQL: four round trips in all, with BEGIN and COMMIT), the key's row inserted last:
 
 - A new key, the common case: one commit.
 - A key already used: its insert finds the row; the order just written rolls back and the
@@ -26,8 +27,8 @@ from django.db import OperationalError, connection, transaction
 from django.utils import timezone
 
 from kernel.exceptions import LOCK_NOT_AVAILABLE, sqlstate_of
-from kernel.sql import insert_row
-from messaging.api import publish, timeline_entry_of_new_event
+from kernel.sql import Statement, execute_together, insert_statement, rows_statement
+from messaging.api import collecting, outbox_statements, publish, timeline_entry_of_new_event
 from orders.models import CheckoutRequest, Order, OrderLine, StorefrontProduct
 from orders.representations import order_representation
 
@@ -84,9 +85,15 @@ def checkout(*, key: str, request_hash: str, customer_id: str, lines: list[Line]
     for _ in range(2):  # twice at most: once more after freeing an expired key
         try:
             with transaction.atomic():
-                placed = _order_create(customer_id=customer_id, lines=lines, payment_token=payment_token)
+                written = _order_write(customer_id=customer_id, lines=lines, payment_token=payment_token)
+                placed = written.placed
                 body = order_representation(placed.order, lines=placed.lines, timeline=placed.timeline)
-                _checkout_key_insert(key=key, request_hash=request_hash, order=placed.order, body=body)
+                key_written = execute_together(
+                    written.statements
+                    + _key_statements(key=key, request_hash=request_hash, order=placed.order, body=body)
+                )
+                if key_written != 1:
+                    raise _KeyTaken(key)
             return CheckoutResult(201, body, replayed=False)
         except _KeyTaken:
             existing = CheckoutRequest.objects.filter(key=key).first()
@@ -105,9 +112,9 @@ def checkout(*, key: str, request_hash: str, customer_id: str, lines: list[Line]
     raise IdempotencyKeyInUse(key)
 
 
-def _checkout_key_insert(*, key: str, request_hash: str, order: Order, body: dict) -> None:
-    """The key's row with the answer; ``_KeyTaken`` if it exists (waiting, bounded, on an
-    uncommitted one)."""
+def _key_statements(*, key: str, request_hash: str, order: Order, body: dict) -> list[Statement]:
+    """The key's row with the answer, last; it waits on an uncommitted one at most
+    ``IDEMPOTENCY_KEY_WAIT`` (PostgreSQL: ``lock_timeout``, reset at commit)."""
     values = {
         "key": key,
         "request_hash": request_hash,
@@ -116,24 +123,10 @@ def _checkout_key_insert(*, key: str, request_hash: str, order: Order, body: dic
         "order_id": order.id,
         "created_at": order.created_at,
     }
-    if connection.vendor != "postgresql":
-        if not insert_row(CheckoutRequest, values, ignore_conflict_on=("key",)):
-            raise _KeyTaken(key)
-        return
-    fields = [CheckoutRequest._meta.get_field(name) for name in values]
-    params = [field.get_db_prep_save(values[field.name], connection) for field in fields]
-    wait_ms = int(settings.IDEMPOTENCY_KEY_WAIT * 1000)
-    with connection.cursor() as cursor:
-        # One round trip: the wait applies to this insert only (lock_timeout is reset at commit).
-        cursor.execute(
-            f"SET LOCAL lock_timeout = {wait_ms}; "
-            f"INSERT INTO {CheckoutRequest._meta.db_table} ({', '.join(f.column for f in fields)}) "
-            f"VALUES ({', '.join(['%s'] * len(fields))}) ON CONFLICT (key) DO NOTHING RETURNING key",
-            params,
-        )
-        cursor.nextset()
-        if cursor.rowcount != 1:
-            raise _KeyTaken(key)
+    statements = []
+    if connection.vendor == "postgresql":
+        statements.append((f"SET LOCAL lock_timeout = {int(settings.IDEMPOTENCY_KEY_WAIT * 1000)}", []))
+    return [*statements, insert_statement(CheckoutRequest, values, ignore_conflict_on=("key",), returning="key")]
 
 
 def checkout_keys_purge() -> int:
@@ -145,36 +138,69 @@ def checkout_keys_purge() -> int:
 
 def order_place(*, customer_id: str, lines: list[Line], payment_token: str) -> Order:
     """Create a PENDING order from the storefront's prices and announce it, in one transaction."""
-    return _order_create(customer_id=customer_id, lines=lines, payment_token=payment_token).order
+    with transaction.atomic():
+        written = _order_write(customer_id=customer_id, lines=lines, payment_token=payment_token)
+        execute_together(written.statements)
+    return written.placed.order
 
 
-@transaction.atomic(savepoint=False)
-def _order_create(*, customer_id: str, lines: list[Line], payment_token: str) -> PlacedOrder:
+@dataclass(frozen=True)
+class _OrderWrite:
+    placed: PlacedOrder
+    statements: list[Statement]  # to send, with the caller's own, in one round trip
+
+
+def _order_write(*, customer_id: str, lines: list[Line], payment_token: str) -> _OrderWrite:
+    """The new order from the storefront's prices (read now) and the statements that write it:
+    the order, its lines and its ``orders.order.created`` outbox row."""
     prices = dict(StorefrontProduct.objects.filter(sku__in=[line.sku for line in lines]).values_list("sku", "price"))
     unknown = [line.sku for line in lines if line.sku not in prices]
     if unknown:
         raise CheckoutRejected({"items": [f"unknown sku: {sku}" for sku in unknown]})
     priced = [(line, prices[line.sku]) for line in lines]
     total = sum((price * line.quantity for line, price in priced), Decimal("0.00"))
-    order = Order.objects.create(id=uuid.uuid4(), customer_id=customer_id, total=total, currency=settings.CURRENCY)
-    order_lines = OrderLine.objects.bulk_create(
-        [OrderLine(order=order, sku=line.sku, quantity=line.quantity, unit_price=price) for line, price in priced]
+    now = timezone.now()
+    order = Order(
+        id=uuid.uuid4(),
+        customer_id=customer_id,
+        status=Order.Status.PENDING,
+        failure_reason=None,
+        total=total,
+        currency=settings.CURRENCY,
+        created_at=now,
+        updated_at=now,
     )
+    order_lines = [
+        OrderLine(order=order, sku=line.sku, quantity=line.quantity, unit_price=price) for line, price in priced
+    ]
     items = [{"sku": line.sku, "quantity": line.quantity, "unit_price": f"{price:.2f}"} for line, price in priced]
     event_type = "orders.order.created"
-    event_id = publish(
-        event_type=event_type,
-        aggregate_type="order",
-        aggregate_id=str(order.id),
-        occurred_at=order.created_at,
-        payload={
-            "order_id": str(order.id),
-            "customer_id": customer_id,
-            "total": f"{total:.2f}",
-            "currency": order.currency,
-            "items": items,
-            "payment_token": payment_token,
-        },
-    )
-    created = timeline_entry_of_new_event(event_type=event_type, message_id=str(event_id), occurred_at=order.created_at)
-    return PlacedOrder(order=order, lines=order_lines, timeline=[created])
+    with collecting() as published:
+        event_id = publish(
+            event_type=event_type,
+            aggregate_type="order",
+            aggregate_id=str(order.id),
+            occurred_at=order.created_at,
+            payload={
+                "order_id": str(order.id),
+                "customer_id": customer_id,
+                "total": f"{total:.2f}",
+                "currency": order.currency,
+                "items": items,
+                "payment_token": payment_token,
+            },
+        )
+    fields = ["id", "customer_id", "status", "failure_reason", "total", "currency", "created_at", "updated_at"]
+    statements = [
+        insert_statement(Order, {name: getattr(order, name) for name in fields}),
+        rows_statement(
+            OrderLine,
+            [
+                {"order_id": order.id, "sku": ol.sku, "quantity": ol.quantity, "unit_price": ol.unit_price}
+                for ol in order_lines
+            ],
+        ),
+        *outbox_statements(published),
+    ]
+    created = timeline_entry_of_new_event(event_type=event_type, message_id=str(event_id), occurred_at=now)
+    return _OrderWrite(PlacedOrder(order=order, lines=order_lines, timeline=[created]), statements)
