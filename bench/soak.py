@@ -53,6 +53,7 @@ from bench.common import (  # noqa: E402
 MODES = {"gunicorn": "gunicorn (2 workers, DEBUG off), as in production", "runserver": "make run's runserver"}
 CATALOG = [("WIDGET", "Widget", "19.99", 10_000_000), ("RARE", "Rare print", "250.00", 50)]
 POOL_MAX = int(os.environ.get("DATABASE_POOL_MAX_SIZE", "4"))
+RELAY_PIPELINES = int(os.environ.get("RELAY_PIPELINES", "2"))
 GUNICORN_WORKERS = 2
 RSS_GROWTH_LIMIT = 0.20
 DRAIN_TIMEOUT = 300.0
@@ -243,7 +244,8 @@ class Sampler(threading.Thread):
 # --- one mode -------------------------------------------------------------------------------------
 def connection_bounds(mode: str) -> dict[str, int]:
     """What each process may hold: a web process its pool, each loop its dedicated connections."""
-    bounds = {"relay": 1, "consumers": 2, "deadline": 1}  # consumers: default + the fake gateway's ledger
+    # The relay: one per pipeline; consumers: default + the fake gateway's ledger.
+    bounds = {"relay": RELAY_PIPELINES, "consumers": 2, "deadline": 1}
     if mode == "gunicorn":
         bounds.update({"web": 0, "web workers": GUNICORN_WORKERS * POOL_MAX})
     else:
