@@ -170,6 +170,7 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # --- Messaging ----------------------------------------------------------------------------
 BROKER_URL = env.str("BROKER_URL", default="filesystem://")
+_EMBEDDED_BROKER = BROKER_URL.startswith("filesystem")
 BROKER_HEARTBEAT = env.int("BROKER_HEARTBEAT", default=30)
 MESSAGING = {
     "EXCHANGE": env.str("MESSAGING_EXCHANGE", default="ecommerce_events"),
@@ -185,10 +186,14 @@ MESSAGING = {
     ),
     "RELAY_CONFIRM_TIMEOUT": parse_duration(env.str("RELAY_CONFIRM_TIMEOUT", default="15")),
     "RELAY_MAX_ATTEMPTS": env.int("RELAY_MAX_ATTEMPTS", default=10),
-    # Deliveries decided in one transaction, at most; never waited for (README, "Batches").
-    "CONSUMER_BATCH_SIZE": env.int("CONSUMER_BATCH_SIZE", default=50),
+    # Deliveries decided in one transaction, at most; never waited for (README, "Batches"). The
+    # filesystem broker deletes a message as it hands it over: a consumer killed mid-batch would
+    # lose the whole batch there, so the embedded mode takes one at a time.
+    "CONSUMER_BATCH_SIZE": env.int("CONSUMER_BATCH_SIZE", default=1 if _EMBEDDED_BROKER else 50),
     # Unacked deliveries the broker sends one consumer process; it caps the batch.
-    "CONSUMER_PREFETCH": env.int("CONSUMER_PREFETCH", default=env.int("CONSUMER_BATCH_SIZE", default=50)),
+    "CONSUMER_PREFETCH": env.int(
+        "CONSUMER_PREFETCH", default=env.int("CONSUMER_BATCH_SIZE", default=20 if _EMBEDDED_BROKER else 50)
+    ),
     "CONSUMER_RETRY_DELAYS": [parse_duration(d) for d in env.list("CONSUMER_RETRY_DELAYS", default=["1", "5", "30"])],
     "CONSUMER_MAX_ATTEMPTS": env.int("CONSUMER_MAX_ATTEMPTS", default=5),
     "DELIVERY_LIMIT": env.int("CONSUMER_DELIVERY_LIMIT", default=20),

@@ -56,7 +56,7 @@ def rows_statement(
     fields = [model._meta.get_field(name) for name in names]
     columns = ", ".join(f.column for f in fields)
     if connection.vendor == "postgresql":
-        arrays = ", ".join(f"%s::{f.db_type(connection)}[]" for f in fields)
+        arrays = ", ".join(f"%s::{_array_type(f, connection)}[]" for f in fields)
         sql = f"INSERT INTO {model._meta.db_table} ({columns}) SELECT * FROM unnest({arrays})"
         params = [[_array_element(f, row[n], connection) for row in rows] for n, f in zip(names, fields, strict=True)]
     else:
@@ -64,6 +64,13 @@ def rows_statement(
         sql = f"INSERT INTO {model._meta.db_table} ({columns}) VALUES {', '.join([one] * len(rows))}"
         params = [f.get_db_prep_save(row[n], connection) for row in rows for n, f in zip(names, fields, strict=True)]
     return sql + _tail(model, ignore_conflict_on, returning), params
+
+
+def _array_type(field, connection) -> str:
+    """The element type the arrays are cast to. Not ``varchar(n)``: an explicit cast to it
+    truncates silently, whereas the insert's own (assignment) cast refuses a value too long."""
+    db_type = field.db_type(connection)
+    return "text" if db_type.startswith(("varchar", "char")) else db_type
 
 
 def _array_element(field, value, connection):

@@ -30,6 +30,7 @@ from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 
 from django.db import DatabaseError, InterfaceError, OperationalError, connection, transaction
+from psycopg import pq
 
 from kernel.exceptions import sqlstate_of
 from messaging import registry
@@ -140,6 +141,7 @@ def decide(consumer: str, *, body: bytes, properties: dict, headers: dict, routi
             if not inbox_claim(consumer=consumer, event=event):
                 return Decision(Outcome.DUPLICATE, event)
             _run_handler(spec, event)
+            _ensure_committable()
             fault_point(f"consumer.{consumer}.before_commit")
     except InvalidPayload as exc:
         return _failure(Outcome.DEAD_LETTER, "invalid_payload", exc, event)
@@ -172,8 +174,9 @@ def decide_batch(deliveries: list[Delivery]) -> list[Decision]:
             handled, alone = _decide_with_savepoints(deliveries, ready)
         else:
             alone = []
-    except (OperationalError, InterfaceError, BatchBroken) as exc:
-        # Nothing of the batch was committed.
+    except (DatabaseError, BatchBroken) as exc:
+        # Nothing of the batch was committed. (Not only outages: a value the database refuses,
+        # a NUL in a message id say, fails one member's insert and with it the batch's.)
         if not database_reachable():
             return [_failure(Outcome.DATABASE_DOWN, "database_unavailable", exc, None) for _ in deliveries]
         handled, alone = {}, [i for i, _, _ in ready]  # the commit itself failed: each one alone
@@ -223,8 +226,7 @@ def _decide_optimistically(deliveries: list[Delivery], ready: list) -> dict[int,
                     except Exception as exc:  # noqa: BLE001 - decided again below, in savepoints
                         raise _MemberFailed(exc) from exc
             write_collected(published)
-            for consumer in sorted({d.consumer for d in deliveries}):
-                fault_point(f"consumer.{consumer}.before_commit")
+            _before_batch_commit(deliveries)
     except _MemberFailed as failed:
         logger.info("a member of the batch failed: the batch again, each member in its savepoint: %s", failed)
         return None
@@ -257,9 +259,26 @@ def _decide_with_savepoints(deliveries: list[Delivery], ready: list) -> tuple[di
                 decisions[i] = decided
                 claimed.add((consumer, event.message_id))
         write_collected(published)
-        for consumer in sorted({d.consumer for d in deliveries}):
-            fault_point(f"consumer.{consumer}.before_commit")
+        _before_batch_commit(deliveries)
     return decisions, alone
+
+
+def _ensure_committable() -> None:
+    """Refuse to go on to the COMMIT of a transaction that can no longer commit (a handler
+    swallowed a database error): PostgreSQL would answer it with a rollback, and the messages
+    would be acked for nothing."""
+    if transaction.get_rollback() or (
+        connection.vendor == "postgresql"
+        and connection.connection.info.transaction_status != pq.TransactionStatus.INTRANS
+    ):
+        raise BatchBroken("the transaction can no longer commit")
+
+
+def _before_batch_commit(deliveries: list[Delivery]) -> None:
+    _ensure_committable()
+    for consumer in sorted({d.consumer for d in deliveries}):
+        fault_point(f"consumer.{consumer}.before_commit")  # as for a lone message
+        fault_point(f"consumer.{consumer}.before_batch_commit")  # only ever in a batch
 
 
 def _decide_alone(d: Delivery) -> Decision:
@@ -294,12 +313,16 @@ class MemberSavepoints:
         self.count += 1
         name = f"batch_member_{self.count}"
         release, self.unreleased = self.unreleased, None
+        callbacks = len(connection.run_on_commit)
         try:
             claimed = inbox_claim_in_savepoint(consumer=consumer, event=event, savepoint=name, release=release)
             yield claimed
         except BaseException as exc:
             # The handler's own atomic blocks asked to roll the whole transaction back; this
-            # member's savepoint is enough (what Django's atomic() does for a savepoint).
+            # member's savepoint is enough (what Django's atomic() does for a savepoint),
+            # and so are the on_commit callbacks it registered (Django drops those only for
+            # savepoints it made itself).
+            del connection.run_on_commit[callbacks:]
             transaction.set_rollback(False)
             try:
                 transaction.savepoint_rollback(name)

@@ -298,10 +298,17 @@ def run_pipelines(count: int, *, batch_size: int | None, stopper: Stopper, once:
     def pipeline() -> None:
         try:
             codes.append(OutboxRelay(batch_size=batch_size, stopper=stopper).run(once=once))
+        except BaseException:
+            # A pipeline that died stops the others: the process exits 1 and is restarted whole,
+            # instead of running on at part of its capacity.
+            logger.exception("relay pipeline failed: stopping the relay")
+            codes.append(1)
+            stopper.stopping = True
         finally:
             connections.close_all()
 
-    threads = [threading.Thread(target=pipeline, name=f"relay-{n}") for n in range(count)]
+    # Daemon threads: a second signal (SystemExit in the main thread) ends the process at once.
+    threads = [threading.Thread(target=pipeline, name=f"relay-{n}", daemon=True) for n in range(count)]
     for thread in threads:
         thread.start()
     for thread in threads:

@@ -4,7 +4,7 @@ from decimal import Decimal
 
 import pytest
 
-from messaging.api import publish as real_publish
+from kernel.sql import execute_together as real_execute_together
 from messaging.models import OutboxMessage
 from orders.models import Order, OrderLine, StorefrontProduct
 from orders.services import checkout as checkout_service
@@ -19,12 +19,12 @@ class Boom(Exception):
 def test_an_error_after_the_outbox_write_leaves_neither_order_nor_event(monkeypatch):
     StorefrontProduct.objects.create(sku="WIDGET", name="Widget", price=Decimal("1.00"), available=1, version=1)
 
-    def publish_then_fail(**kwargs):
-        real_publish(**kwargs)
+    def write_then_fail(statements):
+        real_execute_together(statements)
         assert OutboxMessage.objects.count() == 1 and Order.objects.count() == 1  # both written...
         raise Boom
 
-    monkeypatch.setattr(checkout_service, "publish", publish_then_fail)
+    monkeypatch.setattr(checkout_service, "execute_together", write_then_fail)
     with pytest.raises(Boom):
         checkout_service.order_place(
             customer_id="c", lines=[checkout_service.Line("WIDGET", 1)], payment_token="tok_visa"

@@ -4,6 +4,7 @@ import uuid
 from datetime import UTC, datetime
 
 import pytest
+from django.db import DataError, transaction
 
 from kernel.sql import insert_row, insert_rows
 from messaging.models import InboxMessage, OutboxMessage
@@ -63,3 +64,16 @@ def test_many_rows_skip_conflicts_and_return_what_they_inserted():
 
     assert inserted == {"m-0", "m-2"}
     assert sorted(InboxMessage.objects.values_list("message_id", flat=True)) == ["m-0", "m-1", "m-2"]
+
+
+def test_a_value_too_long_for_its_column_is_refused_not_truncated():
+    now = datetime.now(UTC)
+    rows = [
+        {"consumer": "c", "message_id": "m-ok", "event_type": "t", "correlation_id": "", "handled_at": now},
+        {"consumer": "c" * 51, "message_id": "m-long", "event_type": "t", "correlation_id": "", "handled_at": now},
+    ]
+
+    with pytest.raises(DataError), transaction.atomic():
+        insert_rows(InboxMessage, rows)
+
+    assert InboxMessage.objects.count() == 0

@@ -125,7 +125,9 @@ def _key_statements(*, key: str, request_hash: str, order: Order, body: dict) ->
     }
     statements = []
     if connection.vendor == "postgresql":
-        statements.append((f"SET LOCAL lock_timeout = {int(settings.IDEMPOTENCY_KEY_WAIT * 1000)}", []))
+        # At least 1 ms: a lock_timeout of 0 means no limit at all.
+        wait_ms = max(1, int(settings.IDEMPOTENCY_KEY_WAIT * 1000))
+        statements.append((f"SET LOCAL lock_timeout = {wait_ms}", []))
     return [*statements, insert_statement(CheckoutRequest, values, ignore_conflict_on=("key",), returning="key")]
 
 

@@ -133,8 +133,9 @@ def broker_restart(group: ProcessGroup, rng: random.Random, *, restarts: int, ma
     return Outcome(injections, load, exit_codes=_settle(group, [relay, *consumers], load, quiet))
 
 
-# Inside a batch: after one handler and before the next, and after every handler, before the commit.
-BATCH_POINTS = ["between_handlers", "before_commit"]
+# Inside a batch: after one handler and before the next, and after every handler, before the
+# batch's commit (a point only a batch of two or more reaches, unlike before_commit).
+BATCH_POINTS = ["between_handlers", "before_batch_commit"]
 
 
 def batch_kills(group: ProcessGroup, rng: random.Random, *, rounds: int, orders_per_round: int, quiet=120) -> Outcome:
