@@ -15,6 +15,7 @@ from django.urls import path, reverse
 from django.utils.html import format_html
 
 from kernel.operations import correlation_url
+from kernel.templatetags.ops import short
 
 
 @dataclass(frozen=True)
@@ -75,12 +76,7 @@ class ObjectActionsMixin:
         return super().change_view(request, object_id, form_url, extra_context)
 
 
-def short_id(value) -> str:
-    """The first 8 characters of an id, the whole id on hover (and for copying: it is the title)."""
-    text = str(value or "")
-    if len(text) <= 12:
-        return text or "-"
-    return format_html('<span class="ops-mono" title="{}">{}…</span>', text, text[:8])
+short_id = short  # the first 8 characters of an id, the whole id on hover (the template filter)
 
 
 def compact_time(value) -> str:

@@ -255,6 +255,16 @@ class Browser:
     def fits_the_window(self) -> bool:
         return self.run("return document.documentElement.scrollWidth <= window.innerWidth")
 
+    def widest(self) -> str:
+        """The element reaching furthest right, for a page that does not fit."""
+        return self.run(
+            "let far = null, right = 0;"
+            "for (const e of document.querySelectorAll('body *')) {"
+            "  const r = e.getBoundingClientRect().right; if (r > right) { right = r; far = e; } }"
+            "return far ? `${far.tagName.toLowerCase()}#${far.id}.${far.className}`"
+            "  + ` ends at ${Math.round(right)} px` : '';"
+        )
+
     def close(self) -> None:
         try:
             http("DELETE", self.session)
@@ -302,6 +312,8 @@ def check_order_pages(shop: Shop, browser: Browser, orders: dict[str, str], chec
               f"{len(marks)} events; {banner.splitlines()[0] if banner else '-'}")  # fmt: skip
         if path == "dead-letter" and not split:
             check("a dead-lettered handling is drawn", browser.find("#saga-swimlane svg g.saga-dead-letter"))
+        fits = browser.fits_the_window()
+        check(f"{path} order page fits 1400 px without sideways scrolling", fits, "" if fits else browser.widest())
         browser.screenshot(f"{shots}-{n:02d}-swimlane-{path}", "#saga-swimlane")
         browser.screenshot(f"{shots}-{n:02d}-order-{path}")
 
