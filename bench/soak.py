@@ -35,6 +35,7 @@ import uuid
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import urlsplit
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -153,8 +154,12 @@ def socket_inodes(pid: int) -> set[str]:
     return inodes
 
 
-def local_port_inodes() -> dict[int, str]:
-    """Local TCP port -> socket inode, for every TCP socket of the machine (IPv4 and IPv6)."""
+def local_port_inodes(server_port: int) -> dict[int, str]:
+    """Local TCP port -> socket inode, for every TCP socket of the machine to ``server_port``.
+
+    Only sockets to that port: the load's own HTTP connections leave thousands of TIME_WAIT
+    sockets (inode 0) whose local ports a database connection may share.
+    """
     ports = {}
     for table in ("/proc/net/tcp", "/proc/net/tcp6"):
         try:
@@ -163,7 +168,8 @@ def local_port_inodes() -> dict[int, str]:
             continue
         for line in lines:
             fields = line.split()
-            ports[int(fields[1].rsplit(":", 1)[1], 16)] = fields[9]
+            if int(fields[2].rsplit(":", 1)[1], 16) == server_port:
+                ports[int(fields[1].rsplit(":", 1)[1], 16)] = fields[9]
     return ports
 
 
@@ -183,6 +189,7 @@ class Sampler(threading.Thread):
     def __init__(self, db_url: str, roles: dict[str, int], warmup_until: float):
         super().__init__(daemon=True)
         self.db = Db(db_url)
+        self.server_port = urlsplit(db_url).port or 5432
         self.roles = roles  # role -> root pid (a gunicorn master's workers count as "web workers")
         self.warmup_until = warmup_until
         self.peak_connections: dict[str, int] = defaultdict(int)
@@ -209,16 +216,25 @@ class Sampler(threading.Thread):
                 "AND pid <> pg_backend_pid() AND client_port IS NOT NULL"
             )
         ]
-        inodes = local_port_inodes()
+        inodes = local_port_inodes(self.server_port)
         pids = self.pids()
         owners = {inode: role for role, members in pids.items() for pid in members for inode in socket_inodes(pid)}
         mine = socket_inodes(os.getpid())  # this script's own connections (it reads the backlog)
         ports = [port for port in ports if inodes.get(port) not in mine]
         counts: Counter = Counter(owners.get(inodes.get(port), "other") for port in ports)
+        if counts.get("other"):
+            # A backend outlives its client's socket by a moment: a port whose socket is gone by now
+            # (or in TIME_WAIT, inode 0) is a connection being closed, not one an unknown process holds.
+            unowned = [port for port in ports if owners.get(inodes.get(port)) is None]
+            now_inodes = local_port_inodes(self.server_port)
+            closing = sum(inodes.get(port, "0") == "0" or now_inodes.get(port, "0") != inodes[port] for port in unowned)
+            counts["closing"] = closing
+            counts["other"] -= closing
         for role in pids:
             self.peak_connections[role] = max(self.peak_connections[role], counts.get(role, 0))
-        if counts.get("other"):
-            self.peak_connections["other"] = max(self.peak_connections["other"], counts["other"])
+        for role in ("other", "closing"):
+            if counts.get(role):
+                self.peak_connections[role] = max(self.peak_connections[role], counts[role])
         self.peak_total = max(self.peak_total, len(ports))
         now = time.monotonic()
         for role, members in pids.items():
@@ -425,7 +441,8 @@ def report(result: dict) -> str:
             f"{role} {result['connections'].get(role, 0)}/{bound}"
             for role, bound in result["connection_bounds"].items()
         )
-        + f"; whole stack {result['connections_total']}",
+        + f"; whole stack {result['connections_total']}"
+        + (f" (at most {n} of them closing)" if (n := result["connections"].get("closing")) else ""),
         "peak RSS: "
         + ", ".join(
             f"{role} {mb:.0f} MB ({result['rss_growth'].get(role, 0):+.0%} after warm-up)"
