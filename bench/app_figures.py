@@ -174,7 +174,8 @@ def seed_product(bench: Bench) -> None:
 
 PROCFILE = [  # what `make run` starts besides the web server (Procfile), with their defaults
     ("relay", ["run_outbox_relay"]),
-    ("consumers", ["run_consumers"]),
+    ("consumers", ["run_consumers", "payments", "inventory"]),
+    ("orders-consumers", ["run_consumers", "orders", "events"]),
     ("deadline", ["expire_pending_orders", "--loop"]),
 ]
 BACKLOG = 1_500

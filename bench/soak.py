@@ -2,7 +2,7 @@
 """`make soak`: sustained load against the real stack; fails on any 5xx, unbounded connections or memory growth.
 
 For each web mode (gunicorn as in production, and ``make run``'s development server), on a
-fresh database: the processes of the Procfile (web, one relay, one ``run_consumers``, the
+fresh database: the processes of the Procfile (web, one relay, two ``run_consumers``, the
 deadline loop), then ``--clients`` concurrent clients for ``--seconds`` of checkouts, reads of
 their orders and cancellations, all to 127.0.0.1. Meanwhile it samples every process's
 PostgreSQL connections (each backend's client port, traced to the process that owns the socket)
@@ -260,8 +260,9 @@ class Sampler(threading.Thread):
 # --- one mode -------------------------------------------------------------------------------------
 def connection_bounds(mode: str) -> dict[str, int]:
     """What each process may hold: a web process its pool, each loop its dedicated connections."""
-    # The relay: one per pipeline; consumers: default + the fake gateway's ledger.
-    bounds = {"relay": RELAY_PIPELINES, "consumers": 2, "deadline": 1}
+    # The relay: one per pipeline; the payments and inventory consumers: default + the fake
+    # gateway's ledger; the orders and events consumers: default.
+    bounds = {"relay": RELAY_PIPELINES, "consumers": 2, "orders-consumers": 1, "deadline": 1}
     if mode == "gunicorn":
         bounds.update({"web": 0, "web workers": GUNICORN_WORKERS * POOL_MAX})
     else:
@@ -320,7 +321,8 @@ def soak_mode(mode: str, args, base_env: dict[str, str], run_dir: Path) -> dict:
         running = {
             "web": procs.start("web", argv),
             "relay": procs.manage("relay", "run_outbox_relay"),
-            "consumers": procs.manage("consumers", "run_consumers"),
+            "consumers": procs.manage("consumers", "run_consumers", "payments", "inventory"),
+            "orders-consumers": procs.manage("orders-consumers", "run_consumers", "orders", "events"),
             "deadline": procs.manage("deadline", "expire_pending_orders", "--loop"),
         }
         db = Db(db_url)

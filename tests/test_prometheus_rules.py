@@ -96,7 +96,7 @@ def test_the_alerts_job_names_and_the_scrape_targets_agree_with_the_processes():
     assert targets == {
         "shop-web": ["127.0.0.1:8000"],
         "shop-relay": ["127.0.0.1:9101"],
-        "shop-consumers": ["127.0.0.1:9102"],
+        "shop-consumers": ["127.0.0.1:9102", "127.0.0.1:9104"],
         "shop-deadline": ["127.0.0.1:9103"],
         "rabbitmq": ["127.0.0.1:15692"],
         "rabbitmq-queues": ["127.0.0.1:15692"],
