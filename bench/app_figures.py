@@ -188,28 +188,27 @@ def start_procfile(bench: Bench) -> list:
     return procs
 
 
+CHECKOUT_BODY = '{"customer_id":"bench","items":[{"sku":"BENCH","quantity":1}],"payment_token":"tok_visa"}'
+
+
+def post_checkout(url: str, key: str, *, timeout: float) -> None:
+    """One checkout through the API, on a connection of its own; anything but 201 raises."""
+    host, port = url.removeprefix("http://").split(":")
+    conn = http.client.HTTPConnection(host, int(port), timeout=timeout)
+    try:
+        headers = {"Content-Type": "application/json", "Idempotency-Key": key}
+        conn.request("POST", "/api/checkout/", CHECKOUT_BODY, headers)
+        if (status := conn.getresponse().status) != 201:
+            raise RuntimeError(f"checkout answered {status}")
+    finally:
+        conn.close()
+
+
 def place_backlog(url: str, count: int, clients: int = WRK_CONNECTIONS) -> float:
     """``count`` checkouts through the API from ``clients`` threads; the rate they were accepted at."""
-    host, port = url.removeprefix("http://").split(":")
-    body = '{"customer_id":"bench","items":[{"sku":"BENCH","quantity":1}],"payment_token":"tok_visa"}'
-
-    def place(n: int) -> None:
-        conn = http.client.HTTPConnection(host, int(port), timeout=30)
-        try:
-            conn.request(
-                "POST",
-                "/api/checkout/",
-                body,
-                {"Content-Type": "application/json", "Idempotency-Key": f"b-{uuid.uuid4()}"},
-            )
-            if (status := conn.getresponse().status) != 201:
-                raise RuntimeError(f"checkout answered {status}")
-        finally:
-            conn.close()
-
     started = time.monotonic()
     with ThreadPoolExecutor(max_workers=clients) as pool:
-        list(pool.map(place, range(count)))
+        list(pool.map(lambda n: post_checkout(url, f"b-{uuid.uuid4()}", timeout=30), range(count)))
     return count / (time.monotonic() - started)
 
 
@@ -277,25 +276,12 @@ def end_to_end(bench: Bench) -> None:
 
 def paced_latency(bench: Bench, url: str) -> dict:
     """Checkout to CONFIRMED at a pace the saga keeps up with (open loop, PACED_RATE orders/s)."""
-    host, port = url.removeprefix("http://").split(":")
-    body = '{"customer_id":"bench","items":[{"sku":"BENCH","quantity":1}],"payment_token":"tok_visa"}'
     started = time.time()
     count = int(PACED_RATE * PACED_SECONDS)
     for n in range(count):
         if (pause := started + n / PACED_RATE - time.time()) > 0:
             time.sleep(pause)
-        conn = http.client.HTTPConnection(host, int(port), timeout=10)
-        try:
-            conn.request(
-                "POST",
-                "/api/checkout/",
-                body,
-                {"Content-Type": "application/json", "Idempotency-Key": f"paced-{uuid.uuid4()}"},
-            )
-            if (status := conn.getresponse().status) != 201:
-                raise RuntimeError(f"checkout answered {status}")
-        finally:
-            conn.close()
+        post_checkout(url, f"paced-{uuid.uuid4()}", timeout=10)
     ended = time.time()
     window = "created_at >= to_timestamp(%s) AND created_at < to_timestamp(%s)"
     bench.db.wait(

@@ -8,7 +8,8 @@ from django.contrib import admin, messages
 from django.template.response import TemplateResponse
 from django.utils.html import format_html
 
-from messaging.admin_tools import ObjectAction, ObjectActionsMixin, compact_time, correlation_link, short_id
+from kernel.templatetags.ops import short as short_id
+from messaging.admin_tools import ObjectAction, ObjectActionsMixin, compact_time, correlation_link
 from messaging.dead_letters import dead_letter_display_body, dead_letter_purge, dead_letter_replay
 from messaging.housekeeping import outbox_retry_parked
 from messaging.masking import mask_sensitive, mask_text

@@ -1,4 +1,4 @@
-"""Pieces of the operator's console: buttons on an object's own page, short ids, compact times.
+"""Pieces of the operator's console: buttons on an object's own page, compact times, correlation links.
 
 An object action is a button on the object's page that leads to a confirmation page; only a
 POST from that page runs it, so a stray link or a crawler cannot replay or purge anything.
@@ -15,7 +15,6 @@ from django.urls import path, reverse
 from django.utils.html import format_html
 
 from kernel.operations import correlation_url
-from kernel.templatetags.ops import short
 
 
 @dataclass(frozen=True)
@@ -74,9 +73,6 @@ class ObjectActionsMixin:
     def change_view(self, request, object_id, form_url="", extra_context=None):
         extra_context = {**(extra_context or {}), "object_actions": self.allowed_object_actions(request)}
         return super().change_view(request, object_id, form_url, extra_context)
-
-
-short_id = short  # the first 8 characters of an id, the whole id on hover (the template filter)
 
 
 def compact_time(value) -> str:

@@ -20,16 +20,7 @@ def inbox_claim_many(*, consumer: str, events: list[IncomingEvent]) -> set[str]:
     """Insert the inbox rows of ``events`` (distinct message ids) in one statement; the message
     ids this consumer had not handled yet."""
     now = timezone.now()
-    rows = [
-        {
-            "consumer": consumer,
-            "message_id": event.message_id,
-            "event_type": event.event_type[:200],
-            "correlation_id": event.correlation_id[:100],
-            "handled_at": now,
-        }
-        for event in events
-    ]
+    rows = [_row(consumer, event, now) for event in events]
     return insert_rows(InboxMessage, rows, ignore_conflict_on=("consumer", "message_id"), returning="message_id")
 
 
@@ -43,11 +34,15 @@ def inbox_claim_in_savepoint(*, consumer: str, event: IncomingEvent, savepoint: 
 
 
 def _claim_statement(consumer: str, event: IncomingEvent):
-    values = {
+    values = _row(consumer, event, timezone.now())
+    return insert_statement(InboxMessage, values, ignore_conflict_on=("consumer", "message_id"))
+
+
+def _row(consumer: str, event: IncomingEvent, handled_at) -> dict:
+    return {
         "consumer": consumer,
         "message_id": event.message_id,
         "event_type": event.event_type[:200],
         "correlation_id": event.correlation_id[:100],
-        "handled_at": timezone.now(),
+        "handled_at": handled_at,
     }
-    return insert_statement(InboxMessage, values, ignore_conflict_on=("consumer", "message_id"))

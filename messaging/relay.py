@@ -14,7 +14,7 @@ deduplicate by ``message_id``). Rows are never drained by an id cursor: a sequen
 taken at insert, not at commit, so a slow transaction's row would be skipped.
 
 Pipelines: ``run_outbox_relay --pipelines N`` (``RELAY_PIPELINES``, 2) runs N such loops in
-one process, each with its own database connection and channel, so that one batch's wait for
+one process, each with its own database connection and broker connection, so that one batch's wait for
 its confirms overlaps the next batch's claim and publication; every row stays locked until its
 own batch is marked. Measured in ``make bench`` (figure 2).
 
@@ -289,7 +289,7 @@ class OutboxRelay:
 
 def run_pipelines(count: int, *, batch_size: int | None, stopper: Stopper, once: bool) -> int:
     """``count`` relays in this process, each a thread with its own database connection and
-    broker channel: while one waits for its batch's confirms, another claims and publishes the
+    broker connection: while one waits for its batch's confirms, another claims and publishes the
     next (SKIP LOCKED keeps their batches apart). The exit code: 0 unless one failed."""
     if count == 1:
         return OutboxRelay(batch_size=batch_size, stopper=stopper).run(once=once)

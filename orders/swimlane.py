@@ -11,6 +11,7 @@ after ``timeline_waiting``), so a split deployment draws what it knows.
 from datetime import datetime
 from html import escape
 
+from kernel.charts import format_duration
 from kernel.contexts import CONTEXTS
 
 LANE_HEIGHT = 86
@@ -194,10 +195,9 @@ def _legend(y: float) -> list[str]:
 
 
 def _duration(seconds: float) -> str:
+    """Time since checkout: a saga's first minute to the millisecond, then as an age."""
     if seconds < 1:
         return f"{seconds * 1000:.0f}ms"
     if seconds < 60:
         return f"{seconds:.1f}s"
-    if seconds < 3600:
-        return f"{int(seconds // 60)}m {int(seconds % 60):02d}s"
-    return f"{int(seconds // 3600)}h {int(seconds % 3600 // 60):02d}m"
+    return format_duration(seconds)

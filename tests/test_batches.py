@@ -21,6 +21,7 @@ from payments.models import Payment
 from tests.conftest import ALL_DATABASES
 from tests.support.broker import publish_raw
 from tests.support.invariants import broker_queue_depths
+from tests.support.load import order_created_payload
 from tests.support.processes import free_port, wait_until
 from tests.support.saga import ledger
 
@@ -30,14 +31,7 @@ FAST_RETRIES = {"CONSUMER_RETRY_DELAYS": "0.2", "CONSUMER_MAX_ATTEMPTS": "2"}
 
 
 def order_created(order_id: str, token: str = "tok_visa") -> dict:
-    return {
-        "order_id": order_id,
-        "customer_id": "c",
-        "total": "10.00",
-        "currency": "USD",
-        "items": [{"sku": "WIDGET", "quantity": 1, "unit_price": "10.00"}],
-        "payment_token": token,
-    }
+    return order_created_payload(order_id, payment_token=token)
 
 
 def send(event_type: str, payload: dict, message_id: str | None = None) -> str:

@@ -75,8 +75,7 @@ def test_consumers_killed_inside_a_batch_lose_nothing_and_double_nothing(process
     # batches' handlers ran (payments charged the gateway) but nothing of them committed
     assert [i.ok for i in outcome.injections] == [True] * 4, "\n".join(outcome.injected())
     assert all(
-        "between_handlers" in i.description or "before_batch_commit" in i.description
-        for i in outcome.injections
+        "between_handlers" in i.description or "before_batch_commit" in i.description for i in outcome.injections
     )
     assert outcome.exit_codes == [0, 0, 0, 0]
     report = check_invariants(initial_stock=INITIAL_STOCK)

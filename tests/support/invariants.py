@@ -132,16 +132,25 @@ def system_state() -> dict:
     }
 
 
-def wait_quiet(*, timeout: float, stable_for: float = 3.0, allow_pending_orders: bool = False) -> dict:
+def wait_quiet(
+    *,
+    timeout: float,
+    stable_for: float = 3.0,
+    allow_pending_orders: bool = False,
+    state_of=None,
+    interval: float = 0.5,
+    what: str = "the system",
+) -> dict:
     """Wait until nothing is left to do and nothing changes for ``stable_for`` seconds.
 
     Messages held by a consumer count (``messages`` includes unacknowledged ones), and so do
     retries waiting in delay queues. Fails with the last state seen after ``timeout``.
+    ``state_of``: where the state comes from (``system_state`` of this database by default).
     """
     deadline = time.monotonic() + timeout
     stable_since, last = None, None
     while time.monotonic() < deadline:
-        state = system_state()
+        state = (state_of or system_state)()
         idle = (
             state["unpublished"] == 0
             and state["queued"] == 0
@@ -154,8 +163,8 @@ def wait_quiet(*, timeout: float, stable_for: float = 3.0, allow_pending_orders:
         else:
             stable_since = time.monotonic()
         last = state
-        time.sleep(0.5)
-    raise AssertionError(f"the system did not become quiet in {timeout}s; last state: {last}")
+        time.sleep(interval)
+    raise AssertionError(f"{what} did not become quiet in {timeout}s; last state: {last}")
 
 
 # --- the invariants -----------------------------------------------------------------------

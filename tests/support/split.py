@@ -13,7 +13,6 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -24,7 +23,7 @@ import psycopg
 from kernel.contexts import CONTEXTS
 from kernel.topology import ANY_EVENT, QUEUE_BINDINGS
 from tests.support.faults import rabbitmqctl
-from tests.support.invariants import ONCE_PER_ORDER, Report
+from tests.support.invariants import ONCE_PER_ORDER, Report, wait_quiet
 from tests.support.processes import BASE_DIR, ProcessGroup
 
 # Not part of a deployment: development tooling, and the other contexts (added per tree).
@@ -198,20 +197,14 @@ class SplitSystem:
         }
 
     def wait_quiet(self, *, timeout: float, stable_for: float = 2.0, allow_pending_orders: bool = False) -> dict:
-        deadline = time.monotonic() + timeout
-        stable_since, last = None, None
-        while time.monotonic() < deadline:
-            state = self.state()
-            idle = state["unpublished"] == 0 and state["queued"] == 0 and state["unhandled"] == 0
-            idle = idle and (allow_pending_orders or state["pending_orders"] == 0)
-            if idle and state == last:
-                if time.monotonic() - stable_since >= stable_for:
-                    return state
-            else:
-                stable_since = time.monotonic()
-            last = state
-            time.sleep(0.3)
-        raise AssertionError(f"the split system did not become quiet in {timeout}s; last state: {last}")
+        return wait_quiet(
+            timeout=timeout,
+            stable_for=stable_for,
+            allow_pending_orders=allow_pending_orders,
+            state_of=self.state,
+            interval=0.3,
+            what="the split system",
+        )
 
     # --- the invariants, across the three databases --------------------------------------------
     def check_invariants(self, *, initial_stock: dict[str, int]) -> Report:
