@@ -3,9 +3,10 @@
 - ``publish(...)`` writes an event to the outbox inside the caller's transaction (inside
   ``collecting()`` it hands the row over instead, for ``outbox_statements`` to write it with
   the caller's own statements in one round trip);
-- ``register_handler(...)`` subscribes a context's function to an event type (its queue's
-  bindings are declared in ``kernel.topology``); ``register_event_log()`` runs the ``events``
-  consumer in this deployment, which records every event for the timeline;
+- a context's handlers are named in its declaration (``<context>/context.toml``, under
+  ``consumes``), which also binds its queue; messaging subscribes them when it is ready, and
+  runs the ``events`` consumer (the event log the timeline reads) where a hosted context
+  declares ``event_log = true``;
 - handlers receive an ``IncomingEvent`` and raise ``InvalidPayload`` for a payload that can
   never be handled (dead-lettered at once) or anything else to be retried;
 - ``timeline_for`` reads every event of one saga (a correlation id) across all contexts (and
@@ -19,12 +20,11 @@
 from messaging.diagnosis import timeline_waiting
 from messaging.dispatch import InvalidPayload, TransientError
 from messaging.envelope import IncomingEvent
-from messaging.event_log import register_event_log
 from messaging.health import broker_reachable
 from messaging.lifecycle import Stopper, use_dedicated_connections
 from messaging.masking import mask_sensitive, mask_text
 from messaging.outbox import OutsideTransactionError, collecting, outbox_statements, publish, tracing
-from messaging.registry import local_consumers, register_handler
+from messaging.registry import local_consumers
 from messaging.selectors import (
     dead_letter_counts,
     dead_letter_counts_by_state,
@@ -54,8 +54,6 @@ __all__ = [
     "outbox_backlog_history",
     "outbox_statements",
     "publish",
-    "register_event_log",
-    "register_handler",
     "serve_metrics",
     "timeline_entry_of_new_event",
     "timeline_for",

@@ -15,10 +15,10 @@ from datetime import datetime, timedelta
 
 from django.utils import timezone
 
-from kernel.topology import subscribers_of
 from messaging.conf import setting
 from messaging.masking import mask_text
 from messaging.registry import local_consumers
+from messaging.topology import subscribers_of
 
 
 def consumers_of(event_type: str) -> list[str]:

@@ -5,8 +5,8 @@ import-linter (run by ``make test``) checks the Python imports; string reference
 """
 
 from django.apps import apps
-
 from kernel.topology import CONSUMERS, subscribers_of
+
 from messaging import registry
 
 CONTEXTS = {"orders", "payments", "inventory", "messaging"}

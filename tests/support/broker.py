@@ -3,9 +3,9 @@
 import uuid
 
 from django.conf import settings
+from kernel.topology import CONSUMERS
 from kombu import Connection, Exchange, Queue
 
-from kernel.topology import CONSUMERS
 from messaging import broker
 
 

@@ -18,9 +18,9 @@ from decimal import Decimal
 
 from django.db.models import CharField, Count, Exists, OuterRef, Sum
 from django.db.models.functions import Cast
+from kernel.topology import ANY_EVENT, CONSUMERS, QUEUE_BINDINGS
 
 from inventory.models import Product, Reservation
-from kernel.topology import ANY_EVENT, CONSUMERS, QUEUE_BINDINGS
 from messaging.models import DeadLetter, InboxMessage, OutboxMessage
 from orders.models import Order, OrderLine, StorefrontProduct
 from payments.gateway import gateway

@@ -14,9 +14,9 @@ from decimal import Decimal
 
 from django.utils import timezone
 from hypothesis import strategies as st
+from kernel.topology import subscribers_of
 
 from inventory.services import product_upsert
-from kernel.topology import subscribers_of
 from messaging.conf import exchange_name
 from messaging.dead_letters import dead_letter_record
 from messaging.dispatch import Outcome, decide

@@ -19,9 +19,9 @@ from decimal import Decimal
 from pathlib import Path
 
 import psycopg
+from kernel.topology import ANY_EVENT, QUEUE_BINDINGS
 
 from kernel.contexts import CONTEXTS
-from kernel.topology import ANY_EVENT, QUEUE_BINDINGS
 from tests.support.faults import rabbitmqctl
 from tests.support.invariants import ONCE_PER_ORDER, Report, wait_quiet
 from tests.support.processes import BASE_DIR, ProcessGroup
