@@ -12,7 +12,7 @@
 - ``timeline_for`` reads every event of one saga (a correlation id) across all contexts (and
   ``timeline_entry_of_new_event`` shows one just published); ``timeline_waiting``
   says where such a timeline is still waiting (outbox, consumer, dead letter);
-- ``mask_sensitive`` / ``mask_text`` hide payment tokens outside payments;
+- ``mask_sensitive`` / ``mask_text`` hide sensitive fields (``SENSITIVE_FIELDS``) outside their context;
 - ``outbox_backlog``, ``dead_letter_counts``, ``local_consumers`` and ``broker_reachable``
   serve the operators' pages, health checks and metrics.
 """

@@ -3,10 +3,10 @@
 import uuid
 
 from django.conf import settings
-from kernel.topology import CONSUMERS
 from kombu import Connection, Exchange, Queue
 
 from messaging import broker
+from messaging.topology import consumers
 
 
 def connection() -> Connection:
@@ -18,7 +18,7 @@ def purge_topology() -> None:
     with connection() as conn:
         broker.declare_topology(conn)
         channel = conn.default_channel
-        for consumer in CONSUMERS:
+        for consumer in consumers():
             for queue in [
                 broker.main_queue(consumer),
                 broker.dead_letter_queue(consumer),

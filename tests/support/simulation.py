@@ -14,7 +14,6 @@ from decimal import Decimal
 
 from django.utils import timezone
 from hypothesis import strategies as st
-from kernel.topology import subscribers_of
 
 from inventory.services import product_upsert
 from messaging.conf import exchange_name
@@ -22,6 +21,7 @@ from messaging.dead_letters import dead_letter_record
 from messaging.dispatch import Outcome, decide
 from messaging.envelope import ATTEMPT_HEADER, Envelope, envelope_for_outbox
 from messaging.models import OutboxMessage
+from messaging.topology import subscribers_of
 from orders.models import Order
 from orders.services.checkout import Line, order_place
 from orders.services.saga import InvalidOrderState, order_cancel, orders_expire
