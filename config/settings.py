@@ -46,7 +46,12 @@ if HTTPS:
 # (kernel/contexts.py, docs/adding-a-context.md). CONTEXTS (default: all of them, the monolith)
 # picks what this deployment hosts; a deployment hosting fewer imports none of the others' code,
 # has its own DATABASE_URL and shares the broker (README, "Running a context as its own service").
-INSTALLED_CONTEXTS = ["orders", "payments", "inventory", "shipping"]
+INSTALLED_CONTEXTS = [
+    "orders",
+    "payments",
+    "inventory",
+    "shipping",
+]
 # Benchmarks only: `make bench` sets BENCH_APP=1 (never set it in production).
 if env.bool("BENCH_APP", default=False):
     INSTALLED_CONTEXTS.append("bench.benchapp")
