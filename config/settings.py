@@ -72,6 +72,7 @@ INSTALLED_APPS = [
     "rest_framework",
     "drf_spectacular",
     "drf_spectacular_sidecar",  # Swagger UI served from our own static files, no CDN
+    "config",  # the composition root's commands (prepare_deployment)
     "messaging",
     *(d.package for d in _DECLARATIONS if d.name in CONTEXTS),
 ]
