@@ -11,7 +11,7 @@ from pathlib import Path
 
 import yaml
 
-DEPLOY = Path(__file__).resolve().parents[1] / "deploy" / "prometheus"
+DEPLOY = Path(__file__).resolve().parents[2] / "deploy" / "prometheus"
 CONFIG, ALERTS, ALERTS_TEST = DEPLOY / "prometheus.yml", DEPLOY / "alerts.yml", DEPLOY / "alerts_test.yml"
 TOKEN_FILE = "/etc/prometheus/shop-metrics-token"
 

@@ -30,7 +30,7 @@ from tests.conftest import ALL_DATABASES
 from tests.support.processes import free_port, wait_until
 from tests.support.saga import seed_catalog, wait_terminal
 
-DEPLOY = Path(__file__).resolve().parents[1] / "deploy" / "prometheus"
+DEPLOY = Path(__file__).resolve().parents[2] / "deploy" / "prometheus"
 ALERT = "OutboxOldestPendingTooOld"
 FAST_FOR, FAST_AGE = "2s", 3
 
