@@ -7,7 +7,7 @@ PORT ?= 8000
 PYTEST_ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help install run run-split test lint chaos bench soak demo browser-check clean
+.PHONY: help install run run-split test test-unit lint chaos bench soak demo browser-check clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
@@ -43,6 +43,12 @@ test: $(STAMP) ## import contracts + the whole suite on real PostgreSQL and Rabb
 	$(VENV)/bin/ruff check --quiet .
 	$(PY) scripts/ensure_prometheus.py
 	$(PY) scripts/with_test_services.py $(VENV)/bin/pytest $(PYTEST_ARGS)
+
+# No DATABASE_URL or BROKER_URL is read: the unit tier touches neither (pytest-django refuses any database access
+# outside a django_db test, and tests/e2e/test_unit_tier.py runs this target with both pointing at closed ports).
+test-unit: export DEBUG ?= 1
+test-unit: $(STAMP) ## the unit tier only (tests/unit): no database, no broker, seconds; for charts, envelope, masking, parsers...
+	$(VENV)/bin/pytest tests/unit $(PYTEST_ARGS)
 
 lint: $(STAMP) ## ruff and import-linter
 	$(VENV)/bin/ruff check .

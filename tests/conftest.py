@@ -1,6 +1,8 @@
-"""Shared fixtures. The suite runs on real PostgreSQL and RabbitMQ (``make test`` provides both)."""
+"""Shared fixtures. tests/unit needs no service; tests/integration and tests/e2e run on real PostgreSQL
+and RabbitMQ (``make test`` provides both)."""
 
 import os
+from pathlib import Path
 
 import pytest
 from django.conf import settings
@@ -12,12 +14,18 @@ from tests.support.processes import ProcessGroup
 ALL_DATABASES = ["default", "gateway"]
 
 
-def pytest_configure(config):
+UNIT_TIER = Path(__file__).parent / "unit"
+
+
+def pytest_collection_modifyitems(config, items):
+    """tests/unit needs no service; the integration and end-to-end tiers refuse to run without both."""
+    if all(UNIT_TIER in item.path.parents for item in items):
+        return
     engine = settings.DATABASES["default"]["ENGINE"]
     if "postgresql" not in engine or not settings.BROKER_URL.startswith("amqp"):
         raise pytest.UsageError(
-            "The suite needs real PostgreSQL and RabbitMQ: run it with `make test` "
-            "(or scripts/with_test_services.py .venv/bin/pytest ...)."
+            "tests/integration and tests/e2e need real PostgreSQL and RabbitMQ: run them with `make test` "
+            "(or scripts/with_test_services.py .venv/bin/pytest ...); `make test-unit` needs neither."
         )
 
 

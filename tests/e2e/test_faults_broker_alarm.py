@@ -5,9 +5,9 @@ import pytest
 
 from messaging.models import OutboxMessage
 from tests.conftest import ALL_DATABASES
+from tests.e2e.test_relay import publish_things, unpublished
 from tests.support.faults import memory_alarm
 from tests.support.processes import wait_until
-from tests.e2e.test_relay import publish_things, unpublished
 
 pytestmark = pytest.mark.django_db(transaction=True, databases=ALL_DATABASES)
 

@@ -3,13 +3,7 @@
 import time
 import uuid
 
-import pytest
-from django.db import transaction
-
-from messaging.api import publish
 from messaging.ids import new_event_id
-from messaging.models import OutboxMessage
-from tests.conftest import ALL_DATABASES
 
 
 def _milliseconds(event_id: uuid.UUID) -> int:
@@ -35,15 +29,3 @@ def test_event_ids_are_unique_and_ordered_by_their_millisecond():
     assert len(set(ids)) == 10_000
     assert [_milliseconds(i) for i in ids] == sorted(_milliseconds(i) for i in ids)
     assert len({_milliseconds(i) for i in ids}) >= 5  # several milliseconds, so the order is a real check
-
-
-@pytest.mark.django_db(databases=ALL_DATABASES)
-def test_publish_gives_each_outbox_row_a_time_ordered_id():
-    with transaction.atomic():
-        first = publish(event_type="orders.order.created", payload={}, aggregate_type="order", aggregate_id="1")
-        time.sleep(0.002)
-        second = publish(event_type="orders.order.created", payload={}, aggregate_type="order", aggregate_id="2")
-
-    rows = list(OutboxMessage.objects.order_by("event_id").values_list("event_id", flat=True))
-    assert rows == [first, second]
-    assert {first.version, second.version} == {7}
