@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Make sure ``promtool`` and ``prometheus`` (Debian's ``prometheus`` package) are installed.
 
-The alert-rule tests (tests/test_prometheus_rules.py) and the alerting test
-(tests/test_prometheus_alerting.py) run both. Installs the package with apt-get when one is
+The alert-rule tests (tests/e2e/test_prometheus_rules.py) and the alerting test
+(tests/e2e/test_prometheus_alerting.py) run both. Installs the package with apt-get when one is
 missing (root only), without its recommended node exporter, and makes sure the daemon the
 package may start (``/usr/bin/prometheus`` as the ``prometheus`` user, listening on :9090) is
 stopped and disabled again: the tests start their own Prometheus on a free port of 127.0.0.1.

@@ -6,10 +6,9 @@ from pathlib import Path
 
 import pytest
 from django.conf import settings
-from django.db import connection
 
-from tests.support import broker as broker_support
-from tests.support.processes import ProcessGroup
+from faultlib import broker as broker_support
+from faultlib.processes import ProcessGroup, database_url
 
 ALL_DATABASES = ["default", "gateway"]
 
@@ -27,12 +26,6 @@ def pytest_collection_modifyitems(config, items):
             "tests/integration and tests/e2e need real PostgreSQL and RabbitMQ: run them with `make test` "
             "(or scripts/with_test_services.py .venv/bin/pytest ...); `make test-unit` needs neither."
         )
-
-
-def database_url() -> str:
-    """The URL of the test database, for processes started by a test."""
-    s = connection.settings_dict
-    return f"postgres://{s['USER']}@{s['HOST'] or '127.0.0.1'}:{s['PORT'] or 5432}/{s['NAME']}"
 
 
 @pytest.fixture

@@ -15,15 +15,15 @@ import pytest
 from django.db import connection
 from prometheus_client.parser import text_string_to_metric_families
 
+from faultlib.broker import publish_raw
+from faultlib.invariants import broker_queue_depths
+from faultlib.load import order_created_payload
+from faultlib.processes import free_port, wait_until
+from faultlib.saga import ledger
 from inventory.models import Product, Reservation
 from messaging.models import DeadLetter, EventLogEntry, InboxMessage, OutboxMessage
 from payments.models import Payment
 from tests.conftest import ALL_DATABASES
-from tests.support.broker import publish_raw
-from tests.support.invariants import broker_queue_depths
-from tests.support.load import order_created_payload
-from tests.support.processes import free_port, wait_until
-from tests.support.saga import ledger
 
 pytestmark = pytest.mark.django_db(transaction=True, databases=ALL_DATABASES)
 

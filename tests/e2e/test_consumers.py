@@ -8,13 +8,13 @@ from decimal import Decimal
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from faultlib.broker import publish_raw
+from faultlib.processes import free_port, wait_until
+from faultlib.saga import ledger
 from inventory.models import Reservation
 from messaging.models import DeadLetter, InboxMessage, OutboxMessage
 from payments.models import Payment
 from tests.conftest import ALL_DATABASES
-from tests.support.broker import publish_raw
-from tests.support.processes import free_port, wait_until
-from tests.support.saga import ledger
 
 pytestmark = pytest.mark.django_db(transaction=True, databases=ALL_DATABASES)
 

@@ -15,7 +15,7 @@ from decimal import Decimal
 
 import pytest
 
-from tests.support.processes import ProcessGroup, free_port, wait_until
+from faultlib.processes import ProcessGroup, free_port, wait_until
 from tests.support.split import SplitSystem
 from tests.support.web import call, checkout_body, get, post_checkout
 

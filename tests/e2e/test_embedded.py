@@ -12,7 +12,7 @@ import uuid
 
 import pytest
 
-from tests.support.processes import ProcessGroup, free_port, wait_until
+from faultlib.processes import ProcessGroup, free_port, wait_until
 
 pytestmark = pytest.mark.embedded
 

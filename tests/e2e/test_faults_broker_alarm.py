@@ -3,11 +3,11 @@ batch back, marks nothing published, and publishes everything once the alarm cle
 
 import pytest
 
+from faultlib.faults import memory_alarm
+from faultlib.processes import wait_until
 from messaging.models import OutboxMessage
 from tests.conftest import ALL_DATABASES
 from tests.e2e.test_relay import publish_things, unpublished
-from tests.support.faults import memory_alarm
-from tests.support.processes import wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True, databases=ALL_DATABASES)
 

@@ -8,14 +8,14 @@ import time
 
 import pytest
 
+from faultlib.faults import close_broker_connections
+from faultlib.invariants import check_invariants, wait_quiet
+from faultlib.load import CATALOG, INITIAL_STOCK, OrderLoad
+from faultlib.saga import seed_catalog
+from faultlib.scenarios import FAST_RETRIES, connection_cuts
 from orders.models import Order
 from tests.conftest import ALL_DATABASES
 from tests.support import fault_fixtures
-from tests.support.faults import close_broker_connections
-from tests.support.invariants import check_invariants, wait_quiet
-from tests.support.load import CATALOG, INITIAL_STOCK, OrderLoad
-from tests.support.saga import seed_catalog
-from tests.support.scenarios import FAST_RETRIES, connection_cuts
 
 pytestmark = pytest.mark.django_db(transaction=True, databases=ALL_DATABASES)
 process_env, rng = fault_fixtures.process_env, fault_fixtures.rng

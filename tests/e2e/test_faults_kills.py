@@ -7,6 +7,12 @@ from decimal import Decimal
 
 import pytest
 
+from faultlib.faults import backends_waiting_on_a_lock
+from faultlib.invariants import check_invariants, wait_quiet
+from faultlib.load import CATALOG, INITIAL_STOCK
+from faultlib.processes import wait_until
+from faultlib.saga import seed_catalog
+from faultlib.scenarios import FAST_RETRIES, batch_kills, consumer_kills, process_log_events, relay_kills
 from messaging.models import InboxMessage, OutboxMessage
 from orders.models import Order
 from orders.services.checkout import Line, order_place
@@ -15,12 +21,6 @@ from payments.gateway import gateway
 from payments.models import Payment
 from tests.conftest import ALL_DATABASES
 from tests.support import fault_fixtures
-from tests.support.faults import backends_waiting_on_a_lock
-from tests.support.invariants import check_invariants, wait_quiet
-from tests.support.load import CATALOG, INITIAL_STOCK
-from tests.support.processes import wait_until
-from tests.support.saga import seed_catalog
-from tests.support.scenarios import FAST_RETRIES, batch_kills, consumer_kills, process_log_events, relay_kills
 
 pytestmark = pytest.mark.django_db(transaction=True, databases=ALL_DATABASES)
 process_env, rng = fault_fixtures.process_env, fault_fixtures.rng

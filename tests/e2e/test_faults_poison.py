@@ -4,12 +4,12 @@ from collections import Counter
 
 import pytest
 
+from faultlib.invariants import check_invariants
+from faultlib.load import INITIAL_STOCK
+from faultlib.scenarios import POISON_KINDS, poison
 from messaging.models import DeadLetter
 from tests.conftest import ALL_DATABASES
 from tests.support import fault_fixtures
-from tests.support.invariants import check_invariants
-from tests.support.load import INITIAL_STOCK
-from tests.support.scenarios import POISON_KINDS, poison
 
 pytestmark = pytest.mark.django_db(transaction=True, databases=ALL_DATABASES)
 process_env, rng = fault_fixtures.process_env, fault_fixtures.rng

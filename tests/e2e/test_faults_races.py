@@ -2,12 +2,12 @@
 
 import pytest
 
+from faultlib.invariants import check_invariants
+from faultlib.load import INITIAL_STOCK
+from faultlib.scenarios import races
 from orders.models import Order
 from tests.conftest import ALL_DATABASES
 from tests.support import fault_fixtures
-from tests.support.invariants import check_invariants
-from tests.support.load import INITIAL_STOCK
-from tests.support.scenarios import races
 
 pytestmark = pytest.mark.django_db(transaction=True, databases=ALL_DATABASES)
 process_env, rng = fault_fixtures.process_env, fault_fixtures.rng

@@ -10,8 +10,8 @@ import time
 import pytest
 from django.test import Client
 
+from faultlib.processes import BASE_DIR
 from tests.conftest import database_url
-from tests.support.processes import BASE_DIR
 
 pytestmark = pytest.mark.django_db
 

@@ -19,11 +19,11 @@ from django.db import connections, transaction
 from django.test import Client
 from django.utils import timezone
 
+from faultlib.processes import BASE_DIR, wait_until
 from orders.models import CheckoutRequest, Order, StorefrontProduct
 from orders.services import checkout as service
 from orders.services.checkout import Line, checkout, checkout_keys_purge, request_fingerprint
 from tests.conftest import ALL_DATABASES, database_url
-from tests.support.processes import BASE_DIR, wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True, databases=ALL_DATABASES)
 

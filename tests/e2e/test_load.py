@@ -14,14 +14,14 @@ from decimal import Decimal
 
 import pytest
 
+from faultlib.invariants import check_invariants, wait_quiet
+from faultlib.processes import free_port, wait_until
+from faultlib.saga import seed_catalog
 from inventory.models import Product
 from messaging.models import InboxMessage, OutboxMessage
 from orders.models import Order
 from payments.gateway import gateway
 from tests.conftest import ALL_DATABASES
-from tests.support.invariants import check_invariants, wait_quiet
-from tests.support.processes import free_port, wait_until
-from tests.support.saga import seed_catalog
 
 pytestmark = pytest.mark.django_db(transaction=True, databases=ALL_DATABASES)
 

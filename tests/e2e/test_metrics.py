@@ -11,12 +11,12 @@ from django.test import Client
 from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
 
+from faultlib.processes import free_port, wait_until
+from faultlib.saga import checkout, seed_catalog, wait_terminal
 from messaging.dead_letters import dead_letter_record
 from messaging.models import OutboxMessage
 from orders.models import Order
 from tests.conftest import ALL_DATABASES
-from tests.support.processes import free_port, wait_until
-from tests.support.saga import checkout, seed_catalog, wait_terminal
 
 
 def samples(text: str) -> dict[tuple[str, tuple], float]:

@@ -9,13 +9,13 @@ import pytest
 from django.utils import timezone
 from kombu import Queue
 
+from faultlib import broker as broker_support
+from faultlib.saga import ledger
 from messaging.dead_letters import dead_letter_record
 from messaging.housekeeping import messages_purge, outbox_retry_parked
 from messaging.models import DeadLetter, EventLogEntry, InboxMessage, OutboxMessage
 from payments.models import Payment
 from tests.conftest import ALL_DATABASES
-from tests.support import broker as broker_support
-from tests.support.saga import ledger
 
 transactional = pytest.mark.django_db(transaction=True, databases=ALL_DATABASES)
 

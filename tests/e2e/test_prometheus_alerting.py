@@ -25,10 +25,10 @@ from pathlib import Path
 import pytest
 import yaml
 
+from faultlib.processes import free_port, wait_until
+from faultlib.saga import seed_catalog, wait_terminal
 from messaging.models import OutboxMessage
 from tests.conftest import ALL_DATABASES
-from tests.support.processes import free_port, wait_until
-from tests.support.saga import seed_catalog, wait_terminal
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy" / "prometheus"
 ALERT = "OutboxOldestPendingTooOld"

@@ -10,6 +10,8 @@ from django.db import connection, transaction
 from django.utils import timezone
 from kombu import Exchange
 
+from faultlib import broker as broker_support
+from faultlib.processes import wait_until
 from messaging.api import OutsideTransactionError, publish
 from messaging.models import EventLogEntry, InboxMessage, OutboxMessage
 from messaging.relay import OutboxRelay
@@ -17,8 +19,6 @@ from orders.models import StorefrontProduct
 from orders.services.checkout import Line, order_place
 from payments.gateway import gateway
 from tests.conftest import ALL_DATABASES
-from tests.support import broker as broker_support
-from tests.support.processes import wait_until
 
 transactional = pytest.mark.django_db(transaction=True, databases=ALL_DATABASES)
 

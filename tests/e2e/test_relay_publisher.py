@@ -7,11 +7,11 @@ import time
 import pytest
 from django.db import transaction
 
+from faultlib.processes import wait_until
 from messaging.api import publish
 from messaging.models import OutboxMessage
 from messaging.relay import OutboxRelay
 from tests.conftest import ALL_DATABASES
-from tests.support.processes import wait_until
 
 transactional = pytest.mark.django_db(transaction=True, databases=ALL_DATABASES)
 

@@ -7,11 +7,11 @@ import psycopg
 import pytest
 from django.db import connection, transaction
 
+from faultlib.processes import wait_until
 from messaging.api import publish
 from messaging.models import OutboxMessage
 from messaging.relay import APPLICATION_NAME, NOTIFY_CHANNEL, claim_query
 from tests.conftest import ALL_DATABASES, database_url
-from tests.support.processes import wait_until
 
 transactional = pytest.mark.django_db(transaction=True, databases=ALL_DATABASES)
 

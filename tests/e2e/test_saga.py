@@ -5,10 +5,10 @@ from decimal import Decimal
 import pytest
 from django.test import Client
 
+from faultlib.processes import wait_until
+from faultlib.saga import checkout, ledger, seed_catalog, stock, wait_terminal
 from orders.models import Order
 from tests.conftest import ALL_DATABASES
-from tests.support.processes import wait_until
-from tests.support.saga import checkout, ledger, seed_catalog, stock, wait_terminal
 
 pytestmark = pytest.mark.django_db(transaction=True, databases=ALL_DATABASES)
 

@@ -26,9 +26,9 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
+from faultlib.processes import BASE_DIR, free_port, wait_until
 from orders.models import StorefrontProduct
 from tests.conftest import database_url
-from tests.support.processes import BASE_DIR, free_port, wait_until
 
 EXAMPLES = int(os.environ.get("SCHEMATHESIS_EXAMPLES", "25"))
 CHECKS = [

@@ -13,6 +13,9 @@ import pytest
 from django.contrib.auth.models import User
 from django.test import Client
 
+from faultlib.invariants import check_invariants, wait_quiet
+from faultlib.processes import procfile_commands, wait_until
+from faultlib.saga import CATALOG, checkout, seed_catalog, wait_terminal
 from messaging.api import InvalidPayload
 from messaging.envelope import IncomingEvent
 from messaging.models import OutboxMessage
@@ -21,9 +24,6 @@ from shipping import handlers
 from shipping.models import Shipment
 from shipping.services import shipments_dispatch
 from tests.conftest import ALL_DATABASES
-from tests.support.invariants import check_invariants, wait_quiet
-from tests.support.processes import procfile_commands, wait_until
-from tests.support.saga import CATALOG, checkout, seed_catalog, wait_terminal
 
 
 def timeline(client: Client, order_id: str) -> list[str]:

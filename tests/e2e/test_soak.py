@@ -12,8 +12,8 @@ import subprocess
 import sys
 import uuid
 
-from tests.support.faults import rabbitmqctl
-from tests.support.processes import BASE_DIR
+from faultlib.faults import rabbitmqctl
+from faultlib.processes import BASE_DIR
 
 
 def test_32_clients_against_make_runs_server_get_no_5xx_and_connections_stay_bounded(tmp_path):

@@ -9,13 +9,13 @@ from decimal import Decimal
 import pytest
 from django.test import Client
 
+from faultlib.broker import publish_raw
+from faultlib.processes import wait_until
+from faultlib.saga import ledger
 from inventory.models import Product
 from messaging.models import OutboxMessage
 from orders.models import Order, StorefrontProduct
 from tests.conftest import ALL_DATABASES
-from tests.support.broker import publish_raw
-from tests.support.processes import wait_until
-from tests.support.saga import ledger
 
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
 INCOMING = f"00-{TRACE_ID}-00f067aa0ba902b7-01"

@@ -5,7 +5,7 @@ import re
 import subprocess
 import time
 
-from tests.support.processes import BASE_DIR, free_port
+from faultlib.processes import BASE_DIR, free_port
 
 
 def test_make_test_unit_passes_in_seconds_with_the_database_and_the_broker_unreachable():

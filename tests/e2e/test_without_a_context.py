@@ -12,8 +12,8 @@ from decimal import Decimal
 import psycopg
 import pytest
 
-from tests.support.faults import rabbitmqctl
-from tests.support.processes import BASE_DIR, ProcessGroup, free_port, procfile_commands, wait_until
+from faultlib.faults import rabbitmqctl
+from faultlib.processes import BASE_DIR, ProcessGroup, free_port, procfile_commands, wait_until
 from tests.support.split import CACHES, NOT_SHIPPED, Deployment, admin_url, database_url
 from tests.support.web import call, checkout_body, get, post_checkout
 

@@ -12,10 +12,10 @@ from django.test import Client
 from django.utils import timezone
 from kombu import Queue
 
+from faultlib import broker as broker_support
 from messaging.dead_letters import dead_letter_record
 from messaging.models import DeadLetter, EventLogEntry, InboxMessage, OutboxMessage
 from orders.models import Order, StorefrontProduct
-from tests.support import broker as broker_support
 
 pytestmark = pytest.mark.django_db
 

@@ -13,6 +13,7 @@ import pytest
 from django.test import Client
 from django.utils import timezone
 
+from faultlib.saga import ledger
 from inventory.models import Product, Reservation
 from inventory.services import product_upsert
 from messaging.dispatch import Outcome, decide
@@ -24,7 +25,6 @@ from payments.gateway import gateway
 from payments.models import Payment
 from payments.services import charge_key
 from tests.conftest import ALL_DATABASES
-from tests.support.saga import ledger
 
 pytestmark = pytest.mark.django_db(transaction=True, databases=ALL_DATABASES)
 

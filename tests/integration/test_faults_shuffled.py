@@ -5,8 +5,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from faultlib.simulation import shuffled_sagas
 from tests.conftest import ALL_DATABASES
-from tests.support.simulation import shuffled_sagas
 
 pytestmark = pytest.mark.django_db(transaction=True, databases=ALL_DATABASES)
 

@@ -6,11 +6,11 @@ from decimal import Decimal
 
 from django.test import Client
 
+from faultlib.processes import wait_until
 from inventory.models import Product
 from inventory.services import product_upsert
 from orders.models import Order, StorefrontProduct
 from payments.gateway import gateway
-from tests.support.processes import wait_until
 
 CATALOG = [("WIDGET", "Widget", Decimal("19.99"), 1000), ("RARE", "Rare print", Decimal("250.00"), 3)]
 

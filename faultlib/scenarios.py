@@ -15,15 +15,15 @@ from dataclasses import dataclass, field
 
 from kombu import Queue
 
+from faultlib import faults
+from faultlib.broker import connection as broker_connection
+from faultlib.broker import publish_raw
+from faultlib.faults import Injection, Injector, Restartable
+from faultlib.invariants import ExpectedDeadLetter, wait_quiet
+from faultlib.load import CATALOG, OrderLoad, as_json, order_created_payload
+from faultlib.processes import ProcessGroup
+from faultlib.saga import seed_catalog
 from messaging.models import DeadLetter
-from tests.support import faults
-from tests.support.broker import connection as broker_connection
-from tests.support.broker import publish_raw
-from tests.support.faults import Injection, Injector, Restartable
-from tests.support.invariants import ExpectedDeadLetter, wait_quiet
-from tests.support.load import CATALOG, OrderLoad, as_json, order_created_payload
-from tests.support.processes import ProcessGroup
-from tests.support.saga import seed_catalog
 
 # Short retries so that a transient failure is retried within the test's time.
 FAST_RETRIES = {"CONSUMER_RETRY_DELAYS": "0.2,0.5,1", "CONSUMER_MAX_ATTEMPTS": "5"}

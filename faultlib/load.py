@@ -10,7 +10,7 @@ from decimal import Decimal
 
 from django.test import Client
 
-from tests.support.saga import checkout
+from faultlib.saga import checkout
 
 # The catalogue of the fault runs: plenty of one SKU, a scarce one that runs out.
 CATALOG = [("WIDGET", "Widget", Decimal("19.99"), 100_000), ("RARE", "Rare print", Decimal("250.00"), 6)]

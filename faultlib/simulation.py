@@ -15,6 +15,7 @@ from decimal import Decimal
 from django.utils import timezone
 from hypothesis import strategies as st
 
+from faultlib.invariants import Report, check_invariants
 from inventory.services import product_upsert
 from messaging.conf import exchange_name
 from messaging.dead_letters import dead_letter_record
@@ -25,7 +26,6 @@ from messaging.topology import subscribers_of
 from orders.models import Order
 from orders.services.checkout import Line, order_place
 from orders.services.saga import InvalidOrderState, order_cancel, orders_expire
-from tests.support.invariants import Report, check_invariants
 
 MAX_ATTEMPTS = 4
 MAX_DUPLICATES = 6

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from django.db import connections
 
-from tests.support.processes import ProcessGroup, wait_until
+from faultlib.processes import ProcessGroup, wait_until
 
 
 @dataclass

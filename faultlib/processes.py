@@ -8,7 +8,15 @@ import sys
 import time
 from pathlib import Path
 
-BASE_DIR = Path(__file__).resolve().parents[2]
+from django.db import connection
+
+BASE_DIR = Path(__file__).resolve().parents[1]
+
+
+def database_url() -> str:
+    """The URL of the test database, for processes started by a test or a chaos scenario."""
+    s = connection.settings_dict
+    return f"postgres://{s['USER']}@{s['HOST'] or '127.0.0.1'}:{s['PORT'] or 5432}/{s['NAME']}"
 
 
 class ProcessGroup:
