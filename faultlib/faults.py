@@ -228,7 +228,7 @@ def pause(target: Restartable, seconds: float) -> Callable[[], str]:
 
     def fault() -> str:
         target.kill()
-        time.sleep(seconds)
+        time.sleep(seconds)  # time is the subject: how long the consumer stays down
         target.start()
         return f"{target.name} SIGKILLed, down for {seconds:.1f}s, restarted"
 
@@ -239,7 +239,7 @@ def broker_restart(down_for: float = 3.0) -> str:
     """stop_app / start_app: every vhost of the broker goes away. ``make chaos`` only."""
     try:
         rabbitmqctl("stop_app")
-        time.sleep(down_for)
+        time.sleep(down_for)  # time is the subject: how long the broker stays down
     finally:
         rabbitmqctl("start_app", check=False)
         rabbitmqctl("await_startup", check=False)

@@ -133,7 +133,7 @@ def test_a_database_that_refuses_connections_gets_503_then_service_comes_back(we
     while (reply := post_checkout(web, checkout_body())).status != 201:
         assert reply.status == 503, reply.body
         assert time.monotonic() - back < 15, "no service 15 s after the database came back"
-        time.sleep(0.2)
+        time.sleep(0.2)  # the poll's interval: the loop above waits for the state, bounded at 15 s
     assert get(web, "/admin/orders/order/", headers=session).status == 200
 
 

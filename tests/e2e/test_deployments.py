@@ -241,7 +241,7 @@ def test_the_saga_runs_across_four_deployments_whichever_starts_first(split, gro
     for proc in payments_consumers:
         assert group.stop(proc) == 0
     late = post_checkout(api, checkout_body("WIDGET", 1)).json()["id"]
-    time.sleep(1.5)
+    time.sleep(1.5)  # time is the subject: the order is now older than the SAGA_TIMEOUT of 1 s below
     expired = orders.manage("expire_pending_orders", env={"SAGA_TIMEOUT": "1"})
     assert expired.returncode == 0 and expired.stdout.strip() == "1 order(s) failed for timeout", expired.stderr
     payments.start(group, "consumers", "run_consumers")

@@ -15,7 +15,7 @@ from datetime import timedelta
 from decimal import Decimal
 
 import pytest
-from django.db import connections, transaction
+from django.db import connection, connections, transaction
 from django.test import Client
 from django.utils import timezone
 
@@ -48,6 +48,7 @@ class FirstRequest(threading.Thread):
         super().__init__(daemon=True)
         self.inside, self.finish = threading.Event(), threading.Event()
         self.commit = True
+        self.backend_pid = None
         self.result = None
 
     def run(self):
@@ -57,6 +58,9 @@ class FirstRequest(threading.Thread):
                     key="k", request_hash=request_fingerprint(BODY), customer_id="c",
                     lines=[Line("WIDGET", 1)], payment_token="tok_visa",
                 )  # fmt: skip
+                with connection.cursor() as cursor:
+                    cursor.execute("SELECT pg_backend_pid()")
+                    [self.backend_pid] = cursor.fetchone()
                 self.inside.set()
                 self.finish.wait(30)
                 transaction.set_rollback(not self.commit)
@@ -86,14 +90,32 @@ def test_a_duplicate_while_the_first_is_in_flight_waits_then_gets_409(settings):
     assert post().status_code == 201  # the first rolled back: the key is free
 
 
-def test_a_duplicate_that_the_first_finishes_before_replays_the_first_answer():
+def waiting_on_the_transaction_of(backend_pid: int) -> int:
+    """Backends waiting for a lock on the transaction of ``backend_pid`` (the key's uncommitted row)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM pg_locks waiting JOIN pg_locks holding "
+            "ON holding.locktype = 'transactionid' AND holding.transactionid = waiting.transactionid "
+            "WHERE NOT waiting.granted AND holding.granted AND holding.pid = %s",
+            [backend_pid],
+        )
+        return cursor.fetchone()[0]
+
+
+def test_a_duplicate_that_the_first_finishes_before_replays_the_first_answer(settings):
+    settings.IDEMPOTENCY_KEY_WAIT = 10  # longer than the test needs to see the duplicate wait
     first = FirstRequest()
     first.start()
     assert first.inside.wait(30)
     replies = []
     duplicate = threading.Thread(target=lambda: (replies.append(post()), connections.close_all()))
     duplicate.start()
-    time.sleep(0.3)  # the duplicate now waits on the first's uncommitted key
+    wait_until(
+        lambda: waiting_on_the_transaction_of(first.backend_pid) == 1,
+        timeout=5,
+        interval=0.02,
+        message="the duplicate to wait on the first's uncommitted key",
+    )
 
     first.end(commit=True)
     duplicate.join(30)

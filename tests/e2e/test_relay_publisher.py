@@ -51,7 +51,7 @@ def test_an_idle_relay_keeps_its_broker_connection_through_heartbeats(processes,
         "relay", "run_outbox_relay", env={"BROKER_HEARTBEAT": "2", "RELAY_POLL_INTERVAL": "30", "RELAY_PIPELINES": "1"}
     )
     wait_until(lambda: "relay listening" in log_of(processes), timeout=30, message="the relay to start")
-    time.sleep(10)
+    time.sleep(10)  # time is the subject: idle for more than two heartbeat timeouts
     [message_id] = publish_payloads([{"after": "idle"}])
     wait_until(
         lambda: OutboxMessage.objects.filter(event_id=message_id, published_at__isnull=False).exists(),

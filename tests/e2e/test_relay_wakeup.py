@@ -1,8 +1,6 @@
 """The relay wakes on NOTIFY (PostgreSQL), re-LISTENs after losing its connection, and claims
 through the partial index."""
 
-import time
-
 import psycopg
 import pytest
 from django.db import connection, transaction
@@ -37,16 +35,27 @@ def relay_backends() -> list[int]:
         return [pid for (pid,) in cursor.fetchall()]
 
 
+def idle_relay_backends() -> list[int]:
+    """Relay backends whose last statement closed an empty claim: LISTEN comes before the claim,
+    so such a relay listens and waits for rows (a notification or its next poll, 30 s away)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND application_name = %s "
+            "AND state = 'idle' AND query = 'COMMIT'",
+            [APPLICATION_NAME],
+        )
+        return [pid for (pid,) in cursor.fetchall()]
+
+
 def wait_for_idle_relay(exclude: tuple[int, ...] = ()) -> int:
-    """The backend pid of the one relay, once it listens; then a moment to enter its idle wait."""
+    """The backend pid of the one relay, once it listens and waits for rows."""
     found: list[int] = []
 
-    def listening() -> bool:
-        found[:] = [pid for pid in relay_backends() if pid not in exclude]
-        return len(found) == 1
+    def waiting() -> bool:
+        found[:] = [pid for pid in idle_relay_backends() if pid not in exclude]
+        return len(found) == 1 and found == [pid for pid in relay_backends() if pid not in exclude]
 
-    wait_until(listening, timeout=30, message="the relay to LISTEN")
-    time.sleep(1)
+    wait_until(waiting, timeout=30, interval=0.05, message="the relay to LISTEN and wait for rows")
     return found[0]
 
 

@@ -14,7 +14,7 @@ from tests.conftest import ALL_DATABASES
 def test_publish_gives_each_outbox_row_a_time_ordered_id():
     with transaction.atomic():
         first = publish(event_type="orders.order.created", payload={}, aggregate_type="order", aggregate_id="1")
-        time.sleep(0.002)
+        time.sleep(0.002)  # time is the subject: the second row is of a later millisecond
         second = publish(event_type="orders.order.created", payload={}, aggregate_type="order", aggregate_id="2")
 
     rows = list(OutboxMessage.objects.order_by("event_id").values_list("event_id", flat=True))

@@ -30,7 +30,9 @@ from kernel.contexts import DECLARATION_FILE, installed
 from messaging.topology import ANY_EVENT, EVENT_LOG_CONSUMER, queue_bindings
 
 # Not part of a deployment: development tooling, and the other contexts (added per tree).
-NOT_SHIPPED = {".git", ".venv", "var", "tests", "faultlib", "bench", "chaos", "docs", "deploy", "scripts", "node_modules"}
+NOT_SHIPPED = {
+    *(".git", ".venv", "var", "tests", "faultlib", "bench", "chaos", "docs", "deploy", "scripts", "node_modules"),
+}
 CACHES = {"__pycache__", ".pytest_cache", ".ruff_cache", ".hypothesis"}
 FAST_RETRIES = {"CONSUMER_RETRY_DELAYS": "0.2,0.5,1", "CONSUMER_MAX_ATTEMPTS": "5"}
 

@@ -24,7 +24,7 @@ def test_event_ids_are_unique_and_ordered_by_their_millisecond():
     ids = []
     for _ in range(5):
         ids += [new_event_id() for _ in range(2_000)]
-        time.sleep(0.002)
+        time.sleep(0.002)  # time is the subject: the next id is of a later millisecond
 
     assert len(set(ids)) == 10_000
     assert [_milliseconds(i) for i in ids] == sorted(_milliseconds(i) for i in ids)
