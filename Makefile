@@ -48,7 +48,7 @@ test: $(STAMP) ## import contracts + the whole suite on real PostgreSQL and Rabb
 # outside a django_db test, and tests/e2e/test_unit_tier.py runs this target with both pointing at closed ports).
 test-unit: export DEBUG ?= 1
 test-unit: $(STAMP) ## the unit tier only (tests/unit): no database, no broker, seconds; for charts, envelope, masking, parsers...
-	$(VENV)/bin/pytest tests/unit $(PYTEST_ARGS)
+	$(VENV)/bin/pytest tests/unit -p no:schemathesis $(PYTEST_ARGS)
 
 lint: $(STAMP) ## ruff and import-linter
 	$(VENV)/bin/ruff check .
