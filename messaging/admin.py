@@ -8,6 +8,7 @@ from django.contrib import admin, messages
 from django.template.response import TemplateResponse
 from django.utils.html import format_html
 
+from kernel.admin import ReadOnlyAdmin
 from kernel.templatetags.ops import short as short_id
 from messaging.admin_tools import ObjectAction, ObjectActionsMixin, compact_time, correlation_link
 from messaging.dead_letters import dead_letter_display_body, dead_letter_purge, dead_letter_replay
@@ -20,23 +21,6 @@ from messaging.selectors import outbox_backlog
 def pretty(data) -> str:
     return format_html('<pre class="ops-pre">{}</pre>', json.dumps(mask_sensitive(data), indent=2, sort_keys=True))
 
-
-class ReadOnlyAdmin(admin.ModelAdmin):
-    """These tables are the delivery guarantees: an edit here would break them."""
-
-    def has_add_permission(self, request, obj=None):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
-
-    def has_operate_permission(self, request) -> bool:
-        """Actions (retry, replay, purge) need the model's change permission, not only view."""
-        opts = self.model._meta
-        return request.user.has_perm(f"{opts.app_label}.change_{opts.model_name}")
 
 
 class PublishedFilter(admin.SimpleListFilter):
