@@ -24,6 +24,7 @@ from messaging.health import broker_reachable
 from messaging.lifecycle import Stopper, use_dedicated_connections
 from messaging.masking import mask_sensitive, mask_text
 from messaging.outbox import OutsideTransactionError, collecting, outbox_statements, publish, tracing
+from messaging.payloads import payload_uuid
 from messaging.registry import local_consumers
 from messaging.selectors import (
     dead_letter_counts,
@@ -53,6 +54,7 @@ __all__ = [
     "outbox_backlog",
     "outbox_backlog_history",
     "outbox_statements",
+    "payload_uuid",
     "publish",
     "serve_metrics",
     "timeline_entry_of_new_event",
