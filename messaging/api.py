@@ -20,7 +20,7 @@
 from messaging.diagnosis import timeline_waiting
 from messaging.dispatch import InvalidPayload, TransientError
 from messaging.envelope import IncomingEvent
-from messaging.health import broker_reachable
+from messaging.health import broker_reachable, database_reachable
 from messaging.lifecycle import Stopper, use_dedicated_connections
 from messaging.masking import mask_sensitive, mask_text
 from messaging.outbox import OutsideTransactionError, collecting, outbox_statements, publish, tracing
@@ -47,6 +47,7 @@ __all__ = [
     "child_span",
     "collecting",
     "dead_letter_counts",
+    "database_reachable",
     "dead_letter_counts_by_state",
     "local_consumers",
     "mask_sensitive",

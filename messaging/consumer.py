@@ -30,9 +30,10 @@ from kombu import Consumer
 from messaging import broker, metrics
 from messaging.conf import queue_name, setting
 from messaging.dead_letters import dead_letter_record
-from messaging.dispatch import Decision, Delivery, Outcome, database_reachable, decide_batch
+from messaging.dispatch import Decision, Delivery, Outcome, decide_batch
 from messaging.envelope import ATTEMPT_HEADER, Envelope
 from messaging.faults import fault_point
+from messaging.health import database_reachable
 from messaging.heartbeat import HandlerHeartbeat
 from messaging.lifecycle import Backoff, Stopper, drop_broken_db_connections
 from messaging.publisher import BatchPublisher, ConfirmTimeout

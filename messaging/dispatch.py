@@ -36,6 +36,7 @@ from kernel.exceptions import sqlstate_of
 from messaging import registry
 from messaging.envelope import IncomingEvent, InvalidMessage, parse_incoming
 from messaging.faults import fault_point
+from messaging.health import database_reachable
 from messaging.inbox import inbox_claim, inbox_claim_in_savepoint, inbox_claim_many
 from messaging.outbox import collecting, handling, tracing, write_collected
 from messaging.tracecontext import child_span
@@ -90,17 +91,6 @@ def _failure(outcome: Outcome, reason: str, exc: BaseException, event: IncomingE
         error=f"{type(exc).__name__}: {exc}"[:4000],
         traceback="".join(tb.format_exception(exc, limit=8))[-8000:],
     )
-
-
-def database_reachable() -> bool:
-    try:
-        connection.close_if_unusable_or_obsolete()
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT 1")
-        return True
-    except DatabaseError:
-        connection.close()
-        return False
 
 
 def _prepare(consumer: str, body: bytes, properties: dict, headers: dict, routing_key: str):

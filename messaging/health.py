@@ -1,13 +1,30 @@
-"""Is the broker reachable? For ``/readyz``: one short connection attempt, never a retry loop."""
+"""Are the database and the broker reachable? For ``/readyz`` and for a consumer deciding whether a
+failure was an outage: one short attempt each, never a retry loop."""
 
 import logging
 
 from django.conf import settings
+from django.db import DatabaseError, connection
 from kombu import Connection
 
 from messaging import broker
 
 logger = logging.getLogger(__name__)
+
+
+def database_reachable() -> bool:
+    """One ``SELECT 1`` on the default connection. A broken or obsolete connection is replaced
+    first (a failed handler may have broken it while the database is fine), and one that fails
+    is closed, so the next use starts afresh."""
+    try:
+        connection.close_if_unusable_or_obsolete()
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT 1")
+        return True
+    except DatabaseError as exc:
+        logger.warning("database unreachable: %s", exc)
+        connection.close()
+        return False
 
 
 def broker_reachable(*, timeout: float) -> bool:
