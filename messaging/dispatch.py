@@ -28,6 +28,7 @@ import traceback as tb
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from django.db import DatabaseError, InterfaceError, OperationalError, connection, transaction
 from psycopg import pq
@@ -93,25 +94,41 @@ def _failure(outcome: Outcome, reason: str, exc: BaseException, event: IncomingE
     )
 
 
-def _prepare(consumer: str, body: bytes, properties: dict, headers: dict, routing_key: str):
-    """The event and its handler, or the ``Decision`` for a message that can never be handled."""
+class Refused(Exception):
+    """A message that can never be handled, with the decision about it (a dead letter)."""
+
+    def __init__(self, decision: Decision):
+        super().__init__(decision.reason)
+        self.decision = decision
+
+
+class Prepared(NamedTuple):
+    event: IncomingEvent
+    spec: registry.HandlerSpec
+
+
+def _prepare(consumer: str, body: bytes, properties: dict, headers: dict, routing_key: str) -> Prepared:
+    """The event and its handler; ``Refused`` for a message that can never be handled."""
     try:
         event = parse_incoming(body, properties, headers, routing_key)
     except InvalidMessage as exc:
-        return Decision(Outcome.DEAD_LETTER, reason=exc.reason, error=exc.detail)
+        raise Refused(Decision(Outcome.DEAD_LETTER, reason=exc.reason, error=exc.detail)) from None
     spec = registry.handler_for(consumer, event.event_type)
     if spec is None:
-        return Decision(
-            Outcome.DEAD_LETTER, event, "unknown_event_type", f"{consumer} does not handle {event.event_type}"
+        raise Refused(
+            Decision(Outcome.DEAD_LETTER, event, "unknown_event_type", f"{consumer} does not handle {event.event_type}")
         )
     if spec.schema_versions and event.schema_version not in spec.schema_versions:
-        return Decision(
-            Outcome.DEAD_LETTER,
-            event,
-            "unsupported_schema_version",
-            f"{consumer} handles {event.event_type} versions {list(spec.schema_versions)}, not {event.schema_version}",
+        raise Refused(
+            Decision(
+                Outcome.DEAD_LETTER,
+                event,
+                "unsupported_schema_version",
+                f"{consumer} handles {event.event_type} versions {list(spec.schema_versions)}, "
+                f"not {event.schema_version}",
+            )
         )
-    return event, spec
+    return Prepared(event, spec)
 
 
 def _run_handler(spec, event: IncomingEvent) -> None:
@@ -122,10 +139,10 @@ def _run_handler(spec, event: IncomingEvent) -> None:
 
 def decide(consumer: str, *, body: bytes, properties: dict, headers: dict, routing_key: str) -> Decision:
     """One delivery in a transaction of its own."""
-    prepared = _prepare(consumer, body, properties, headers, routing_key)
-    if isinstance(prepared, Decision):
-        return prepared
-    event, spec = prepared
+    try:
+        event, spec = _prepare(consumer, body, properties, headers, routing_key)
+    except Refused as refused:
+        return refused.decision
     try:
         with transaction.atomic():
             if not inbox_claim(consumer=consumer, event=event):
@@ -151,11 +168,10 @@ def decide_batch(deliveries: list[Delivery]) -> list[Decision]:
     decisions: list[Decision | None] = [None] * len(deliveries)
     ready = []
     for i, d in enumerate(deliveries):
-        prepared = _prepare(d.consumer, d.body, d.properties, d.headers, d.routing_key)
-        if isinstance(prepared, Decision):
-            decisions[i] = prepared
-        else:
-            ready.append((i, *prepared))
+        try:
+            ready.append((i, *_prepare(d.consumer, d.body, d.properties, d.headers, d.routing_key)))
+        except Refused as refused:
+            decisions[i] = refused.decision
     # One lock order for every batch: the saga's id, then arrival.
     ready.sort(key=lambda item: (item[1].correlation_id, item[0]))
     try:

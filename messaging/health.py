@@ -13,11 +13,13 @@ logger = logging.getLogger(__name__)
 
 
 def database_reachable() -> bool:
-    """One ``SELECT 1`` on the default connection. A broken or obsolete connection is replaced
+    """One ``SELECT 1`` on the default connection. A connection that an error broke is replaced
     first (a failed handler may have broken it while the database is fine), and one that fails
-    is closed, so the next use starts afresh."""
+    is closed, so the next use starts afresh. A healthy connection is kept, inside a request or
+    a transaction too."""
     try:
-        connection.close_if_unusable_or_obsolete()
+        if connection.connection is not None and connection.errors_occurred and not connection.is_usable():
+            connection.close()
         with connection.cursor() as cursor:
             cursor.execute("SELECT 1")
         return True
