@@ -161,12 +161,7 @@ class ConsumerWorker:
         if self._heartbeat is not None:
             self._heartbeat.stop()
             self._heartbeat = None
-        if graceful and self._retry_publisher is not None:
-            self._retry_publisher.close()
-        if graceful:
-            self.session.close()
-        else:
-            self.session.drop()
+        self.session.end(self._retry_publisher, graceful=graceful)
         self._retry_publisher = None
         # Deliveries of a closed channel go back to the queue: none of them can be settled now.
         self._arrived.clear()
