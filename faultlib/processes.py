@@ -94,13 +94,14 @@ class ProcessGroup:
 
 
 def wait_until(predicate, *, timeout: float, interval: float = 0.1, message: str = "condition") -> None:
-    """Poll ``predicate`` until it is true; fail the test after ``timeout`` seconds."""
+    """Poll ``predicate`` until it is true; ``TimeoutError`` after ``timeout`` seconds (the tests,
+    ``make chaos`` and ``make bench`` all wait this way)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if predicate():
             return
         time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout}s waiting for {message}")
+    raise TimeoutError(f"timed out after {timeout}s waiting for {message}")
 
 
 def free_port() -> int:

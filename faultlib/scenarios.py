@@ -21,7 +21,7 @@ from faultlib.broker import publish_raw
 from faultlib.faults import Injection, Injector, Restartable
 from faultlib.invariants import ExpectedDeadLetter, wait_quiet
 from faultlib.load import CATALOG, OrderLoad, as_json, order_created_payload
-from faultlib.processes import ProcessGroup
+from faultlib.processes import ProcessGroup, wait_until
 from faultlib.saga import seed_catalog
 from messaging.models import DeadLetter
 
@@ -179,11 +179,7 @@ def _queue_depth(queue: str) -> int:
 
 
 def _wait_for_depth(queue: str, depth: int, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while _queue_depth(queue) < depth:
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{queue} never held {depth} messages")
-        time.sleep(0.1)
+    wait_until(lambda: _queue_depth(queue) >= depth, timeout=timeout, message=f"{queue} to hold {depth} messages")
 
 
 # --- poison ---------------------------------------------------------------------------------
