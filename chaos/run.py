@@ -44,7 +44,7 @@ from faultlib import scenarios as s  # noqa: E402
 from faultlib.faults import with_application_name  # noqa: E402
 from faultlib.invariants import broker_queue_depths, check_invariants  # noqa: E402
 from faultlib.load import INITIAL_STOCK  # noqa: E402
-from faultlib.processes import ProcessGroup, database_url  # noqa: E402
+from faultlib.processes import ProcessGroup, database_url, process_environment  # noqa: E402
 from faultlib.scenarios import Outcome  # noqa: E402
 from faultlib.simulation import shuffled_sagas  # noqa: E402
 
@@ -128,16 +128,7 @@ def shuffled(examples: int, rng: random.Random) -> list:
 
 def process_env() -> dict[str, str]:
     url = with_application_name(database_url())
-    return {
-        **os.environ,
-        "DATABASE_URL": url,
-        "GATEWAY_DATABASE_URL": url,
-        "DEBUG": "1",
-        "RELAY_POLL_INTERVAL": "0.2",
-        "PYTHONUNBUFFERED": "1",
-        "LOG_FORMAT": "json",
-        "LOG_LEVEL": PROCESS_LOG_LEVEL,
-    }
+    return process_environment(url, LOG_FORMAT="json", LOG_LEVEL=PROCESS_LOG_LEVEL)
 
 
 def reset() -> None:

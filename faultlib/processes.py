@@ -19,6 +19,19 @@ def database_url() -> str:
     return f"postgres://{s['USER']}@{s['HOST'] or '127.0.0.1'}:{s['PORT'] or 5432}/{s['NAME']}"
 
 
+def process_environment(database: str, **extra: str) -> dict[str, str]:
+    """The environment of the processes a test or a chaos scenario starts, on ``database``."""
+    return {
+        **os.environ,
+        "DATABASE_URL": database,
+        "GATEWAY_DATABASE_URL": database,
+        "DEBUG": "1",
+        "RELAY_POLL_INTERVAL": "0.2",
+        "PYTHONUNBUFFERED": "1",
+        **extra,
+    }
+
+
 class ProcessGroup:
     """Processes started by one test; whatever is still alive at the end is killed."""
 

@@ -1,14 +1,13 @@
 """Shared fixtures. tests/unit needs no service; tests/integration and tests/e2e run on real PostgreSQL
 and RabbitMQ (``make test`` provides both)."""
 
-import os
 from pathlib import Path
 
 import pytest
 from django.conf import settings
 
 from faultlib import broker as broker_support
-from faultlib.processes import ProcessGroup, database_url
+from faultlib.processes import ProcessGroup, database_url, process_environment
 
 ALL_DATABASES = ["default", "gateway"]
 
@@ -30,15 +29,7 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.fixture
 def process_env() -> dict[str, str]:
-    url = database_url()
-    return {
-        **os.environ,
-        "DATABASE_URL": url,
-        "GATEWAY_DATABASE_URL": url,
-        "DEBUG": "1",
-        "RELAY_POLL_INTERVAL": "0.2",
-        "PYTHONUNBUFFERED": "1",
-    }
+    return process_environment(database_url())
 
 
 @pytest.fixture
