@@ -8,6 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from messaging.api import InvalidPayload, payload_uuid
 from messaging.envelope import ATTEMPT_HEADER, InvalidMessage, encode_body, envelope_for_outbox, parse_incoming
 
 EVENT_ID = uuid.UUID("01a20ecf-ec79-780c-9868-25f1453339fe")
@@ -100,3 +101,14 @@ def test_a_message_that_can_never_be_handled_is_refused_with_its_reason(body, pr
 
     assert refused.value.reason == reason
     assert str(refused.value).startswith(f"{reason}: ")
+
+
+def test_a_payload_uuid_is_read_or_refused_naming_its_field():
+    order_id = uuid.uuid4()
+    event = parse_incoming(encode_body({"order_id": str(order_id), "other": "x"}), {"message_id": "m"}, HEADERS, "rk")
+
+    assert payload_uuid(event, "order_id") == order_id
+    with pytest.raises(InvalidPayload, match=r"^other missing or not a UUID: badly formed hexadecimal UUID string$"):
+        payload_uuid(event, "other")
+    with pytest.raises(InvalidPayload, match=r"^shipment_id missing or not a UUID: 'shipment_id'$"):
+        payload_uuid(event, "shipment_id")
