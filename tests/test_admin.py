@@ -322,6 +322,7 @@ def test_the_overview_counts_backlog_dead_letters_and_stuck_orders(staff, order_
         ("orders", 0, 0),
         ("payments", 1, 1),
         ("inventory", 0, 0),
+        ("shipping", 0, 0),
         ("events", 0, 0),
     ]
     [orders] = [part["data"] for part in context["sections"]]  # the orders context's section
