@@ -1,4 +1,4 @@
-"""The project's middleware: trace context, ``/api/`` paths, database outages.
+"""The project's middleware: the request's shape, trace context, ``/api/`` paths, database outages.
 
 W3C Trace Context for every request: continue the caller's trace or start one.
 
@@ -12,13 +12,46 @@ Level 2). Log lines of the request carry ``trace_id``.
 import logging
 
 import structlog
+from django.core.exceptions import DisallowedHost
 from django.http import HttpResponse, JsonResponse
 from django.urls import is_valid_path
 
+from config.errors import disallowed_host, is_admin_page, json_error
+from config.request_body import BODY_REFUSED
 from kernel.exceptions import RETRY_AFTER_SECONDS, database_error_body
 from messaging.api import child_span, trace_id_of, tracing
 
 logger = logging.getLogger(__name__)
+host_logger = logging.getLogger("django.security.DisallowedHost")
+
+
+class RequestShapeMiddleware:
+    """What is wrong with a request before any view can look at it, answered in JSON with the
+    same status in ``DEBUG`` on and off (Django itself would answer the ``Host`` with an HTML
+    page, its technical one under ``DEBUG``):
+
+    - a ``Host`` outside ``ALLOWED_HOSTS`` → ``400`` ``disallowed_host`` (the admin keeps
+      Django's own page);
+    - a chunked body ``config.request_body`` could not read → ``411`` ``length_required``, or
+      over the limit → ``413`` ``payload_too_large``.
+    """
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        try:
+            request.get_host()
+        except DisallowedHost as exc:
+            if not is_admin_page(request):
+                host_logger.error("%s", exc)
+                return disallowed_host()
+        refused = request.META.get(BODY_REFUSED)
+        if refused == "length_required":
+            return json_error(411, "length_required", "Send the body with a Content-Length.")
+        if refused == "too_large":
+            return json_error(413, "payload_too_large", "The request body is too large.")
+        return self.get_response(request)
 
 
 class TraceparentMiddleware:
