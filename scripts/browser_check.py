@@ -13,6 +13,7 @@ temporary folder, never your database), logs in as a throwaway superuser and che
 - the outbox and dead-letter lists fit 1400 px without sideways scrolling; a dead letter's own
   page offers replay and purge;
 - /api/docs/ renders Swagger UI from our own static files, with every operation;
+- no page reports a Content-Security-Policy violation in the browser's console;
 - the same order pages in a split deployment (orders, payments and inventory as three
   deployments on three SQLite files sharing one filesystem broker).
 
@@ -211,7 +212,15 @@ class Browser:
         status, reply = http(
             "POST",
             f"{self.base}/session",
-            {"capabilities": {"alwaysMatch": {"browserName": "chrome", "goog:chromeOptions": options}}},
+            {
+                "capabilities": {
+                    "alwaysMatch": {
+                        "browserName": "chrome",
+                        "goog:chromeOptions": options,
+                        "goog:loggingPrefs": {"browser": "ALL"},  # the console, for CSP violations
+                    }
+                }
+            },
             timeout=60,
         )
         if status != 200:
@@ -248,6 +257,12 @@ class Browser:
 
     def run(self, script: str):
         return self.command("POST", "/execute/sync", {"script": script, "args": []})
+
+    def csp_violations(self) -> list[str]:
+        """Console messages about the Content-Security-Policy since the last call (ChromeDriver
+        hands each console entry over once)."""
+        entries = self.command("POST", "/se/log", {"type": "browser"})
+        return [e["message"] for e in entries if "Content Security Policy" in e["message"]]
 
     def resize(self, width: int, height: int) -> None:
         self.command("POST", "/window/rect", {"width": width, "height": height})
@@ -378,6 +393,8 @@ def run_checks(shop: Shop, browser: Browser, orders: dict[str, str]) -> Check:
     wait_for(lambda: "Idempotency-Key" in browser.text("#operations-orders-checkout"), 10, "checkout's details")
     check("checkout documents Idempotency-Key", "Idempotency-Key" in browser.text("#operations-orders-checkout"))
     browser.screenshot("08-api-docs-checkout")
+    violations = browser.csp_violations()
+    check("no page broke the Content-Security-Policy (the console)", not violations, "; ".join(violations)[:600])
     return results
 
 
@@ -394,6 +411,8 @@ def run_split_checks(shop: Shop, browser: Browser, orders: dict[str, str]) -> Ch
     browser.open(f"{shop.url}/admin/overview/")
     check("the overview draws its charts", len(browser.find(".ops-chart svg")) == 3)
     browser.screenshot("12-split-overview")
+    violations = browser.csp_violations()
+    check("no page broke the Content-Security-Policy (the console)", not violations, "; ".join(violations)[:600])
     return results
 
 
