@@ -20,7 +20,7 @@ and any unknown token are declined."""
 @extend_schema_serializer(component_name="CheckoutItem")
 class CheckoutItemSerializer(serializers.Serializer):
     sku = serializers.CharField(
-        max_length=64, help_text="Exactly as listed (never trimmed: `\" WIDGET\"` is unknown); each at most once."
+        max_length=64, help_text='Exactly as listed (never trimmed: `" WIDGET"` is unknown); each at most once.'
     )
     quantity = serializers.IntegerField(min_value=1, max_value=1000)
 

@@ -395,6 +395,9 @@ def run_checks(shop: Shop, browser: Browser, orders: dict[str, str]) -> Check:
     browser.screenshot("08-api-docs-checkout")
     violations = browser.csp_violations()
     check("no page broke the Content-Security-Policy (the console)", not violations, "; ".join(violations)[:600])
+    # The probe itself: an inline script, which the policy forbids, must show in the console.
+    browser.run("const s = document.createElement('script'); s.textContent = '1'; document.body.append(s)")
+    check("an inline script is refused and reported (the check above can fail)", browser.csp_violations())
     return results
 
 

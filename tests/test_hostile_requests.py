@@ -10,7 +10,9 @@ import uuid
 from decimal import Decimal
 
 import pytest
+from django.core.exceptions import PermissionDenied, RequestDataTooBig, SuspiciousOperation
 
+from config import errors
 from orders.models import CheckoutRequest, Order, StorefrontProduct
 from tests.conftest import ALL_DATABASES
 from tests.support.raw_http import chunked, raw_request, request_bytes
@@ -96,7 +98,12 @@ def test_hostile_bodies_are_400_in_json_and_nothing_is_written(web):
     assert (placed.status, replayed.status, replayed.headers["Idempotent-Replayed"]) == (201, 201, "true")
     assert placed.json()["customer_id"] == "a b"
     order_id = placed.json()["id"]
-    for reply in (placed, replayed, get(web, f"/api/orders/{order_id}/"), call(web, "POST", f"/api/orders/{order_id}/cancel/")):
+    for reply in (
+        placed,
+        replayed,
+        get(web, f"/api/orders/{order_id}/"),
+        call(web, "POST", f"/api/orders/{order_id}/cancel/"),
+    ):
         assert reply.status in (200, 201, 202)
         assert reply.headers["Cache-Control"] == NO_STORE
         assert_security_headers(reply)
@@ -163,3 +170,35 @@ def test_a_chunked_checkout_is_placed_where_the_server_decodes_it_else_refused_w
         assert nothing_written()
     assert_security_headers(reply)
     assert post_checkout(web, checkout_body()).status == 201  # the server is fine afterwards
+
+
+def test_django_error_handlers_answer_json_outside_the_admin(client, admin_client, rf):
+    # pytest-django runs the test client with DEBUG off, where Django calls these handlers.
+    not_found, admin_not_found = client.get("/nope"), admin_client.get("/admin/nope/")
+    surrogate = client.post(
+        "/api/checkout/",
+        json.dumps(checkout_body(sku="\ud800")),  # json.dumps escapes it: "\ud800" in the body
+        content_type="application/json",
+        headers={"Idempotency-Key": str(uuid.uuid4())},
+    )
+
+    assert (not_found.status_code, not_found.json()) == (404, {"code": "not_found", "detail": "No such page: /nope"})
+    assert admin_not_found.status_code == 404 and admin_not_found["Content-Type"].startswith("text/html")
+    assert (surrogate.status_code, surrogate.json()["errors"]) == (
+        400,
+        {"items.0.sku": ["Surrogate characters are not allowed: U+D800."]},
+    )
+    answers = {
+        (RequestDataTooBig(), "/api/checkout/"): (
+            413,
+            {"code": "payload_too_large", "detail": "The request body is too large."},
+        ),
+        (SuspiciousOperation(), "/healthz"): (400, {"code": "bad_request", "detail": "The request is malformed."}),
+    }
+    for (exception, path), (status, body) in answers.items():
+        reply = errors.bad_request(rf.post(path), exception)
+        assert (reply.status_code, json.loads(reply.content)) == (status, body)
+    assert errors.bad_request(rf.post("/admin/login/"), RequestDataTooBig())["Content-Type"].startswith("text/html")
+    crashed = errors.server_error(rf.get("/api/products/"))
+    assert (crashed.status_code, json.loads(crashed.content)["code"]) == (500, "server_error")
+    assert errors.permission_denied(rf.get("/metrics"), PermissionDenied()).status_code == 403
