@@ -67,12 +67,12 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
-    # The first three only add headers on the way out, so every response gets them: the JSON
-    # answers of the middleware below them and errors Django raised before a view included.
-    "django.middleware.security.SecurityMiddleware",
+    # The first three only add headers on the way out, so every response gets them: the
+    # refusals below and errors Django raised before a view included.
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "csp.middleware.CSPMiddleware",
-    "config.middleware.RequestShapeMiddleware",  # Host and body framing, before anything reads them
+    "django.middleware.security.SecurityMiddleware",
+    "config.middleware.RequestShapeMiddleware",  # a disallowed Host, an unreadable chunked body: JSON
     "whitenoise.middleware.WhiteNoiseMiddleware",  # static files (admin, API docs) under gunicorn
     "config.middleware.TraceparentMiddleware",
     "config.middleware.DatabaseUnavailableMiddleware",

@@ -145,6 +145,8 @@ def test_metrics_refuses_other_methods_and_takes_the_bearer_scheme_in_any_case(w
     for scheme in ("Bearer", "bearer", "BEARER"):
         reply = get(web, "/metrics", headers={"Authorization": f"{scheme} {METRICS_TOKEN}"})
         assert reply.status == 200 and b"messaging_outbox_pending " in reply.body
+    head = call(web, "HEAD", "/metrics", headers={"Authorization": f"Bearer {METRICS_TOKEN}"})
+    assert (head.status, head.body) == (200, b"")
     for authorization in ("bearer wrong", f"Basic {METRICS_TOKEN}", METRICS_TOKEN, ""):
         reply = get(web, "/metrics", headers={"Authorization": authorization})
         assert (reply.status, reply.headers["WWW-Authenticate"]) == (401, "Bearer")
