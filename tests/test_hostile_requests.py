@@ -204,3 +204,11 @@ def test_django_error_handlers_answer_json_outside_the_admin(client, admin_clien
     crashed = errors.server_error(rf.get("/api/products/"))
     assert (crashed.status_code, json.loads(crashed.content)["code"]) == (500, "server_error")
     assert errors.permission_denied(rf.get("/metrics"), PermissionDenied()).status_code == 403
+
+
+@pytest.mark.parametrize("path", ["/api/docs/", "/api/schema/", "/api/products/"])
+def test_too_many_query_fields_are_a_json_400_even_where_the_view_renders_html_or_yaml(client, path):
+    reply = client.get(path + "?" + "&".join(f"f{i}=1" for i in range(1001)))  # Django allows 1000
+
+    assert (reply.status_code, reply["Content-Type"]) == (400, "application/json")
+    assert reply.json() == {"code": "bad_request", "detail": "The request is malformed."}
