@@ -123,7 +123,55 @@ def test_a_complete_saga_says_nothing_is_waiting(staff, order_id):
     response = order_page(staff, order_id)
 
     assert waiting(response) == []
-    assert "The saga is complete" in response.content.decode()
+    html = response.content.decode()
+    assert 'class="ops-banner ok"' in html
+    assert "The saga is complete: the order is confirmed</span>: every event published and handled by every" in html
+
+
+def settled(order_id: str, status: str, reason: str | None = None) -> None:
+    """The order decided and its one event published and handled: nothing waits."""
+    created = created_row(order_id)
+    OutboxMessage.objects.filter(pk=created.pk).update(published_at=timezone.now())
+    for consumer in ("payments", "events"):
+        InboxMessage.objects.create(consumer=consumer, message_id=str(created.event_id))
+    Order.objects.filter(pk=order_id).update(status=status, failure_reason=reason)
+
+
+@pytest.mark.parametrize(
+    ("status", "reason", "tone", "headline"),
+    [
+        ("FAILED", "payment_declined", "failed", "The saga has ended: the order failed, no sale"),
+        ("CANCELLED", None, "cancelled", "The saga has ended: the order was cancelled"),
+    ],
+)
+def test_a_failed_or_cancelled_order_gets_its_own_colour_and_words(staff, order_id, status, reason, tone, headline):
+    settled(order_id, status, reason)
+
+    html = order_page(staff, order_id).content.decode()
+
+    assert f'<div id="saga-status" class="ops-banner {tone}">' in html
+    assert f'<span class="saga-outcome-headline">{headline}</span>' in html
+    assert "complete" not in html.split('id="saga-status"')[1].split("</div>")[0]
+
+
+def test_a_split_deployment_says_what_it_cannot_know_and_where_to_look(staff, order_id, monkeypatch, settings):
+    # Given: this process hosts only orders (and the event log); payments' database is known to it.
+    monkeypatch.setattr("orders.admin_timeline.local_consumers", lambda: ["orders", "events"])
+    settings.DEPLOYMENT_DATABASE_URLS = {"payments": "sqlite:////srv/split/payments.sqlite3"}
+    settings.DEBUG = True
+    settled(order_id, "CONFIRMED")
+
+    response = order_page(staff, order_id)
+
+    outcome = response.context["saga"]["outcome"]
+    assert outcome["known"] == "every event published and handled by this deployment's consumers (orders, events)."
+    assert outcome["unknown"].startswith("payments, inventory run in other deployments: this one sees only")
+    # RabbitMQ here: its URL may carry a password, so a placeholder stands for it.
+    assert outcome["commands"][0] == (
+        "DEBUG=1 CONTEXTS=payments DATABASE_URL=sqlite:////srv/split/payments.sqlite3 BROKER_URL=<BROKER_URL> "
+        ".venv/bin/python manage.py dead_letters list --consumer payments"
+    )
+    assert "DATABASE_URL=<inventory_DATABASE_URL>" in outcome["commands"][1]  # not told: a placeholder
 
 
 def admin_urls(order_id: str) -> list[str]:
