@@ -54,7 +54,8 @@ def saga_outcome(order: Order, waiting: list[dict]) -> dict | None:
     here = local_consumers()
     elsewhere = [c for c in CONSUMERS if c not in here]
     if not elsewhere:
-        return {"tone": tone, "headline": headline, "known": "every event published and handled by every subscribed consumer."}
+        known = "every event published and handled by every subscribed consumer."
+        return {"tone": tone, "headline": headline, "known": known}
     return {
         "tone": tone,
         "headline": headline,
