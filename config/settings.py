@@ -297,6 +297,7 @@ LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
 USE_I18N = True
 USE_TZ = True
+FORMAT_MODULE_PATH = ["config.formats"]  # one date format on every page
 
 # --- Logging ------------------------------------------------------------------------------
 LOG_FORMAT = env.str("LOG_FORMAT", default="console")

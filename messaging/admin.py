@@ -157,11 +157,28 @@ class InboxMessageAdmin(ReadOnlyAdmin):
 
 @admin.register(EventLogEntry)
 class EventLogEntryAdmin(ReadOnlyAdmin):
-    list_display = ["message_id", "event_type", "correlation_id", "occurred_at", "recorded_at"]
+    list_display = ["message", "event_type", "correlation", "occurred", "recorded"]
+    list_display_links = ["message"]
     list_filter = ["event_type"]
     search_fields = ["=message_id", "=correlation_id"]
     exclude = ["payload"]
     readonly_fields = ["payload_pretty"]
+
+    @admin.display(description="message id", ordering="message_id")
+    def message(self, obj):
+        return short_id(obj.message_id)
+
+    @admin.display(description="correlation id", ordering="correlation_id")
+    def correlation(self, obj):
+        return short_id(obj.correlation_id)
+
+    @admin.display(description="occurred (UTC)", ordering="occurred_at")
+    def occurred(self, obj):
+        return compact_time(obj.occurred_at)
+
+    @admin.display(description="recorded (UTC)", ordering="recorded_at")
+    def recorded(self, obj):
+        return compact_time(obj.recorded_at)
 
     @admin.display(description="payload (payment tokens masked)")
     def payload_pretty(self, obj):

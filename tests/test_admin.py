@@ -404,7 +404,7 @@ def test_the_outbox_and_dead_letter_lists_show_short_ids_with_the_full_id_on_hov
 
     for url, full in full_ids.items():
         html = staff.get(url).content.decode()
-        assert f'title="{full}">{full[:8]}…</span>' in html, url
+        assert f'title="{full}">…{full[-8:]}</span>' in html, url
         assert f">{full}<" not in html, url  # never spelled out in a cell
 
 

@@ -1,5 +1,7 @@
 """Template filters for the operator pages."""
 
+from datetime import UTC
+
 from django import template
 from django.utils.html import format_html
 
@@ -16,8 +18,21 @@ def age(seconds) -> str:
 
 @register.filter
 def short(value) -> str:
-    """An id as its first eight characters, the whole id on hover (as in the admin's lists)."""
+    """An id as its last eight characters, the whole id on hover (as in the admin's lists).
+
+    The last ones: a time-ordered UUID (version 7, the message ids) begins with its timestamp,
+    so ids of one minute share their first eight characters; their ends are random."""
     text = str(value or "")
     if len(text) <= 12:
         return text or "-"
-    return format_html('<span class="ops-mono" title="{}">{}…</span>', text, text[:8])
+    return format_html('<span class="ops-mono" title="{}">…{}</span>', text, text[-8:])
+
+
+@register.filter
+def compact_time(value) -> str:
+    """``2026-11-23 22:14:01`` in UTC (the one format of every page; it wraps between date and
+    time in a narrow column), the full timestamp on hover."""
+    if value is None:
+        return "-"
+    value = value.astimezone(UTC)
+    return format_html('<span title="{}">{}</span>', value.isoformat(), value.strftime("%Y-%m-%d %H:%M:%S"))
