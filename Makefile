@@ -32,8 +32,9 @@ run: $(STAMP) ## run web, relay, consumers and the saga deadline loop together u
 	@echo "  Other commands from another terminal take the same DEBUG=1 (and DATABASE_URL/BROKER_URL"
 	@echo "  if you set them here), e.g.  DEBUG=1 .venv/bin/python manage.py gateway_ledger"
 	@echo ""
-	@# honcho answers Ctrl-C with 130 even when every process stopped cleanly (each exits 0).
-	honcho start -f Procfile -p $(PORT) || [ $$? -eq 130 ]
+	@# honcho answers Ctrl-C with 130 even when every process stopped cleanly (each exits 0). The
+	@# shell ignores Ctrl-C itself (honcho still gets it): dying of it would make make say "Interrupt".
+	trap '' INT; honcho start -f Procfile -p $(PORT) || [ $$? -eq 130 ]
 
 SPLIT_VAR := $(CURDIR)/var/split
 run-split: export DEBUG ?= 1
@@ -58,7 +59,7 @@ run-split: $(STAMP) ## run orders, payments and inventory as three deployments, 
 	@echo "  Each deployment has its own admin users, e.g. for orders:"
 	@echo "      DEBUG=1 CONTEXTS=orders DATABASE_URL=$$ORDERS_DATABASE_URL .venv/bin/python manage.py createsuperuser"
 	@echo ""
-	honcho start -f Procfile.split || [ $$? -eq 130 ]
+	trap '' INT; honcho start -f Procfile.split || [ $$? -eq 130 ]
 
 test: $(STAMP) ## import contracts + the whole suite on real PostgreSQL and RabbitMQ
 	$(VENV)/bin/lint-imports
