@@ -37,7 +37,7 @@ def command_in_deployment(context: str, *args: str) -> str:
     A RabbitMQ URL is never printed (it may carry a password): a placeholder stands for it."""
     url = settings.DEPLOYMENT_DATABASE_URLS.get(context)
     words = ["DEBUG=1"] if settings.DEBUG else []
-    words += [f"CONTEXTS={context}", f"DATABASE_URL={shlex.quote(url) if url else f'<{context}_DATABASE_URL>'}"]
+    words += [f"CONTEXTS={context}", f"DATABASE_URL={shlex.quote(url) if url else f'<{context.upper()}_DATABASE_URL>'}"]
     if not settings.BROKER_URL.startswith("filesystem"):
         words.append("BROKER_URL=<BROKER_URL>")
     elif not (url and url.startswith("sqlite") and _broker_beside(url) == Path(setting("FILESYSTEM_DIR"))):

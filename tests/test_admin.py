@@ -171,7 +171,7 @@ def test_a_split_deployment_says_what_it_cannot_know_and_where_to_look(staff, or
         "DEBUG=1 CONTEXTS=payments DATABASE_URL=sqlite:////srv/split/payments.sqlite3 BROKER_URL=<BROKER_URL> "
         ".venv/bin/python manage.py dead_letters list --consumer payments"
     )
-    assert "DATABASE_URL=<inventory_DATABASE_URL>" in outcome["commands"][1]  # not told: a placeholder
+    assert "DATABASE_URL=<INVENTORY_DATABASE_URL>" in outcome["commands"][1]  # not told: a placeholder
 
 
 def admin_urls(order_id: str) -> list[str]:

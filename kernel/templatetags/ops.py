@@ -3,7 +3,7 @@
 from datetime import UTC
 
 from django import template
-from django.utils.html import format_html
+from django.utils.html import format_html, format_html_join
 
 from kernel.charts import format_duration
 
@@ -36,3 +36,11 @@ def compact_time(value) -> str:
         return "-"
     value = value.astimezone(UTC)
     return format_html('<span title="{}">{}</span>', value.isoformat(), value.strftime("%Y-%m-%d %H:%M:%S"))
+
+
+@register.filter
+def breakable_key(value) -> str:
+    """A routing key that may wrap after its dots (``payments.<wbr>payment.<wbr>succeeded``),
+    never cut: narrow columns wrap it instead of scrolling sideways."""
+    parts = str(value or "").split(".")
+    return format_html_join(".<wbr>", "{}", ((part,) for part in parts)) if value else "-"
