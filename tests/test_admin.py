@@ -390,6 +390,28 @@ def test_the_order_list_flags_an_order_pending_for_over_a_minute(staff, order_id
     assert re.search(r'<span class="ops-bad">2m 0[5-9]s</span>', html)
 
 
+def test_the_order_list_shows_the_newest_order_first_in_the_apis_words(staff, order_id):
+    older, newest = uuid.uuid4(), uuid.uuid4()
+    now = timezone.now()
+    for pk, minutes, status in ((older, 5, "FAILED"), (newest, -1, "PENDING")):
+        Order.objects.create(
+            id=pk, customer_id="c", total=Decimal("1.00"), currency="USD", status=status, failure_reason=None
+        )
+        Order.objects.filter(pk=pk).update(created_at=now - timedelta(minutes=minutes))
+    Order.objects.filter(pk=older).update(failure_reason="out_of_stock")
+
+    response = staff.get("/admin/orders/order/")
+
+    assert [o.pk for o in response.context["cl"].result_list] == [newest, uuid.UUID(order_id), older]
+    html = response.content.decode()
+    assert ">out_of_stock</a>" in html and "Out Of Stock" not in html  # the filter, as the API says it
+    assert "<td class=\"field-status\">FAILED</td>" in html and ">Failed<" not in html
+
+
+def test_view_site_opens_the_overview(staff):
+    assert 'href="/admin/overview/">View site</a>' in staff.get("/admin/").content.decode()
+
+
 def test_the_admin_names_the_project_and_its_tables_in_good_english(staff):
     html = staff.get("/admin/").content.decode()
     assert "Saga shop operations" in html and "Django administration" not in html

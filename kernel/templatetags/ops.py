@@ -4,6 +4,7 @@ from datetime import UTC
 
 from django import template
 from django.utils.html import format_html, format_html_join
+from django.utils.safestring import mark_safe
 
 from kernel.charts import format_duration
 
@@ -25,7 +26,7 @@ def short(value) -> str:
     text = str(value or "")
     if len(text) <= 12:
         return text or "-"
-    return format_html('<span class="ops-mono" title="{}">…{}</span>', text, text[-8:])
+    return format_html('<span class="ops-mono nowrap" title="{}">…{}</span>', text, text[-8:])
 
 
 @register.filter
@@ -35,7 +36,12 @@ def compact_time(value) -> str:
     if value is None:
         return "-"
     value = value.astimezone(UTC)
-    return format_html('<span title="{}">{}</span>', value.isoformat(), value.strftime("%Y-%m-%d %H:%M:%S"))
+    return format_html(
+        '<span title="{}"><span class="nowrap">{}</span> <span class="nowrap">{}</span></span>',
+        value.isoformat(),
+        value.strftime("%Y-%m-%d"),
+        value.strftime("%H:%M:%S"),
+    )
 
 
 @register.filter
@@ -43,4 +49,4 @@ def breakable_key(value) -> str:
     """A routing key that may wrap after its dots (``payments.<wbr>payment.<wbr>succeeded``),
     never cut: narrow columns wrap it instead of scrolling sideways."""
     parts = str(value or "").split(".")
-    return format_html_join(".<wbr>", "{}", ((part,) for part in parts)) if value else "-"
+    return format_html_join(mark_safe(".<wbr>"), "{}", ((part,) for part in parts)) if value else "-"
