@@ -405,7 +405,7 @@ def test_the_order_list_shows_the_newest_order_first_in_the_apis_words(staff, or
     assert [o.pk for o in response.context["cl"].result_list] == [newest, uuid.UUID(order_id), older]
     html = response.content.decode()
     assert ">out_of_stock</a>" in html and "Out Of Stock" not in html  # the filter, as the API says it
-    assert "<td class=\"field-status\">FAILED</td>" in html and ">Failed<" not in html
+    assert '<td class="field-status">FAILED</td>' in html and ">Failed<" not in html
 
 
 def test_view_site_opens_the_overview(staff):
