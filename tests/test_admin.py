@@ -3,7 +3,7 @@
 import json
 import re
 import uuid
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
 import pytest
@@ -492,3 +492,20 @@ def test_object_buttons_need_more_than_view_permission(order_id):
     for action in ("replay", "replay-new-id", "purge"):
         assert client.post(f"/admin/messaging/deadletter/{letter.pk}/{action}/", {"confirm": "yes"}).status_code == 403
     assert DeadLetter.objects.get(pk=letter.pk).replayed_at is None
+
+
+def test_every_page_writes_dates_one_way(staff, order_id):
+    letter = letter_for(order_id, str(uuid.uuid4()))
+    moment = datetime(2026, 11, 24, 17, 34, 28, tzinfo=UTC)
+    DeadLetter.objects.filter(pk=letter.pk).update(first_failed_at=moment, last_failed_at=moment)
+    Order.objects.filter(pk=order_id).update(created_at=moment)
+
+    pages = {
+        "/admin/messaging/deadletter/": '<span class="nowrap">2026-11-24</span> <span class="nowrap">17:34:28</span>',
+        f"/admin/messaging/deadletter/{letter.pk}/change/": "2026-11-24 17:34:28",  # a field of the object
+        "/admin/orders/order/": '<span class="nowrap">2026-11-24</span> <span class="nowrap">17:34:28</span>',
+    }
+    for url, written in pages.items():
+        html = staff.get(url).content.decode()
+        assert written in html, url
+        assert "Nov. 24, 2026" not in html and "11-24 17:34" not in html.replace("2026-11-24 17:34", ""), url
