@@ -182,6 +182,8 @@ def build(folder: Path, split: bool) -> tuple[Shop, list[Shop], dict[str, str]]:
     folder.mkdir()
     if split:
         deployments = [Shop(folder, c, f"{c}.sqlite3") for c in ("orders", "payments", "inventory")]
+        for deployment in deployments:  # as make run-split: each knows the others' databases
+            deployment.env.update({f"{d.contexts[0].upper()}_DATABASE_URL": d.env["DATABASE_URL"] for d in deployments})
     else:
         deployments = [Shop(folder)]
     api = deployments[0]
