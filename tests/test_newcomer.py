@@ -187,6 +187,15 @@ def test_the_splits_hand_run_commands_as_make_and_the_order_page_print_them(tmp_
         listed = shell(look_there)
         assert listed.returncode == 0 and len(listed.stdout.splitlines()) == 1, listed
         assert listed.stdout.split("\t")[1:4:2] == ["payments", "handler_error"]
+
+        # make demo against the split: as the banner says, and without SPLIT=1 one clear line, no traceback.
+        demo = shell(f"make demo SPLIT=1 PORT={port} SPLIT_VAR={split_var}")
+        assert demo.returncode == 0, demo.stdout[-3000:] + demo.stderr[-3000:]
+        assert "   - charges for this order: 1" in demo.stdout
+        assert re.search(r"money moved \(the gateway's ledger\): charge (\d+\.\d\d), refund \1\n", demo.stdout)
+        wrong = shell(f"make demo PORT={port}", VAR_DIR=str(tmp_path / "elsewhere"))
+        assert wrong.returncode != 0 and "Traceback" not in wrong.stderr
+        assert "`make demo SPLIT=1` against `make run-split`" in wrong.stderr
     finally:
         output = ctrl_c(group, make)
     assert "Interrupt" not in output and output.count("stopped (rc=0)") == 10, output[-3000:]
