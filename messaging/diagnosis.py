@@ -14,6 +14,7 @@ every handler of a running saga answers with an event).
 import shlex
 from datetime import datetime, timedelta
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import environ
 from django.conf import settings
@@ -34,8 +35,10 @@ def command_in_deployment(context: str, *args: str) -> str:
     """``manage.py`` with ``args`` as it runs, pasted, in the deployment that hosts ``context``:
     that deployment's DATABASE_URL where this process was told it (else a placeholder), the
     broker where it cannot be derived from that database, and DEBUG=1 where this one has it.
-    A RabbitMQ URL is never printed (it may carry a password): a placeholder stands for it."""
+    A RabbitMQ URL, or a database URL with a password, is never printed: a placeholder stands for it."""
     url = settings.DEPLOYMENT_DATABASE_URLS.get(context)
+    if url and urlsplit(url).password:
+        url = None
     words = ["DEBUG=1"] if settings.DEBUG else []
     words += [f"CONTEXTS={context}", f"DATABASE_URL={shlex.quote(url) if url else f'<{context.upper()}_DATABASE_URL>'}"]
     if not settings.BROKER_URL.startswith("filesystem"):

@@ -157,7 +157,10 @@ def test_a_failed_or_cancelled_order_gets_its_own_colour_and_words(staff, order_
 def test_a_split_deployment_says_what_it_cannot_know_and_where_to_look(staff, order_id, monkeypatch, settings):
     # Given: this process hosts only orders (and the event log); payments' database is known to it.
     monkeypatch.setattr("orders.admin_timeline.local_consumers", lambda: ["orders", "events"])
-    settings.DEPLOYMENT_DATABASE_URLS = {"payments": "sqlite:////srv/split/payments.sqlite3"}
+    settings.DEPLOYMENT_DATABASE_URLS = {
+        "payments": "sqlite:////srv/split/payments.sqlite3",
+        "inventory": "postgres://app:secret@db:5432/inventory",  # a password: never shown
+    }
     settings.DEBUG = True
     settled(order_id, "CONFIRMED")
 
@@ -171,7 +174,8 @@ def test_a_split_deployment_says_what_it_cannot_know_and_where_to_look(staff, or
         "DEBUG=1 CONTEXTS=payments DATABASE_URL=sqlite:////srv/split/payments.sqlite3 BROKER_URL=<BROKER_URL> "
         ".venv/bin/python manage.py dead_letters list --consumer payments"
     )
-    assert "DATABASE_URL=<INVENTORY_DATABASE_URL>" in outcome["commands"][1]  # not told: a placeholder
+    assert "DATABASE_URL=<INVENTORY_DATABASE_URL>" in outcome["commands"][1]
+    assert "secret" not in response.content.decode()
 
 
 def admin_urls(order_id: str) -> list[str]:
