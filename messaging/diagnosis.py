@@ -35,7 +35,7 @@ def command_in_deployment(context: str, *args: str) -> str:
     """``manage.py`` with ``args`` as it runs, pasted, in the deployment that hosts ``context``:
     that deployment's DATABASE_URL where this process was told it (else a placeholder), the
     broker where it cannot be derived from that database, and DEBUG=1 where this one has it.
-    A RabbitMQ URL, or a database URL with a password, is never printed: a placeholder stands for it."""
+    A RabbitMQ URL, or a database URL with a password, is never printed: a placeholder stands in."""
     url = settings.DEPLOYMENT_DATABASE_URLS.get(context)
     if url and urlsplit(url).password:
         url = None
