@@ -63,6 +63,25 @@ def test_the_web_servers_connections_start_with_the_web_limits(processes):
     assert result.stdout.splitlines()[0] == "default 0 20s 30s"
 
 
+def test_the_deadline_loop_and_zero_limits_set_nothing(processes):
+    deadline = shell(
+        processes,
+        "from messaging.lifecycle import use_dedicated_connections\n"
+        "use_dedicated_connections(session_limits=False)\n" + SHOW_LIMITS,
+    )
+    web = shell(
+        processes,
+        "import config.wsgi\nfrom django.db import connection\n"
+        "print(connection.settings_dict['OPTIONS'].get('options'))",
+        {"WEB_STATEMENT_TIMEOUT": "0", "WEB_IDLE_IN_TRANSACTION_TIMEOUT": "0"},
+    )
+
+    assert deadline.returncode == 0, deadline.stderr
+    assert deadline.stdout.splitlines() == ["default 0 0 0", "gateway 0 0 0"]
+    assert web.returncode == 0, web.stderr
+    assert web.stdout.splitlines() == ["None"]  # no libpq options at all: PgBouncer accepts the connection
+
+
 def test_an_idle_limit_shorter_than_the_gateway_timeout_is_refused(processes):
     result = processes.run(
         "check", env={"GATEWAY_TIMEOUT": "30", "WORKER_IDLE_IN_TRANSACTION_TIMEOUT": "30"}, timeout=60
