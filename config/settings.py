@@ -213,9 +213,10 @@ IDEMPOTENCY_KEY_WAIT = parse_duration(env.str("IDEMPOTENCY_KEY_WAIT", default="2
 # --- Bounds on what a hung dependency can hold (docs/operations.md, "Bounded waits") --------
 # The caller's wait for the payment gateway's answer; a later answer is a timeout (retried).
 GATEWAY_TIMEOUT = parse_duration(env.str("GATEWAY_TIMEOUT", default="10"))
-# PostgreSQL limits on the relay's and the consumers' sessions (seconds; 0: not set, the server's
-# own value applies). A handler's gateway call is idle time inside its batch's transaction: the idle limit
-# must outlast the call, or PostgreSQL would end a session whose call merely took its time.
+# PostgreSQL limits on the relay's and the consumers' sessions (seconds; 0: not set, the
+# server's own value applies). A handler's gateway call is idle time inside its batch's
+# transaction: the idle limit must outlast the call, or PostgreSQL would end a session whose
+# call merely took its time.
 WORKER_DATABASE_TIMEOUTS = {
     "lock_timeout": parse_duration(env.str("WORKER_LOCK_TIMEOUT", default="5")),
     "statement_timeout": parse_duration(env.str("WORKER_STATEMENT_TIMEOUT", default="15")),

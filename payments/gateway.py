@@ -3,8 +3,8 @@
 - Test tokens: ``tok_visa`` is charged; ``tok_chargeDeclined`` and any unknown token are
   declined (a decline moves no money). ``tok_timeout`` is charged but the first response is
   lost (``GatewayTimeout``: the caller cannot know the outcome); ``tok_unavailable`` always
-  fails with ``GatewayUnavailable`` before charging; ``tok_slow`` is charged after
-  ``FAKE_GATEWAY_DELAY`` seconds (default 5), like a gateway having a bad day; ``tok_hang`` is
+  fails with ``GatewayUnavailable`` before charging; ``tok_slow`` is charged and answered
+  after ``FAKE_GATEWAY_DELAY`` seconds (default 5), like a gateway having a bad day; ``tok_hang`` is
   charged and then never answered, like a gateway that took the request and hung: the caller
   gives up after ``GATEWAY_TIMEOUT`` (``GatewayTimeout``) and a retry with the same key is
   answered from the gateway's idempotency store, as for ``tok_timeout``.
