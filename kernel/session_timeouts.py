@@ -16,9 +16,7 @@ POSTGRESQL_ENGINES = ("config.postgresql", "django.db.backends.postgresql")
 
 def options_with_timeouts(options: str, timeouts: dict[str, float]) -> str:
     """libpq ``options`` with ``-c name=<ms>`` appended for each limit (after any given ones)."""
-    limits = " ".join(
-        f"-c {name}={round(seconds * 1000)}" for name, seconds in sorted(timeouts.items()) if seconds > 0
-    )
+    limits = " ".join(f"-c {name}={round(seconds * 1000)}" for name, seconds in sorted(timeouts.items()) if seconds > 0)
     return f"{options} {limits}".strip()
 
 
