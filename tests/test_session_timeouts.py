@@ -88,10 +88,10 @@ def test_an_idle_limit_shorter_than_the_gateway_timeout_is_refused(processes):
     )
 
     assert result.returncode == 1
-    assert (
-        "WORKER_IDLE_IN_TRANSACTION_TIMEOUT must exceed GATEWAY_TIMEOUT (30 s): "
-        "a consumer waits for the gateway inside its transaction"
-    ) in result.stderr
+    assert result.stderr == (
+        "Configuration error: WORKER_IDLE_IN_TRANSACTION_TIMEOUT must exceed GATEWAY_TIMEOUT (30 s): "
+        "a consumer waits for the gateway inside its transaction\n"
+    )
 
 
 def test_a_consumer_behind_a_stuck_lock_gives_up_after_lock_timeout_and_retries_later(processes, quiet_broker):
