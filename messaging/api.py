@@ -12,8 +12,8 @@
   ``timeline_entry_of_new_event`` shows one just published); ``timeline_waiting``
   says where such a timeline is still waiting (outbox, consumer, dead letter);
 - ``mask_sensitive`` / ``mask_text`` hide payment tokens outside payments;
-- ``outbox_backlog``, ``dead_letter_counts``, ``local_consumers`` and ``broker_reachable``
-  serve the operators' pages, health checks and metrics.
+- ``outbox_backlog``, ``dead_letter_counts``, ``oldest_waiting_dead_letters``,
+  ``local_consumers`` and ``broker_reachable`` serve the operators' pages, health checks and metrics.
 """
 
 from messaging.diagnosis import timeline_waiting
@@ -28,6 +28,7 @@ from messaging.registry import local_consumers, register_handler
 from messaging.selectors import (
     dead_letter_counts,
     dead_letter_counts_by_state,
+    oldest_waiting_dead_letters,
     outbox_backlog,
     outbox_backlog_history,
     timeline_entry_of_new_event,
@@ -50,6 +51,7 @@ __all__ = [
     "local_consumers",
     "mask_sensitive",
     "mask_text",
+    "oldest_waiting_dead_letters",
     "outbox_backlog",
     "outbox_backlog_history",
     "outbox_statements",
