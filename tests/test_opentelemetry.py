@@ -19,8 +19,10 @@ from tests.conftest import ALL_DATABASES
 from tests.support.broker import publish_raw
 from tests.support.load import as_json, order_created_payload
 from tests.support.otlp import OtlpReceiver
-from tests.support.processes import free_port, wait_until
+from tests.support.processes import ProcessGroup, free_port, wait_until
 from tests.support.saga import seed_catalog
+from tests.support.split import SplitSystem
+from tests.support.web import call, checkout_body, get
 
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
 CALLER_SPAN = "00f067aa0ba902b7"
@@ -208,3 +210,74 @@ def test_the_whole_saga_is_one_trace_of_server_producer_and_consumer_spans(otlp,
     assert poisoned.attributes["messaging.shop.outcome"] == "dead_letter"
     assert [name for name, _ in poisoned.events] == ["dead_lettered"]
     assert poisoned.events[0][1]["reason"] == "invalid_payload"
+
+
+@pytest.fixture
+def split(tmp_path):
+    system = SplitSystem.create(tmp_path / "split", uuid.uuid4().hex[:6])
+    try:
+        system.migrate()
+        yield system
+    finally:
+        system.destroy()
+
+
+@pytest.fixture
+def split_group(tmp_path):
+    (tmp_path / "logs").mkdir()
+    group = ProcessGroup(tmp_path / "logs", {})
+    yield group
+    group.stop_all()
+    print(group.logs())
+
+
+def test_a_split_deployment_puts_the_saga_in_one_trace_across_its_deployments(otlp, split, split_group):
+    tracing = {"OTEL_EXPORTER_OTLP_ENDPOINT": otlp.endpoint, "OTEL_BSP_SCHEDULE_DELAY": "100"}
+    port = free_port()
+    api = f"http://127.0.0.1:{port}"
+    split["orders"].start(split_group, "web", "runserver", f"127.0.0.1:{port}", "--noreload", env=tracing)
+    for deployment in split.deployments.values():
+        deployment.start(split_group, "relay", "run_outbox_relay", env=tracing)
+        deployment.start(split_group, "consumers", "run_consumers", env=tracing)
+    seeded = split["inventory"].manage("seed_catalog")
+    assert seeded.returncode == 0, seeded.stderr
+    wait_until(lambda: get(api, "/api/products/").status == 200 and len(get(api, "/api/products/").json()) == 4,
+               timeout=60, message="orders' copy of the catalogue")  # fmt: skip
+
+    placed = call(
+        api, "POST", "/api/checkout/", checkout_body("WIDGET", 1),
+        headers={"Idempotency-Key": str(uuid.uuid4()), "traceparent": f"00-{TRACE_ID}-{CALLER_SPAN}-01"},
+    )  # fmt: skip
+    assert placed.status == 201, placed.body
+    order_id = placed.json()["id"]
+    wait_until(lambda: get(api, f"/api/orders/{order_id}/").json()["status"] == "CONFIRMED", timeout=60,
+               message="the order confirmed across the deployments")  # fmt: skip
+
+    def services(kind: str) -> Counter:
+        return Counter(
+            (s.service, s.attributes["messaging.rabbitmq.destination.routing_key"] if kind == "PRODUCER"
+             else f'{s.attributes["messaging.consumer.group.name"]} <- {s.name.removeprefix("process ")}')
+            for s in otlp.in_trace(TRACE_ID)
+            if s.kind == kind and s.attributes.get("messaging.message.conversation_id") == order_id
+        )  # fmt: skip
+
+    producers = Counter(
+        {
+            ("saga-shop-orders-relay", "orders.order.created"): 1,
+            ("saga-shop-payments-relay", "payments.payment.succeeded"): 1,
+            ("saga-shop-inventory-relay", "inventory.stock.reserved"): 1,
+            ("saga-shop-orders-relay", "orders.order.confirmed"): 1,
+        }
+    )
+    consumers = Counter(
+        {
+            ("saga-shop-payments-consumers", "payments <- orders.order.created"): 1,
+            ("saga-shop-inventory-consumers", "inventory <- payments.payment.succeeded"): 1,
+            ("saga-shop-orders-consumers", "orders <- inventory.stock.reserved"): 1,
+            **{("saga-shop-orders-consumers", f"events <- {event_type}"): 1 for event_type in SAGA},
+        }
+    )
+    wait_until(lambda: services("PRODUCER") == producers and services("CONSUMER") == consumers, timeout=30,
+               interval=0.2, message=f"{producers} and {consumers} in the trace")  # fmt: skip
+    [server] = [s for s in otlp.in_trace(TRACE_ID) if s.kind == "SERVER"]
+    assert (server.service, server.parent_id) == ("saga-shop-orders-web", CALLER_SPAN)
