@@ -81,6 +81,7 @@ INSTALLED_APPS = [
     "csp",
     "messaging",
     *CONTEXTS,
+    "config.apps.ShopConfig",  # tracing (config.telemetry), set up once the contexts are
 ]
 
 MIDDLEWARE = [
