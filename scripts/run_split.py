@@ -48,8 +48,12 @@ def deployments(first_port: int, var_dir: Path, environ: dict[str, str]) -> list
                 "env": {"CONTEXTS": declaration.name, "DATABASE_URL": url},
                 "processes": processes,
                 "api": declaration.urls,
-                # commands an operator runs by hand (not the ones run once when preparing it)
-                "commands": [c for c in declaration.commands if (c,) not in declaration.setup],
+                # commands an operator runs by hand (not those run when preparing it or as its processes)
+                "commands": [
+                    c
+                    for c in declaration.commands
+                    if (c,) not in declaration.setup and c not in {p.split()[0] for p in declaration.processes.values()}
+                ],
             }
         )
     return result
