@@ -7,7 +7,7 @@ PORT ?= 8000
 PYTEST_ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help install run run-split test lint chaos bench soak demo browser-check clean
+.PHONY: help install run run-split serve test lint chaos bench soak demo browser-check clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
@@ -34,6 +34,10 @@ run: $(STAMP) ## run web, relay, consumers and the saga deadline loop together u
 	@echo ""
 	@# honcho answers Ctrl-C with 130 even when every process stopped cleanly (each exits 0).
 	honcho start -f Procfile -p $(PORT) || [ $$? -eq 130 ]
+
+serve: $(STAMP) ## the production web tier on PORT: nginx (installs Debian's package if missing) in front of gunicorn, DEBUG off; needs SECRET_KEY and ALLOWED_HOSTS, uses DATABASE_URL/BROKER_URL; migrates first; Ctrl-C stops both
+	@$(PY) scripts/ensure_nginx.py
+	@$(PY) scripts/serve.py --port $(PORT)
 
 SPLIT_VAR := $(CURDIR)/var/split
 run-split: export DEBUG ?= 1
@@ -64,6 +68,7 @@ test: $(STAMP) ## import contracts + the whole suite on real PostgreSQL and Rabb
 	$(VENV)/bin/lint-imports
 	$(VENV)/bin/ruff check --quiet .
 	$(PY) scripts/ensure_prometheus.py
+	$(PY) scripts/ensure_nginx.py
 	$(PY) scripts/with_test_services.py $(VENV)/bin/pytest $(PYTEST_ARGS)
 
 lint: $(STAMP) ## ruff and import-linter
