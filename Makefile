@@ -4,6 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell sha1sum requirements.txt | cut -c1-12)
 PORT ?= 8000
+SERVE_HOST ?= 0.0.0.0
 PYTEST_ARGS ?=
 
 .DEFAULT_GOAL := help
@@ -35,9 +36,9 @@ run: $(STAMP) ## run web, relay, consumers and the saga deadline loop together u
 	@# honcho answers Ctrl-C with 130 even when every process stopped cleanly (each exits 0).
 	honcho start -f Procfile -p $(PORT) || [ $$? -eq 130 ]
 
-serve: $(STAMP) ## the production web tier on PORT: nginx (installs Debian's package if missing) in front of gunicorn, DEBUG off; needs SECRET_KEY and ALLOWED_HOSTS, uses DATABASE_URL/BROKER_URL; migrates first; Ctrl-C stops both
+serve: $(STAMP) ## the production web tier on PORT (all interfaces; SERVE_HOST=127.0.0.1 for this machine only): nginx (installs Debian's package if missing) in front of gunicorn, DEBUG off; needs SECRET_KEY and ALLOWED_HOSTS, uses DATABASE_URL/BROKER_URL; migrates first; Ctrl-C stops both
 	@$(PY) scripts/ensure_nginx.py
-	@$(PY) scripts/serve.py --port $(PORT)
+	@$(PY) scripts/serve.py --host $(SERVE_HOST) --port $(PORT)
 
 SPLIT_VAR := $(CURDIR)/var/split
 run-split: export DEBUG ?= 1

@@ -1,0 +1,263 @@
+"""``make serve``'s web tier: nginx in front of gunicorn, DEBUG off, as scripts/serve.py runs it.
+
+Hostile requests over raw sockets: every error nginx (or gunicorn behind it) answers itself is
+the API's JSON error shape with the security headers, and writes nothing. A chunked checkout is
+placed; bodies over the limit are refused before a worker sees them; 16 clients that send their
+body a byte at a time hold no gunicorn worker while ``/healthz`` answers and a checkout is
+placed, and nginx cuts them at its timeout (2 s here). With gunicorn gone, nginx answers 502 in
+JSON and scripts/serve.py stops; Ctrl-C stops both children and exits 0.
+"""
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from decimal import Decimal
+
+import pytest
+from django.conf import settings
+
+from config.gunicorn_errors import HEADERS as ERROR_HEADERS
+from orders.models import CheckoutRequest, Order, StorefrontProduct
+from tests.conftest import ALL_DATABASES, database_url
+from tests.support.processes import BASE_DIR, ProcessGroup, wait_until
+from tests.support.serve import access_status, alive, child_pids, chunked, request, start_tier, stop_tier
+
+pytestmark = pytest.mark.django_db(transaction=True, databases=ALL_DATABASES)
+
+LIMIT = settings.API_MAX_BODY_BYTES
+CLIENT_TIMEOUT = 2  # nginx's client timeouts in these tests (10 s in make serve)
+HOST = b"Host: 127.0.0.1\r\n"
+
+
+def tier_env() -> dict[str, str]:
+    url = database_url()
+    return {
+        **os.environ,
+        "DATABASE_URL": url,
+        "GATEWAY_DATABASE_URL": url,
+        "PYTHONUNBUFFERED": "1",
+        "CLIENT_TIMEOUT": str(CLIENT_TIMEOUT),
+    }
+
+
+@pytest.fixture(scope="module")
+def group(django_db_setup, tmp_path_factory):
+    processes = ProcessGroup(tmp_path_factory.mktemp("web-tier"), tier_env())
+    yield processes
+    processes.stop_all()
+    print(processes.logs())
+
+
+@pytest.fixture(scope="module")
+def tier(group):
+    """One web tier for the module's requests (each test's database is flushed behind it)."""
+    running = start_tier(group)
+    yield running
+    stop_tier(group, running)
+
+
+@pytest.fixture
+def widget():
+    return StorefrontProduct.objects.create(
+        sku="WIDGET", name="Widget", price=Decimal("19.99"), available=100, version=1
+    )
+
+
+def checkout_json(token: str = "tok_visa") -> bytes:
+    return json.dumps(
+        {"customer_id": "web-tier", "items": [{"sku": "WIDGET", "quantity": 1}], "payment_token": token}
+    ).encode()
+
+
+def checkout_head(extra: bytes = b"") -> bytes:
+    key = str(uuid.uuid4()).encode()
+    return (
+        b"POST /api/checkout/ HTTP/1.1\r\n"
+        + HOST
+        + b"Content-Type: application/json\r\nIdempotency-Key: "
+        + key
+        + b"\r\n"
+        + extra
+    )
+
+
+def assert_json_error(reply, status: int, code: str) -> None:
+    assert reply.status == status, (reply.status, reply.headers, reply.body[:300])
+    assert reply.headers["content-type"] == "application/json", reply.headers
+    body = json.loads(reply.body)
+    assert body["code"] == code and isinstance(body["detail"], str) and body["detail"], body
+    assert set(body) == {"code", "detail"}
+    for name, value in ERROR_HEADERS.items():
+        assert reply.headers.get(name.lower()) == value, (name, reply.headers)
+
+
+def get_with(header: bytes = b"", target: bytes = b"/api/products/") -> bytes:
+    return b"GET " + target + b" HTTP/1.1\r\n" + HOST + header + b"\r\n"
+
+
+def post_with(headers: bytes, body: bytes = b"") -> bytes:
+    return checkout_head(headers + b"\r\n") + body
+
+
+OVER = b" " * (LIMIT + 1)
+HOSTILE = {
+    # Control characters in a header: in the value (nginx passes it on, gunicorn refuses it in
+    # JSON), NUL in the value and any in the name (nginx refuses them itself).
+    "control character in a header value": (get_with(b"X-Note: a\x01b\r\n"), 400, "bad_request"),
+    "DEL in a header value": (get_with(b"X-Note: a\x7fb\r\n"), 400, "bad_request"),
+    "NUL in a header value": (get_with(b"X-Note: a\x00b\r\n"), 400, "bad_request"),
+    "control character in a header name": (get_with(b"X-No\x02te: ab\r\n"), 400, "bad_request"),
+    "a 10,000-character header": (get_with(b"X-Note: " + b"a" * 10_000 + b"\r\n"), 431, "headers_too_large"),
+    "a 4 KB URL": (get_with(target=b"/api/products/?q=" + b"a" * 4096), 414, "uri_too_long"),
+    "bytes beyond ASCII in the URL": (get_with(target=b"/api/products/\xc3\xa9"), 400, "bad_request"),
+    "a Content-Length that is not a number": (post_with(b"Content-Length: 12abc\r\n", b"{}"), 400, "bad_request"),
+    "two Content-Lengths": (post_with(b"Content-Length: 2\r\nContent-Length: 3\r\n", b"{}"), 400, "bad_request"),
+    "Content-Length with chunked": (
+        post_with(b"Content-Length: 5\r\nTransfer-Encoding: chunked\r\n", chunked(b"{}")),
+        400,
+        "bad_request",
+    ),
+    "an unknown transfer coding": (post_with(b"Transfer-Encoding: gzip\r\n"), 501, "not_implemented"),
+    "a body over the limit with Content-Length": (
+        post_with(b"Content-Length: %d\r\n" % len(OVER), OVER),
+        413,
+        "payload_too_large",
+    ),
+    "a chunked body over the limit": (
+        post_with(b"Transfer-Encoding: chunked\r\n", chunked(OVER, 16384)),
+        413,
+        "payload_too_large",
+    ),
+    "a request line that is not HTTP": (b"HELLO\r\n\r\n", 400, "bad_request"),
+}
+
+
+@pytest.mark.parametrize("case", list(HOSTILE))
+def test_every_error_the_front_answers_is_the_json_shape_with_the_security_headers(tier, widget, case):
+    raw, status, code = HOSTILE[case]
+
+    reply = request(tier.port, raw)
+
+    assert_json_error(reply, status, code)
+    assert not Order.objects.exists() and not CheckoutRequest.objects.exists()
+
+
+def test_a_chunked_checkout_is_placed_and_a_body_at_the_limit_still_reaches_django(tier, widget):
+    placed = request(tier.port, post_with(b"Transfer-Encoding: chunked\r\n", chunked(checkout_json(), 7)))
+    # Exactly the limit passes nginx; Django reads it whole and says what is wrong with it.
+    at_limit = request(tier.port, post_with(b"Content-Length: %d\r\n" % LIMIT, b" " * LIMIT))
+
+    assert placed.status == 201, placed.body
+    order = Order.objects.get(pk=json.loads(placed.body)["id"])
+    assert (order.status, order.customer_id, order.total) == ("PENDING", "web-tier", Decimal("19.99"))
+    assert placed.headers["content-type"] == "application/json"
+    assert at_limit.status == 400 and json.loads(at_limit.body)["code"] == "parse_error", at_limit.body
+    assert Order.objects.count() == 1
+
+
+def test_slow_clients_hold_no_worker_and_are_cut_at_nginxs_timeout(tier, widget):
+    """16 clients declare a body and send it a byte at a time; gunicorn has 2 sync workers."""
+    slow = []
+    for _ in range(16):
+        sock = socket.create_connection(("127.0.0.1", tier.port), timeout=30)
+        sock.sendall(post_with(b"Content-Length: 1000\r\n"))
+        slow.append(sock)
+    keep_sending = threading.Event()
+    keep_sending.set()
+
+    def trickle():  # a byte each 0.5 s: inside nginx's 2 s timeout, so they stay while this runs
+        while keep_sending.is_set():
+            for sock in slow:
+                sock.sendall(b" ")
+            time.sleep(0.5)
+
+    sender = threading.Thread(target=trickle, daemon=True)
+    sender.start()
+    try:
+        time.sleep(1.0)  # every slow client is inside its body by now, sending
+        started = time.monotonic()
+        health = request(tier.port, get_with(target=b"/healthz"), timeout=5)
+        health_seconds = time.monotonic() - started
+        placed = request(tier.port, post_with(b"Content-Length: %d\r\n" % len(checkout_json()), checkout_json()))
+        placed_while_hanging = sender.is_alive()
+    finally:
+        keep_sending.clear()
+        sender.join(5)
+
+    assert health.status == 200 and health_seconds < 2.0, (health.status, health_seconds)
+    assert placed.status == 201, placed.body
+    assert placed_while_hanging
+    assert Order.objects.get(pk=json.loads(placed.body)["id"]).status == "PENDING"
+    # Now silent: nginx closes each within its timeout (plus a margin), without an answer.
+    silent_since = time.monotonic()
+    for sock in slow:
+        sock.settimeout(CLIENT_TIMEOUT + 5)
+        try:
+            leftover = sock.recv(1000)
+        except ConnectionResetError:
+            leftover = b""
+        sock.close()
+        assert leftover == b""
+    assert time.monotonic() - silent_since < CLIENT_TIMEOUT + 5
+    assert Order.objects.count() == 1  # none of the slow ones reached Django
+    wait_until(
+        lambda: sum(access_status(line) == 408 for line in tier.access_log()) >= 16,
+        timeout=5,
+        message="nginx to log the 16 cut clients as 408",
+    )
+
+
+def test_with_gunicorn_gone_nginx_answers_a_json_502_and_serve_stops(group):
+    tier = start_tier(group)
+    children = tier.children()
+    gunicorn_workers = child_pids(children["gunicorn"])
+    os.kill(tier.proc.pid, signal.SIGSTOP)  # so that it cannot stop nginx before the request
+    try:
+        for pid in [children["gunicorn"], *gunicorn_workers]:
+            os.kill(pid, signal.SIGKILL)
+        wait_until(lambda: not any(alive(pid) for pid in gunicorn_workers), timeout=10, message="gunicorn gone")
+
+        reply = request(tier.port, get_with())
+    finally:
+        os.kill(tier.proc.pid, signal.SIGCONT)
+
+    assert_json_error(reply, 502, "unavailable")
+    assert reply.headers["retry-after"] == "5"
+    assert tier.proc.wait(timeout=30) == 1
+    assert not alive(children["nginx"])
+
+
+def test_ctrl_c_stops_nginx_and_gunicorn_and_exits_0(group):
+    tier = start_tier(group)
+    children = tier.children()
+    workers = child_pids(children["gunicorn"])
+    assert set(children) == {"nginx", "gunicorn"} and len(workers) == 2
+
+    assert stop_tier(group, tier) == 0
+
+    assert not any(alive(pid) for pid in [*children.values(), *workers])
+
+
+def test_without_secret_key_or_allowed_hosts_serve_refuses_in_one_line():
+    env = {key: value for key, value in tier_env().items() if key not in ("SECRET_KEY", "ALLOWED_HOSTS")}
+    for missing in ("SECRET_KEY", "ALLOWED_HOSTS"):
+        given = {"SECRET_KEY": "s" * 50, "ALLOWED_HOSTS": "shop.example.com"}
+        given.pop(missing)
+        done = subprocess.run(
+            [sys.executable, "scripts/serve.py", "--port", "1"],
+            cwd=BASE_DIR,
+            env={**env, **given, "DEBUG": "1"},  # make serve turns DEBUG off whatever it was
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert done.returncode == 2
+        assert done.stdout == ""
+        [line] = done.stderr.splitlines()
+        assert line.startswith("make serve: ") and missing in line
