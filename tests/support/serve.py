@@ -162,4 +162,4 @@ def nginx_installed() -> bool:
 
 def access_status(line: str) -> int:
     """The status of one line of nginx's access log (its default ``combined`` format)."""
-    return int(re.split(r"\s+", line)[8])
+    return int(re.search(r'" (\d{3}) ', line).group(1))
