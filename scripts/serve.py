@@ -12,7 +12,8 @@
   gunicorn finishes its requests, both exit, then this exits 0. Either child dying stops the
   other and exits 1. Both children die with this process even if it is killed outright.
 
-``NUM_PROXIES`` defaults to 1 (nginx is the one proxy that appends to ``X-Forwarded-For``),
+``PROMETHEUS_MULTIPROC_DIR`` defaults to an emptied ``$VAR_DIR/serve/prometheus`` (gunicorn
+has several workers). ``NUM_PROXIES`` defaults to 1 (nginx is the one proxy that appends to ``X-Forwarded-For``),
 so the checkout throttle keys on the client nginx saw. ``CLIENT_TIMEOUT`` (seconds, default
 10) is nginx's header, body and send timeout for slow clients.
 
@@ -126,15 +127,25 @@ def prepare(settings, host: str, port: int) -> tuple[Path, Path]:
     return prefix, sock
 
 
+def gunicorn_env(prefix: Path) -> dict[str, str]:
+    """Several workers: /metrics adds up every worker's counters from an emptied folder."""
+    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        return dict(os.environ)
+    folder = prefix / "prometheus"
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir()
+    return {**os.environ, "PROMETHEUS_MULTIPROC_DIR": str(folder)}
+
+
 def die_with_parent() -> None:
     """In the child before exec: the kernel sends it SIGTERM if this process dies, even by SIGKILL."""
     ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
-def spawn(argv: list[str]) -> subprocess.Popen:
+def spawn(argv: list[str], env: dict[str, str] | None = None) -> subprocess.Popen:
     # Its own process group: the terminal's Ctrl-C reaches only this process, which then stops
     # each child the graceful way (nginx: SIGQUIT, gunicorn: SIGTERM).
-    return subprocess.Popen(argv, cwd=BASE_DIR, preexec_fn=die_with_parent, process_group=0)  # noqa: PLW1509
+    return subprocess.Popen(argv, cwd=BASE_DIR, env=env, preexec_fn=die_with_parent, process_group=0)  # noqa: PLW1509
 
 
 def socket_answers(path: Path) -> bool:
@@ -206,7 +217,8 @@ def main() -> int:
                 *("--access-logfile", "/dev/null"),
                 # Above nginx's own limits (4 KiB lines): whatever nginx passes, gunicorn takes.
                 *("--limit-request-line", "8190", "--limit-request-field_size", "8190"),
-            ]
+            ],
+            gunicorn_env(prefix),
         )
     }
     try:
