@@ -18,6 +18,7 @@ import threading
 import time
 import uuid
 from decimal import Decimal
+from pathlib import Path
 
 import pytest
 from django.conf import settings
@@ -25,8 +26,18 @@ from django.conf import settings
 from config.gunicorn_errors import HEADERS as ERROR_HEADERS
 from orders.models import CheckoutRequest, Order, StorefrontProduct
 from tests.conftest import ALL_DATABASES, database_url
-from tests.support.processes import BASE_DIR, ProcessGroup, wait_until
-from tests.support.serve import access_status, alive, child_pids, chunked, request, start_tier, stop_tier
+from tests.support.processes import BASE_DIR, ProcessGroup, free_port, wait_until
+from tests.support.serve import (
+    access_status,
+    alive,
+    child_pids,
+    chunked,
+    descendants,
+    request,
+    start_tier,
+    stop_tier,
+    var_dir,
+)
 
 pytestmark = pytest.mark.django_db(transaction=True, databases=ALL_DATABASES)
 
@@ -233,15 +244,42 @@ def test_with_gunicorn_gone_nginx_answers_a_json_502_and_serve_stops(group):
     assert not alive(children["nginx"])
 
 
-def test_ctrl_c_stops_nginx_and_gunicorn_and_exits_0(group):
-    tier = start_tier(group)
-    children = tier.children()
-    workers = child_pids(children["gunicorn"])
-    assert set(children) == {"nginx", "gunicorn"} and len(workers) == 2
+def test_ctrl_c_on_make_serve_stops_nginx_and_gunicorn_and_make_prints_no_error(tmp_path):
+    port = free_port()
+    log = tmp_path / "make-serve.log"
+    env = {**tier_env(), "SECRET_KEY": "s" * 50, "ALLOWED_HOSTS": "127.0.0.1", "VAR_DIR": str(var_dir())}
+    with log.open("wb") as out:
+        # STAMP= : the suite already runs in the installed virtualenv, nothing to install.
+        make = subprocess.Popen(
+            ["make", "serve", "STAMP=", f"PORT={port}", "SERVE_HOST=127.0.0.1"],
+            cwd=BASE_DIR,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    try:
+        wait_until(
+            lambda: make.poll() is not None or request(port, get_with(target=b"/healthz")).status == 200,
+            timeout=90,
+            interval=0.3,
+            message="make serve to answer",
+        )
+        below = descendants(make.pid)
+        programs = sorted(Path(os.readlink(f"/proc/{pid}/exe")).name.rstrip("0123456789.") for pid in below)
+        # serve.py, gunicorn's master and 2 workers; nginx's master and a worker per core
+        assert programs == ["nginx"] * (1 + os.cpu_count()) + ["python"] * 4, programs
 
-    assert stop_tier(group, tier) == 0
-
-    assert not any(alive(pid) for pid in [*children.values(), *workers])
+        os.killpg(make.pid, signal.SIGINT)  # what the terminal does on Ctrl-C: the foreground group
+        make.wait(timeout=60)
+    finally:
+        if make.poll() is None:
+            os.killpg(make.pid, signal.SIGKILL)
+    output = log.read_text()
+    print(output)
+    assert make.returncode in (0, -signal.SIGINT)  # make re-raises the SIGINT it got, after a clean stop
+    assert "make: ***" not in output and "Traceback" not in output
+    wait_until(lambda: not any(alive(pid) for pid in below), timeout=10, message="no nginx or gunicorn left")
 
 
 def test_without_secret_key_or_allowed_hosts_serve_refuses_in_one_line():

@@ -49,6 +49,14 @@ def child_pids(pid: int) -> list[int]:
     return found
 
 
+def descendants(pid: int) -> list[int]:
+    found, todo = [], child_pids(pid)
+    while todo:
+        found.append(todo.pop())
+        todo += child_pids(found[-1])
+    return found
+
+
 def alive(pid: int) -> bool:
     try:
         state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
