@@ -244,6 +244,30 @@ def test_with_gunicorn_gone_nginx_answers_a_json_502_and_serve_stops(group):
     assert not alive(children["nginx"])
 
 
+def test_the_checkout_throttle_keys_on_the_address_nginx_saw_not_on_x_forwarded_for(group, widget):
+    # One worker: the throttle's counters live in its memory (locmem cache).
+    tier = start_tier(group, {"CHECKOUT_THROTTLE": "2/min", "WEB_CONCURRENCY": "1"})
+
+    def checkout(source: str, forwarded_for: str | None = None) -> int:
+        header = f"X-Forwarded-For: {forwarded_for}\r\n".encode() if forwarded_for else b""
+        return request(
+            tier.port,
+            post_with(header + b"Content-Length: %d\r\n" % len(checkout_json()), checkout_json()),
+            source=source,
+        ).status
+
+    first = [checkout("127.0.0.1"), checkout("127.0.0.1", "198.51.100.7")]
+    # A fresh address in its own X-Forwarded-For: nginx appends the real one, the throttle reads that.
+    spoofed = [checkout("127.0.0.1", f"203.0.113.{n}") for n in range(3)]
+    other_client = checkout("127.0.0.2", "127.0.0.1")
+
+    assert first == [201, 201]
+    assert spoofed == [429, 429, 429]
+    assert other_client == 201
+    assert Order.objects.count() == 3
+    assert stop_tier(group, tier) == 0
+
+
 def test_ctrl_c_on_make_serve_stops_nginx_and_gunicorn_and_make_prints_no_error(tmp_path):
     port = free_port()
     log = tmp_path / "make-serve.log"

@@ -115,14 +115,17 @@ class Reply:
     closed_by_reset: bool = False
 
 
-def request(port: int, raw: bytes, *, timeout: float = 10) -> Reply:
-    """Send ``raw`` (``Connection: close`` is added to the head) and read the answer to the end."""
+def request(port: int, raw: bytes, *, timeout: float = 10, source: str = "127.0.0.1") -> Reply:
+    """Send ``raw`` (``Connection: close`` is added to the head) and read the answer to the end.
+
+    ``source``: the client's own address, any of 127.0.0.0/8 (Linux answers them all on loopback).
+    """
     head, sep, rest = raw.partition(b"\r\n\r\n")
     if sep and b"\r\nconnection:" not in head.lower():
         raw = head + b"\r\nConnection: close" + sep + rest
     data, reset = b"", False
     try:
-        with socket.create_connection(("127.0.0.1", port), timeout=timeout) as sock:
+        with socket.create_connection(("127.0.0.1", port), timeout=timeout, source_address=(source, 0)) as sock:
             sock.sendall(raw)
             while chunk := sock.recv(65536):
                 data += chunk
