@@ -32,6 +32,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import NoReturn
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 TEMPLATE = BASE_DIR / "deploy" / "nginx" / "nginx.conf.template"
@@ -59,7 +60,7 @@ def render(template: str, values: dict[str, str]) -> str:
     return text
 
 
-def die(message: str) -> "None":
+def die(message: str) -> NoReturn:
     print(f"make serve: {message}", file=sys.stderr, flush=True)
     sys.exit(2)
 

@@ -146,6 +146,7 @@ HOSTILE = {
         "payload_too_large",
     ),
     "a request line that is not HTTP": (b"HELLO\r\n\r\n", 400, "bad_request"),
+    "nginx's own error pages, asked for directly": (get_with(target=b"/_error/502"), 404, "not_found"),
 }
 
 
