@@ -85,7 +85,7 @@ chaos: $(STAMP) ## the long fault-injection run on PostgreSQL + RabbitMQ (bounde
 bench: $(STAMP) ## the benchmarks on PostgreSQL + RabbitMQ, with the machine's own ceilings (prints a table, writes bench/results/)
 	$(PY) scripts/with_test_services.py $(PY) bench/run.py $(BENCH_ARGS)
 
-soak: $(STAMP) ## sustained load on PostgreSQL + RabbitMQ through gunicorn and make run's server (64 clients, 5 min each; fails on any 5xx, unbounded connections, memory growth; SOAK_ARGS="--clients N --seconds S --modes gunicorn,runserver")
+soak: $(STAMP) ## sustained load on PostgreSQL + RabbitMQ through make serve (nginx + gunicorn) and make run's server (64 clients, 5 min each; fails on any 5xx, unbounded connections, memory growth; SOAK_ARGS="--clients N --seconds S --modes gunicorn,runserver")
 	$(PY) scripts/with_test_services.py $(PY) bench/soak.py $(SOAK_ARGS)
 
 demo: $(STAMP) ## place orders that show every saga path against what `make run` is running, and print their timelines
