@@ -113,7 +113,6 @@ def prepare(settings, host: str, port: int) -> tuple[Path, Path]:
     private_folder(run_dir)
     sock = run_dir / "gunicorn.sock"
     values = {
-        "PREFIX": str(prefix),
         "RUN_DIR": str(run_dir),
         "TEMP_DIR": str(temp_dir),
         "LOG_DIR": str(log_dir),
