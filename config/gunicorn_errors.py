@@ -43,4 +43,7 @@ def write_json_error(sock, status_int: int, reason: str, mesg: str) -> None:
 
 
 def install() -> None:
+    # gunicorn has no hook for this; fail loudly if a new version no longer calls this function.
+    if not callable(getattr(util, "write_error", None)):
+        raise RuntimeError("gunicorn.util.write_error is gone: config/gunicorn_errors.py needs another way in")
     util.write_error = write_json_error
