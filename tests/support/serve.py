@@ -4,7 +4,6 @@ And a raw HTTP/1.1 client: the hostile requests these tests send (control charac
 ``Content-Length``, a chunked body) are exactly what a client library would refuse or normalise.
 """
 
-import os
 import re
 import secrets
 import signal
@@ -165,10 +164,6 @@ def chunked(body: bytes, size: int = 64) -> bytes:
     """``body`` in chunked transfer coding, ``size`` bytes a chunk."""
     parts = [b"%x\r\n%s\r\n" % (len(body[i : i + size]), body[i : i + size]) for i in range(0, len(body), size)]
     return b"".join(parts) + b"0\r\n\r\n"
-
-
-def nginx_installed() -> bool:
-    return any(os.access(Path(p) / "nginx", os.X_OK) for p in [*os.environ["PATH"].split(":"), "/usr/sbin"])
 
 
 def access_status(line: str) -> int:
