@@ -74,10 +74,13 @@ def load_settings():
     from django.conf import settings
     from django.core.exceptions import ImproperlyConfigured
 
+    required = "DEBUG is off: SECRET_KEY and ALLOWED_HOSTS are required, e.g. ALLOWED_HOSTS=shop.example.com"
     try:
-        settings.API_MAX_BODY_BYTES  # noqa: B018 - reading one setting loads them all
+        for name in ("SECRET_KEY", "ALLOWED_HOSTS"):
+            if not getattr(settings, name):  # set, but empty: as good as missing
+                die(f"{name} is empty ({required})")
     except ImproperlyConfigured as exc:
-        die(f"{exc} (DEBUG is off: SECRET_KEY and ALLOWED_HOSTS are required, e.g. ALLOWED_HOSTS=shop.example.com)")
+        die(f"{exc} ({required})")
     return settings
 
 

@@ -309,9 +309,17 @@ def test_ctrl_c_on_make_serve_stops_nginx_and_gunicorn_and_make_prints_no_error(
 
 def test_without_secret_key_or_allowed_hosts_serve_refuses_in_one_line():
     env = {key: value for key, value in tier_env().items() if key not in ("SECRET_KEY", "ALLOWED_HOSTS")}
-    for missing in ("SECRET_KEY", "ALLOWED_HOSTS"):
+    for missing, empty in (
+        ("SECRET_KEY", False),
+        ("ALLOWED_HOSTS", False),
+        ("SECRET_KEY", True),
+        ("ALLOWED_HOSTS", True),
+    ):
         given = {"SECRET_KEY": "s" * 50, "ALLOWED_HOSTS": "shop.example.com"}
-        given.pop(missing)
+        if empty:
+            given[missing] = ""
+        else:
+            given.pop(missing)
         done = subprocess.run(
             [sys.executable, "scripts/serve.py", "--port", "1"],
             cwd=BASE_DIR,
