@@ -125,6 +125,11 @@ HOSTILE = {
     "NUL in a header value": (get_with(b"X-Note: a\x00b\r\n"), 400, "bad_request"),
     "control character in a header name": (get_with(b"X-No\x02te: ab\r\n"), 400, "bad_request"),
     "a 10,000-character header": (get_with(b"X-Note: " + b"a" * 10_000 + b"\r\n"), 431, "headers_too_large"),
+    "150 header lines (gunicorn takes 100)": (
+        get_with(b"".join(b"X-Note-%d: a\r\n" % n for n in range(150))),
+        431,
+        "headers_too_large",
+    ),
     "a 4 KB URL": (get_with(target=b"/api/products/?q=" + b"a" * 4096), 414, "uri_too_long"),
     "bytes beyond ASCII in the URL": (get_with(target=b"/api/products/\xc3\xa9"), 400, "bad_request"),
     "a Content-Length that is not a number": (post_with(b"Content-Length: 12abc\r\n", b"{}"), 400, "bad_request"),
@@ -158,6 +163,14 @@ def test_every_error_the_front_answers_is_the_json_shape_with_the_security_heade
 
     assert_json_error(reply, status, code)
     assert not Order.objects.exists() and not CheckoutRequest.objects.exists()
+
+
+def test_an_http_0_9_request_gets_the_json_error_body_alone(tier):
+    with socket.create_connection(("127.0.0.1", tier.port), timeout=10) as sock:
+        sock.sendall(b"GET /api/products/\r\n")  # HTTP/0.9: no version, no headers; its answer has none
+        answer = b"".join(iter(lambda: sock.recv(65536), b""))
+
+    assert json.loads(answer) == {"code": "bad_request", "detail": "The request is malformed."}
 
 
 def test_a_chunked_checkout_is_placed_and_a_body_at_the_limit_still_reaches_django(tier, widget):
