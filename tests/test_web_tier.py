@@ -70,7 +70,7 @@ def tier(group):
     """One web tier for the module's requests (each test's database is flushed behind it)."""
     running = start_tier(group)
     yield running
-    stop_tier(group, running)
+    stop_tier(running)
 
 
 @pytest.fixture
@@ -279,7 +279,7 @@ def test_the_checkout_throttle_keys_on_the_address_nginx_saw_not_on_x_forwarded_
     assert spoofed == [429, 429, 429]
     assert other_client == 201
     assert Order.objects.count() == 3
-    assert stop_tier(group, tier) == 0
+    assert stop_tier(tier) == 0
 
 
 def test_ctrl_c_on_make_serve_stops_nginx_and_gunicorn_and_make_prints_no_error(tmp_path):

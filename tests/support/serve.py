@@ -99,7 +99,7 @@ def start_tier(group: ProcessGroup, env: dict[str, str] | None = None, folder: P
     return tier
 
 
-def stop_tier(group: ProcessGroup, tier: Tier) -> int:
+def stop_tier(tier: Tier) -> int:
     """SIGINT, as Ctrl-C sends; the exit code."""
     if tier.proc.poll() is None:
         tier.proc.send_signal(signal.SIGINT)
