@@ -10,6 +10,7 @@ JSON and scripts/serve.py stops; Ctrl-C stops both children and exits 0.
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -58,7 +59,15 @@ def tier_env() -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def group(django_db_setup, tmp_path_factory):
+def root():
+    """The tiers' VAR_DIRs: sockets, nginx's configuration, temporary files and logs."""
+    folder = var_dir()
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def group(django_db_setup, tmp_path_factory, root):
     processes = ProcessGroup(tmp_path_factory.mktemp("web-tier"), tier_env())
     yield processes
     processes.stop_all()
@@ -66,9 +75,9 @@ def group(django_db_setup, tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def tier(group):
+def tier(group, root):
     """One web tier for the module's requests (each test's database is flushed behind it)."""
-    running = start_tier(group)
+    running = start_tier(group, root)
     yield running
     stop_tier(running)
 
@@ -193,26 +202,28 @@ def test_slow_clients_hold_no_worker_and_are_cut_at_nginxs_timeout(tier, widget)
         sock = socket.create_connection(("127.0.0.1", tier.port), timeout=30)
         sock.sendall(post_with(b"Content-Length: 1000\r\n"))
         slow.append(sock)
-    keep_sending = threading.Event()
-    keep_sending.set()
+    stop_sending = threading.Event()
+    bytes_sent = [0]  # by each slow client
 
     def trickle():  # a byte each 0.5 s: inside nginx's 2 s timeout, so they stay while this runs
-        while keep_sending.is_set():
+        while True:
             for sock in slow:
                 sock.sendall(b" ")
-            time.sleep(0.5)
+            bytes_sent[0] += 1
+            if stop_sending.wait(0.5):
+                return
 
     sender = threading.Thread(target=trickle, daemon=True)
     sender.start()
     try:
-        time.sleep(1.0)  # every slow client is inside its body by now, sending
+        wait_until(lambda: bytes_sent[0] >= 2, timeout=10, message="each slow client to send 2 bytes of its body")
         started = time.monotonic()
         health = request(tier.port, get_with(target=b"/healthz"), timeout=5)
         health_seconds = time.monotonic() - started
         placed = request(tier.port, post_with(b"Content-Length: %d\r\n" % len(checkout_json()), checkout_json()))
         placed_while_hanging = sender.is_alive()
     finally:
-        keep_sending.clear()
+        stop_sending.set()
         sender.join(5)
 
     assert health.status == 200 and health_seconds < 2.0, (health.status, health_seconds)
@@ -238,8 +249,8 @@ def test_slow_clients_hold_no_worker_and_are_cut_at_nginxs_timeout(tier, widget)
     )
 
 
-def test_with_gunicorn_gone_nginx_answers_a_json_502_and_serve_stops(group):
-    tier = start_tier(group)
+def test_with_gunicorn_gone_nginx_answers_a_json_502_and_serve_stops(group, root):
+    tier = start_tier(group, root)
     children = tier.children()
     gunicorn_workers = child_pids(children["gunicorn"])
     os.kill(tier.proc.pid, signal.SIGSTOP)  # so that it cannot stop nginx before the request
@@ -258,9 +269,9 @@ def test_with_gunicorn_gone_nginx_answers_a_json_502_and_serve_stops(group):
     assert not alive(children["nginx"])
 
 
-def test_the_checkout_throttle_keys_on_the_address_nginx_saw_not_on_x_forwarded_for(group, widget):
+def test_the_checkout_throttle_keys_on_the_address_nginx_saw_not_on_x_forwarded_for(group, root, widget):
     # One worker: the throttle's counters live in its memory (locmem cache).
-    tier = start_tier(group, {"CHECKOUT_THROTTLE": "2/min", "WEB_CONCURRENCY": "1"})
+    tier = start_tier(group, root, {"CHECKOUT_THROTTLE": "2/min", "WEB_CONCURRENCY": "1"})
 
     def checkout(source: str, forwarded_for: str | None = None) -> int:
         header = f"X-Forwarded-For: {forwarded_for}\r\n".encode() if forwarded_for else b""
@@ -282,10 +293,10 @@ def test_the_checkout_throttle_keys_on_the_address_nginx_saw_not_on_x_forwarded_
     assert stop_tier(tier) == 0
 
 
-def test_ctrl_c_on_make_serve_stops_nginx_and_gunicorn_and_make_prints_no_error(tmp_path):
+def test_ctrl_c_on_make_serve_stops_nginx_and_gunicorn_and_make_prints_no_error(tmp_path, root):
     port = free_port()
     log = tmp_path / "make-serve.log"
-    env = {**tier_env(), "SECRET_KEY": "s" * 50, "ALLOWED_HOSTS": "127.0.0.1", "VAR_DIR": str(var_dir())}
+    env = {**tier_env(), "SECRET_KEY": "s" * 50, "ALLOWED_HOSTS": "127.0.0.1", "VAR_DIR": str(var_dir(root))}
     with log.open("wb") as out:
         # STAMP= : the suite already runs in the installed virtualenv, nothing to install.
         make = subprocess.Popen(

@@ -64,17 +64,23 @@ def alive(pid: int) -> bool:
     return state != "Z"
 
 
-def var_dir() -> Path:
-    """A folder nginx's workers (``www-data`` when the master runs as root) may traverse."""
-    folder = Path(tempfile.mkdtemp(prefix="serve-test-"))
+def var_dir(parent: Path | None = None) -> Path:
+    """A new folder nginx's workers (``www-data`` when the master runs as root) may traverse.
+
+    Not under pytest's own temporary folders: those are private to their user.
+    """
+    folder = Path(tempfile.mkdtemp(prefix="serve-test-", dir=parent))
     folder.chmod(0o755)
     return folder
 
 
-def start_tier(group: ProcessGroup, env: dict[str, str] | None = None, folder: Path | None = None) -> Tier:
-    """Start scripts/serve.py as ``make serve`` does, on a free port of 127.0.0.1; once it answers."""
+def start_tier(group: ProcessGroup, root: Path, env: dict[str, str] | None = None) -> Tier:
+    """Start scripts/serve.py as ``make serve`` does, on a free port of 127.0.0.1; once it answers.
+
+    Its ``VAR_DIR`` is a new folder in ``root`` (from :func:`var_dir`).
+    """
     port = free_port()
-    folder = folder or var_dir()
+    folder = var_dir(root)
     proc = group.spawn(
         "serve",
         [sys.executable, "scripts/serve.py", "--host", "127.0.0.1", "--port", str(port)],
