@@ -24,9 +24,11 @@ import argparse
 import ctypes
 import grp
 import os
+import pwd
 import shutil
 import signal
 import socket
+import stat
 import string
 import subprocess
 import sys
@@ -107,6 +109,23 @@ def private_folder(path: Path) -> None:
         path.chmod(0o700)
 
 
+def traversable_by(user: str, folder: Path) -> bool:
+    """Whether ``user`` may pass through every folder from / down to ``folder``."""
+    entry = pwd.getpwnam(user)
+    groups = {entry.pw_gid} | {g.gr_gid for g in grp.getgrall() if user in g.gr_mem}
+    for part in [folder, *folder.parents]:
+        mode = part.stat()
+        if mode.st_uid == entry.pw_uid:
+            allowed = mode.st_mode & stat.S_IXUSR
+        elif mode.st_gid in groups:
+            allowed = mode.st_mode & stat.S_IXGRP
+        else:
+            allowed = mode.st_mode & stat.S_IXOTH
+        if not allowed:
+            return False
+    return True
+
+
 def prepare(settings, host: str, port: int) -> tuple[Path, Path]:
     """Render the nginx configuration; its prefix folder and gunicorn's socket."""
     prefix = Path(settings.VAR_DIR) / "serve"
@@ -114,6 +133,12 @@ def prepare(settings, host: str, port: int) -> tuple[Path, Path]:
     for folder in (temp_dir, log_dir):
         folder.mkdir(parents=True, exist_ok=True)
     private_folder(run_dir)
+    if os.geteuid() == 0 and not traversable_by(ROOT_WORKER_USER, prefix):
+        # Its workers write request bodies under temp/ and reach gunicorn's socket under run/.
+        die(
+            f"nginx's workers ({ROOT_WORKER_USER}) cannot enter {prefix}: set VAR_DIR to a folder whose"
+            " parents they may all pass through (e.g. /srv/shop/var), not one in a private home"
+        )
     sock = run_dir / "gunicorn.sock"
     values = {
         "RUN_DIR": str(run_dir),
@@ -193,14 +218,14 @@ def main() -> int:
 
     settings = load_settings()
     nginx = nginx_binary()
-    manage("migrate", "--noinput", "-v0")
-    manage("migrate", "--database", "gateway", "--noinput", "-v0")
-    manage("collectstatic", "--noinput", "-v0")
     prefix, sock = prepare(settings, args.host, args.port)
     nginx_argv = [nginx, "-p", str(prefix), "-c", "nginx.conf", "-e", "stderr"]
     checked = subprocess.run([*nginx_argv, "-t", "-q"], capture_output=True, text=True, check=False)
     if checked.returncode:
         die(f"nginx refused its configuration {prefix / 'nginx.conf'}:\n{checked.stderr.strip()}")
+    manage("migrate", "--noinput", "-v0")
+    manage("migrate", "--database", "gateway", "--noinput", "-v0")
+    manage("collectstatic", "--noinput", "-v0")
     sock.unlink(missing_ok=True)
 
     stopping = False

@@ -356,3 +356,23 @@ def test_without_secret_key_or_allowed_hosts_serve_refuses_in_one_line():
         assert done.stdout == ""
         [line] = done.stderr.splitlines()
         assert line.startswith("make serve: ") and missing in line
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="nginx's workers drop to www-data only under a root master")
+def test_as_root_a_var_dir_nginxs_workers_cannot_enter_is_refused_in_one_line(tmp_path):
+    private = tmp_path / "home"
+    private.mkdir(mode=0o700)
+
+    done = subprocess.run(
+        [sys.executable, "scripts/serve.py", "--port", "1"],
+        cwd=BASE_DIR,
+        env={**tier_env(), "SECRET_KEY": "s" * 50, "ALLOWED_HOSTS": "a", "VAR_DIR": str(private / "var")},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+    assert done.returncode == 2
+    [line] = done.stderr.splitlines()
+    assert line.startswith(f"make serve: nginx's workers (www-data) cannot enter {private}/var/serve: ")
+    assert not (private / "var" / "serve" / "nginx.conf").exists()
