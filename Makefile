@@ -33,8 +33,9 @@ run: $(STAMP) ## run web, relay, consumers and the saga deadline loop together u
 	@echo "  Other commands from another terminal take the same DEBUG=1 (and DATABASE_URL/BROKER_URL"
 	@echo "  if you set them here), e.g.  DEBUG=1 .venv/bin/python manage.py gateway_ledger"
 	@echo ""
-	@# honcho answers Ctrl-C with 130 even when every process stopped cleanly (each exits 0).
-	honcho start -f Procfile -p $(PORT) || [ $$? -eq 130 ]
+	@# honcho answers Ctrl-C with 130 even when every process stopped cleanly (each exits 0). The
+	@# shell ignores Ctrl-C itself (honcho still gets it): dying of it would make make say "Interrupt".
+	trap '' INT; honcho start -f Procfile -p $(PORT) || [ $$? -eq 130 ]
 
 serve: $(STAMP) ## the production web tier on PORT (all interfaces; SERVE_HOST=127.0.0.1 for this machine only): nginx (installs Debian's package if missing) in front of gunicorn, DEBUG off; needs SECRET_KEY and ALLOWED_HOSTS, uses DATABASE_URL/BROKER_URL; migrates first; Ctrl-C stops both
 	@$(PY) scripts/ensure_nginx.py
@@ -61,9 +62,14 @@ run-split: $(STAMP) ## run orders, payments and inventory as three deployments, 
 	@echo "  payments  (admin, /metrics, /readyz):            http://127.0.0.1:$(PAYMENTS_PORT)/admin/"
 	@echo "  inventory (admin, /metrics, /readyz):            http://127.0.0.1:$(INVENTORY_PORT)/admin/"
 	@echo "  Each deployment has its own admin users, e.g. for orders:"
-	@echo "      DEBUG=1 CONTEXTS=orders DATABASE_URL=$$ORDERS_DATABASE_URL .venv/bin/python manage.py createsuperuser"
+	@echo "      DEBUG=1 CONTEXTS=orders DATABASE_URL=$$ORDERS_DATABASE_URL $${BROKER_URL:+BROKER_URL=$$BROKER_URL }.venv/bin/python manage.py createsuperuser"
+	@echo "  A command by hand takes its deployment's CONTEXTS and DATABASE_URL (an SQLite database has its"
+	@echo "  ledger and broker beside it), e.g. payments' ledger and dead letters:"
+	@echo "      DEBUG=1 CONTEXTS=payments DATABASE_URL=$$PAYMENTS_DATABASE_URL $${BROKER_URL:+BROKER_URL=$$BROKER_URL }.venv/bin/python manage.py gateway_ledger"
+	@echo "      DEBUG=1 CONTEXTS=payments DATABASE_URL=$$PAYMENTS_DATABASE_URL $${BROKER_URL:+BROKER_URL=$$BROKER_URL }.venv/bin/python manage.py dead_letters list"
+	@echo "  The guided demo, from another terminal: make demo SPLIT=1$(if $(filter-out 8000,$(PORT)), PORT=$(PORT))"
 	@echo ""
-	honcho start -f Procfile.split || [ $$? -eq 130 ]
+	trap '' INT; honcho start -f Procfile.split || [ $$? -eq 130 ]
 
 test: $(STAMP) ## import contracts + the whole suite on real PostgreSQL and RabbitMQ
 	$(VENV)/bin/lint-imports
@@ -88,8 +94,12 @@ bench: $(STAMP) ## the benchmarks on PostgreSQL + RabbitMQ, with the machine's o
 soak: $(STAMP) ## sustained load on PostgreSQL + RabbitMQ through make serve (nginx + gunicorn) and make run's server (64 clients, 5 min each; fails on any 5xx, unbounded connections, memory growth; SOAK_ARGS="--clients N --seconds S --modes gunicorn,runserver")
 	$(PY) scripts/with_test_services.py $(PY) bench/soak.py $(SOAK_ARGS)
 
-demo: $(STAMP) ## place orders that show every saga path against what `make run` is running, and print their timelines
-	DEBUG=$${DEBUG:-1} $(PY) scripts/demo.py --base-url http://127.0.0.1:$(PORT)
+# With SPLIT=1 the demo reads as the orders deployment of `make run-split` does (and the ledger
+# through payments'), with the same defaults.
+DEMO_SPLIT_ENV = CONTEXTS=orders DATABASE_URL=$${ORDERS_DATABASE_URL:-sqlite:///$(SPLIT_VAR)/orders.sqlite3} \
+	PAYMENTS_DATABASE_URL=$${PAYMENTS_DATABASE_URL:-sqlite:///$(SPLIT_VAR)/payments.sqlite3} VAR_DIR=$(SPLIT_VAR)
+demo: $(STAMP) ## place orders that show every saga path against what `make run` is running (SPLIT=1: `make run-split`), and print their timelines
+	DEBUG=$${DEBUG:-1} $(if $(SPLIT),$(DEMO_SPLIT_ENV) )$(PY) scripts/demo.py --base-url http://127.0.0.1:$(PORT)
 
 browser-check: $(STAMP) ## open the admin and the API docs in headless Chromium (needs a root install of Debian's chromium)
 	$(PY) scripts/browser_check.py

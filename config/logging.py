@@ -19,12 +19,22 @@ def mask_secrets(logger, method_name, event_dict):
     return {key: mask_text(value) if isinstance(value, str) else value for key, value in masked.items()}
 
 
+def drop_server_noise(logger, method_name, event_dict):
+    """runserver's access lines carry its socket (``request=<socket.socket fd=...>``) and its own
+    clock (``server_time``): the line already says the request and its timestamp."""
+    if event_dict.get("logger") == "django.server":
+        event_dict.pop("request", None)
+        event_dict.pop("server_time", None)
+    return event_dict
+
+
 def configure_logging(log_format: str, level: str) -> None:
     shared = [
         structlog.contextvars.merge_contextvars,
         structlog.stdlib.add_log_level,
         structlog.stdlib.add_logger_name,
         structlog.stdlib.ExtraAdder(),
+        drop_server_noise,
         structlog.processors.TimeStamper(fmt="iso", utc=True),
         # Tracebacks become text here, so that the masking below covers them too.
         structlog.processors.format_exc_info,

@@ -9,6 +9,7 @@ from pathlib import Path
 import environ
 from django.core.exceptions import ImproperlyConfigured
 
+from kernel.contexts import CONTEXTS as ALL_CONTEXTS
 from kernel.contexts import parse_contexts
 from kernel.durations import parse_duration
 
@@ -26,7 +27,14 @@ if DEBUG:
     SECRET_KEY = env.str("SECRET_KEY", default="django-insecure-development-only")
     ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["localhost", "127.0.0.1", "[::1]", "testserver"])
 else:
-    # No silent fallback in production: a missing value stops the process here.
+    # No silent fallback in production: a missing value stops the process here, in one line
+    # (manage.py prints an ImproperlyConfigured without its traceback).
+    _missing = [name for name in ("SECRET_KEY", "ALLOWED_HOSTS") if not env.str(name, default="")]
+    if _missing:
+        raise ImproperlyConfigured(
+            f"{' and '.join(_missing)} not set: with DEBUG off set SECRET_KEY and ALLOWED_HOSTS "
+            "(or DEBUG=1 on a development machine)"
+        )
     SECRET_KEY = env.str("SECRET_KEY")
     ALLOWED_HOSTS = env.list("ALLOWED_HOSTS")
 
@@ -49,6 +57,15 @@ try:
     CONTEXTS = parse_contexts(env.list("CONTEXTS", default=["orders", "payments", "inventory"]))
 except ValueError as exc:
     raise ImproperlyConfigured(str(exc)) from None
+
+# The other deployments' databases, where this process was told them (`make run-split` exports
+# ORDERS_/PAYMENTS_/INVENTORY_DATABASE_URL to every deployment): the order page then prints a
+# command that runs as pasted in the deployment hosting a consumer.
+DEPLOYMENT_DATABASE_URLS = {
+    name: env.str(f"{name.upper()}_DATABASE_URL")
+    for name in ALL_CONTEXTS
+    if env.str(f"{name.upper()}_DATABASE_URL", default="")
+}
 
 # --- Applications -------------------------------------------------------------------------
 INSTALLED_APPS = [
@@ -156,11 +173,17 @@ DATABASES = {"default": _database(DATABASE_URL)}
 if env.str("TEST_DATABASE_NAME", default=""):
     DATABASES["default"]["TEST"] = {"NAME": env.str("TEST_DATABASE_NAME")}
 
+# An SQLite database's folder holds what belongs with it: the gateway's ledger and the
+# filesystem broker. So a command run by hand needs only the DATABASE_URL it is told, never
+# the VAR_DIR its deployment was started with.
+_sqlite_name = str(DATABASES["default"]["NAME"]) if DATABASE_URL.startswith("sqlite") else ""
+_SQLITE_FOLDER = Path(_sqlite_name).resolve().parent if _sqlite_name not in ("", ":memory:") else None
+
 # The fake payment gateway keeps its ledger on a connection of its own, so a rollback of the
 # payments handler cannot undo a charge (as with a real card). On PostgreSQL it shares the
 # database (Django treats the identical alias as the same test database); on SQLite it gets
-# its own file.
-_default_gateway_url = f"sqlite:///{VAR_DIR / 'gateway.sqlite3'}" if DATABASE_URL.startswith("sqlite") else DATABASE_URL
+# its own file, gateway.sqlite3 beside the database.
+_default_gateway_url = f"sqlite:///{_SQLITE_FOLDER / 'gateway.sqlite3'}" if _SQLITE_FOLDER else DATABASE_URL
 # Only payments' consumer uses it, on a dedicated connection: no second pool on the same database.
 DATABASES["gateway"] = _database(env.str("GATEWAY_DATABASE_URL", default=_default_gateway_url), pool=False)
 if "TEST" in DATABASES["default"] and DATABASES["gateway"]["NAME"] == DATABASES["default"]["NAME"]:
@@ -171,10 +194,18 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 # --- Messaging ----------------------------------------------------------------------------
 BROKER_URL = env.str("BROKER_URL", default="filesystem://")
 _EMBEDDED_BROKER = BROKER_URL.startswith("filesystem")
+# The filesystem broker's folder: the URL's path (filesystem:///srv/shop/broker), else broker/
+# beside the SQLite database, else under VAR_DIR. Every process of a shop must find the same one.
+_broker_path = BROKER_URL.partition("://")[2] if _EMBEDDED_BROKER else ""
+FILESYSTEM_BROKER_DIR = (
+    Path(_broker_path)
+    if _broker_path.startswith("/") and _broker_path.strip("/")
+    else (_SQLITE_FOLDER or VAR_DIR) / "broker"
+)
 BROKER_HEARTBEAT = env.int("BROKER_HEARTBEAT", default=30)
 MESSAGING = {
     "EXCHANGE": env.str("MESSAGING_EXCHANGE", default="ecommerce_events"),
-    "FILESYSTEM_DIR": VAR_DIR / "broker",
+    "FILESYSTEM_DIR": FILESYSTEM_BROKER_DIR,
     "RELAY_BATCH_SIZE": env.int("RELAY_BATCH_SIZE", default=500),
     # Claim-publish-confirm loops per relay process, each with its own database connection. SQLite
     # has no SKIP LOCKED: there a second loop would only wait for the first one's write lock.
@@ -266,6 +297,7 @@ LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
 USE_I18N = True
 USE_TZ = True
+FORMAT_MODULE_PATH = ["config.formats"]  # one date format on every page
 
 # --- Logging ------------------------------------------------------------------------------
 LOG_FORMAT = env.str("LOG_FORMAT", default="console")

@@ -14,6 +14,7 @@ from config.overview import overview_view
 admin.site.site_header = "Saga shop operations"
 admin.site.site_title = "Saga shop"
 admin.site.index_title = f"Contexts hosted here: {', '.join(settings.CONTEXTS)}"
+admin.site.site_url = "/admin/overview/"  # "View site": there is no site at /, the overview is the console's
 
 urlpatterns = [
     # Before admin.site.urls, whose catch-all would take it.

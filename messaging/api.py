@@ -16,7 +16,7 @@
   serve the operators' pages, health checks and metrics.
 """
 
-from messaging.diagnosis import timeline_waiting
+from messaging.diagnosis import command_in_deployment, timeline_waiting
 from messaging.dispatch import InvalidPayload, TransientError
 from messaging.envelope import IncomingEvent
 from messaging.event_log import register_event_log
@@ -45,6 +45,7 @@ __all__ = [
     "broker_reachable",
     "child_span",
     "collecting",
+    "command_in_deployment",
     "dead_letter_counts",
     "dead_letter_counts_by_state",
     "local_consumers",

@@ -281,9 +281,10 @@ class ConsumerWorker:
         if result.failed:
             self._requeue(message)
             raise RetryNotPublished(result.failed[envelope.message_id])
-        logger.warning(
-            "handler failed, retry %d of %d in %.1fs: %s", attempt, self.max_attempts - 1, delay, decision.error
-        )
+        # Only RabbitMQ delays a retry (a delay queue's TTL); the filesystem broker has no TTL, so
+        # there the message is back in its queue at once, and the log says so.
+        when = f"in {delay:.1f}s" if self.session.amqp else "now (the embedded broker cannot delay it)"
+        logger.warning("handler failed, retry %d of %d %s: %s", attempt, self.max_attempts - 1, when, decision.error)
         self._ack([message])
 
     def _dead_letter(self, consumer, message, delivery: Delivery, decision: Decision, attempts: int) -> None:

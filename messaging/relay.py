@@ -35,7 +35,7 @@ from django.db import DatabaseError, connection, connections, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from messaging import metrics
+from messaging import broker, metrics
 from messaging.conf import exchange_name, setting
 from messaging.envelope import envelope_for_outbox
 from messaging.faults import fault_point
@@ -274,7 +274,7 @@ class OutboxRelay:
         self._reset_broker(graceful=False)
         connection = self.session.open()
         self._publisher = BatchPublisher(connection, self.confirm_timeout)
-        logger.info("relay connected to the broker", extra={"broker": connection.as_uri()})
+        logger.info("relay connected to the broker", extra={"broker": broker.describe(connection)})
 
     def _reset_broker(self, *, graceful: bool = True) -> None:
         """Close the broker connection; after an error, drop it without waiting for the broker."""

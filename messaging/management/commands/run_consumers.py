@@ -33,7 +33,10 @@ class Command(BaseCommand):
         if not hosted:
             raise CommandError(f"this deployment (CONTEXTS={','.join(settings.CONTEXTS)}) hosts no consumer")
         use_dedicated_connections()
-        serve_metrics(metrics_port)
+        # The Procfile's two consumer processes take their ports from two variables.
+        orders_side = {"orders", "events"} & set(consumers)
+        variable = "ORDERS_CONSUMERS_METRICS_PORT" if orders_side else "CONSUMERS_METRICS_PORT"
+        serve_metrics(metrics_port, variable=variable)
         worker = ConsumerWorker(list(consumers) or hosted, stopper=Stopper().install())
         code = worker.run(once=once)
         if code:

@@ -22,7 +22,8 @@ class Command(BaseCommand):
 
     def handle(self, *args, loop=False, metrics_port=None, **options):
         use_dedicated_connections()
-        serve_metrics(metrics_port)  # timeouts counted here: orders_saga_outcomes_total{reason="timeout"}
+        # Timeouts are counted here: orders_saga_outcomes_total{reason="timeout"}.
+        serve_metrics(metrics_port, variable="DEADLINE_METRICS_PORT")
         stopper = Stopper().install()
         interval = min(settings.SAGA_TIMEOUT, 5.0)
         while True:
