@@ -241,6 +241,33 @@ IDEMPOTENCY_KEY_TTL = parse_duration(env.str("IDEMPOTENCY_KEY_TTL", default="24h
 # How long a checkout waits for a concurrent one with the same key to finish, then 409.
 IDEMPOTENCY_KEY_WAIT = parse_duration(env.str("IDEMPOTENCY_KEY_WAIT", default="2s"))
 
+# --- Bounds on what a hung dependency can hold (docs/operations.md, "Bounded waits") --------
+# The caller's wait for the payment gateway's answer; a later answer is a timeout (retried).
+GATEWAY_TIMEOUT = parse_duration(env.str("GATEWAY_TIMEOUT", default="10"))
+# PostgreSQL limits on the relay's and the consumers' sessions (seconds; 0: not set, the
+# server's own value applies). A handler's gateway call is idle time inside its batch's
+# transaction: the idle limit must outlast the call, or PostgreSQL would end a session whose
+# call merely took its time.
+WORKER_DATABASE_TIMEOUTS = {
+    "lock_timeout": parse_duration(env.str("WORKER_LOCK_TIMEOUT", default="5")),
+    "statement_timeout": parse_duration(env.str("WORKER_STATEMENT_TIMEOUT", default="15")),
+    "idle_in_transaction_session_timeout": parse_duration(
+        env.str("WORKER_IDLE_IN_TRANSACTION_TIMEOUT", default=str(GATEWAY_TIMEOUT + 20))
+    ),
+}
+if 0 < WORKER_DATABASE_TIMEOUTS["idle_in_transaction_session_timeout"] <= GATEWAY_TIMEOUT:
+    raise ImproperlyConfigured(
+        f"WORKER_IDLE_IN_TRANSACTION_TIMEOUT must exceed GATEWAY_TIMEOUT ({GATEWAY_TIMEOUT:g} s): "
+        "a consumer waits for the gateway inside its transaction"
+    )
+# The web server's sessions (config/wsgi.py; not management commands such as migrate): a
+# statement ends before gunicorn's 30 s worker timeout would kill the worker and leave the
+# query running, and a request stuck inside a transaction gives its locks back.
+WEB_DATABASE_TIMEOUTS = {
+    "statement_timeout": parse_duration(env.str("WEB_STATEMENT_TIMEOUT", default="20")),
+    "idle_in_transaction_session_timeout": parse_duration(env.str("WEB_IDLE_IN_TRANSACTION_TIMEOUT", default="30")),
+}
+
 # --- API ----------------------------------------------------------------------------------
 # The largest JSON body the API reads (413 beyond); a checkout of 50 lines is about 5 KiB.
 API_MAX_BODY_BYTES = 256 * 1024

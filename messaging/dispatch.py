@@ -10,8 +10,12 @@ published, one commit. If a member fails, that attempt rolls back whole and the 
 again with every member in a savepoint of its own, so the failing one rolls back alone, its
 inbox claim with it (its retry must not look like a duplicate) and the others commit; the
 handlers that ran in the abandoned attempt run again, as after a crash, which their
-idempotency (the gateway's keys, the state guards) makes safe. A consumer with a bulk handler
-(the event log) writes its share with one insert.
+idempotency (the gateway's keys, the state guards) makes safe. The failed member itself is not
+run again in that second attempt when its failure says "later" (a ``TransientError`` such as a
+gateway timeout, or a lock or statement timeout): running it at once would only repeat the wait,
+a whole gateway timeout for a hung gateway, holding the batch's locks meanwhile; it goes to the
+retry path with that first failure. A consumer with a bulk handler (the event log) writes its
+share with one insert.
 
 Every batch takes its locks in one order, by correlation id (the saga's id, which the handlers
 lock rows by) and then by arrival, so that two batches meeting on the same orders do not wait
@@ -60,6 +64,8 @@ class Outcome(enum.Enum):
 
 
 DEADLOCK_DETECTED = "40P01"
+# A wait bounded by the session's limits ran out (kernel.session_timeouts): a holder is stuck.
+LOCK_NOT_AVAILABLE, QUERY_CANCELED = "55P03", "57014"
 
 
 @dataclass(frozen=True)
@@ -170,8 +176,9 @@ def decide_batch(deliveries: list[Delivery]) -> list[Decision]:
     ready.sort(key=lambda item: (item[1].correlation_id, item[0]))
     try:
         handled = _decide_optimistically(deliveries, ready)
-        if handled is None:  # a member failed: every member again, each in a savepoint of its own
-            handled, alone = _decide_with_savepoints(deliveries, ready)
+        if isinstance(handled, _MemberFailed):  # every member again, each in a savepoint of its own
+            failed = handled
+            handled, alone = _decide_with_savepoints(deliveries, ready, known=_known_failure(failed))
         else:
             alone = []
     except (DatabaseError, BatchBroken) as exc:
@@ -188,13 +195,31 @@ def decide_batch(deliveries: list[Delivery]) -> list[Decision]:
 
 
 class _MemberFailed(Exception):
-    """The optimistic pass is abandoned: it rolls back whole."""
+    """The optimistic pass is abandoned: it rolls back whole. ``index``: the member that failed."""
+
+    def __init__(self, exc: BaseException, index: int | None = None, event: IncomingEvent | None = None) -> None:
+        super().__init__(exc)
+        self.exc, self.index, self.event = exc, index, event
 
 
-def _decide_optimistically(deliveries: list[Delivery], ready: list) -> dict[int, Decision] | None:
+def _retry_later(exc: BaseException) -> bool:
+    """A failure that running the member again at once would only repeat (after the same wait)."""
+    if isinstance(exc, TransientError):
+        return True
+    return isinstance(exc, OperationalError) and sqlstate_of(exc) in (LOCK_NOT_AVAILABLE, QUERY_CANCELED)
+
+
+def _known_failure(failed: "_MemberFailed") -> dict[int, Decision]:
+    """The decision the failed member's first attempt already gives, when it is one to retry later."""
+    if failed.index is None or not _retry_later(failed.exc):
+        return {}
+    return {failed.index: _failure(Outcome.RETRY, "handler_error", failed.exc, failed.event)}
+
+
+def _decide_optimistically(deliveries: list[Delivery], ready: list) -> "dict[int, Decision] | _MemberFailed":
     """The common case, no member failing: every inbox row of a consumer in one insert, the
     handlers, every outbox row they publish in one insert, one commit; no savepoint at all.
-    None (and nothing committed) as soon as a member fails or loses a deadlock."""
+    The failure (and nothing committed) as soon as a member fails or loses a deadlock."""
     decisions: dict[int, Decision] = {}
     try:
         with transaction.atomic():
@@ -219,7 +244,7 @@ def _decide_optimistically(deliveries: list[Delivery], ready: list) -> dict[int,
                     try:
                         _run_handler(spec, event)
                     except Exception as exc:  # noqa: BLE001 - decided again below, in savepoints
-                        raise _MemberFailed(exc) from exc
+                        raise _MemberFailed(exc, i, event) from exc
                 for members in bulk.values():
                     try:
                         members[0][0].bulk_handler([event for _, event in members])
@@ -229,21 +254,26 @@ def _decide_optimistically(deliveries: list[Delivery], ready: list) -> dict[int,
             _before_batch_commit(deliveries)
     except _MemberFailed as failed:
         logger.info("a member of the batch failed: the batch again, each member in its savepoint: %s", failed)
-        return None
+        return failed
     return decisions
 
 
-def _decide_with_savepoints(deliveries: list[Delivery], ready: list) -> tuple[dict[int, Decision], list[int]]:
+def _decide_with_savepoints(
+    deliveries: list[Delivery], ready: list, *, known: dict[int, Decision] | None = None
+) -> tuple[dict[int, Decision], list[int]]:
     """Every member in a savepoint of its own, so that a failing one rolls back alone, its inbox
-    claim with it; a deadlock's loser is left to be decided alone afterwards. The decisions, and
+    claim with it; a deadlock's loser is left to be decided alone afterwards. A member with a
+    ``known`` decision (its failure in the first attempt) is not run again. The decisions, and
     the members left to decide alone."""
-    decisions: dict[int, Decision] = {}
+    decisions: dict[int, Decision] = dict(known or {})
     alone: list[int] = []
     claimed: set[tuple[str, str]] = set()
     savepoints = MemberSavepoints()
     with transaction.atomic(), collecting() as published:
         for n, (i, event, spec) in enumerate(ready):
             consumer = deliveries[i].consumer
+            if i in decisions:  # failed in the first attempt, to be retried later
+                continue
             if (consumer, event.message_id) in claimed:  # the same message twice in one batch
                 decisions[i] = Decision(Outcome.DUPLICATE, event)
                 continue
