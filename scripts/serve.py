@@ -3,19 +3,20 @@
 
 - Refuses to start, in one line, without ``SECRET_KEY`` and ``ALLOWED_HOSTS``: ``DEBUG`` is
   always off here.
-- Migrates (both databases) and collects the static files, as a deployment would.
 - Renders ``deploy/nginx/nginx.conf.template`` into ``$VAR_DIR/serve/`` (the port, gunicorn's
-  socket, the temporary and log folders, the body limit ``API_MAX_BODY_BYTES``), checks it
-  with ``nginx -t``, then runs gunicorn on a unix socket in a folder only nginx's workers may
-  enter, and nginx (``daemon off``, ``-p``/``-c``) on ``--host``:``--port``.
+  socket, the temporary and log folders, the body limit ``API_MAX_BODY_BYTES``) and checks it
+  with ``nginx -t``; then migrates (both databases) and collects the static files, as a
+  deployment would.
+- Runs gunicorn on a unix socket in a folder only nginx's workers may enter, and nginx
+  (``daemon off``, ``-p``/``-c``) on ``--host``:``--port``.
 - SIGINT or SIGTERM (Ctrl-C): nginx stops taking connections and finishes what it serves,
   gunicorn finishes its requests, both exit, then this exits 0. Either child dying stops the
   other and exits 1. Both children die with this process even if it is killed outright.
 
 ``PROMETHEUS_MULTIPROC_DIR`` defaults to an emptied ``$VAR_DIR/serve/prometheus`` (gunicorn
-has several workers). ``NUM_PROXIES`` defaults to 1 (nginx is the one proxy that appends to ``X-Forwarded-For``),
-so the checkout throttle keys on the client nginx saw. ``CLIENT_TIMEOUT`` (seconds, default
-10) is nginx's header, body and send timeout for slow clients.
+has several workers). ``NUM_PROXIES`` defaults to 1 (nginx is the one proxy that appends to
+``X-Forwarded-For``), so the checkout throttle keys on the client nginx saw. ``CLIENT_TIMEOUT``
+(seconds, default 10) is nginx's header, body and send timeout for slow clients.
 
 Usage: scripts/serve.py [--host 0.0.0.0] [--port $PORT]
 """
