@@ -75,6 +75,7 @@ test: $(STAMP) ## import contracts + the whole suite on real PostgreSQL and Rabb
 	$(VENV)/bin/lint-imports
 	$(VENV)/bin/ruff check --quiet .
 	$(PY) scripts/ensure_prometheus.py
+	amtool check-config deploy/alertmanager/alertmanager.yml
 	$(PY) scripts/ensure_nginx.py
 	$(PY) scripts/with_test_services.py $(VENV)/bin/pytest $(PYTEST_ARGS)
 

@@ -9,6 +9,7 @@ so one order can be followed with one grep. Payment tokens are masked in every l
 import logging.config
 
 import structlog
+from opentelemetry import trace
 
 
 def mask_secrets(logger, method_name, event_dict):
@@ -28,9 +29,20 @@ def drop_server_noise(logger, method_name, event_dict):
     return event_dict
 
 
+def add_trace_ids(logger, method_name, event_dict):
+    """``trace_id`` and ``span_id`` of the current OpenTelemetry span, where none are bound."""
+    if "trace_id" not in event_dict:
+        context = trace.get_current_span().get_span_context()
+        if context.is_valid:
+            event_dict["trace_id"] = f"{context.trace_id:032x}"
+            event_dict["span_id"] = f"{context.span_id:016x}"
+    return event_dict
+
+
 def configure_logging(log_format: str, level: str) -> None:
     shared = [
         structlog.contextvars.merge_contextvars,
+        add_trace_ids,
         structlog.stdlib.add_log_level,
         structlog.stdlib.add_logger_name,
         structlog.stdlib.ExtraAdder(),

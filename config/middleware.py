@@ -2,11 +2,12 @@
 
 W3C Trace Context for every request: continue the caller's trace or start one.
 
-The request gets a span id of its own under the caller's trace id; events published while
-serving it store that ``traceparent`` in the outbox, the relay sends it as a message header,
-and what each consumer publishes in turn carries it on, so one trace id follows the order
-through every hop. The response says which span served it (``traceresponse``, Trace Context
-Level 2). Log lines of the request carry ``trace_id``.
+With tracing on, the request's span is OpenTelemetry's SERVER span (Django's instrumentation
+continued the caller's ``traceparent``); without, a span id of our own under the caller's trace.
+Events published while serving it store that span with their outbox row, the relay's span for
+each is its child, and so on through every hop (``messaging.telemetry``). The response says which
+span served it (``traceresponse``, Trace Context Level 2). Log lines of the request carry
+``trace_id`` and ``span_id``.
 """
 
 import logging
@@ -16,7 +17,7 @@ from django.http import HttpResponse, JsonResponse
 from django.urls import is_valid_path
 
 from kernel.exceptions import RETRY_AFTER_SECONDS, database_error_body
-from messaging.api import child_span, trace_id_of, tracing
+from messaging.api import server_span, span_in_use, trace_headers, trace_ids
 
 logger = logging.getLogger(__name__)
 
@@ -26,10 +27,10 @@ class TraceparentMiddleware:
         self.get_response = get_response
 
     def __call__(self, request):
-        traceparent = child_span(request.headers.get("traceparent"))
-        with tracing(traceparent), structlog.contextvars.bound_contextvars(trace_id=trace_id_of(traceparent)):
+        span = server_span(request.headers)
+        with span_in_use(span), structlog.contextvars.bound_contextvars(**trace_ids(span)):
             response = self.get_response(request)
-        response["traceresponse"] = traceparent
+        response["traceresponse"] = trace_headers(span)["traceparent"]
         return response
 
 

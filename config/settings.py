@@ -80,6 +80,7 @@ INSTALLED_APPS = [
     "drf_spectacular_sidecar",  # Swagger UI served from our own static files, no CDN
     "messaging",
     *CONTEXTS,
+    "config.apps.ShopConfig",  # tracing (config.telemetry), set up once the contexts are
 ]
 
 MIDDLEWARE = [

@@ -32,6 +32,7 @@ import traceback as tb
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
+from typing import Any
 
 from django.db import DatabaseError, InterfaceError, OperationalError, connection, transaction
 from psycopg import pq
@@ -41,8 +42,8 @@ from messaging import registry
 from messaging.envelope import IncomingEvent, InvalidMessage, parse_incoming
 from messaging.faults import fault_point
 from messaging.inbox import inbox_claim, inbox_claim_in_savepoint, inbox_claim_many
-from messaging.outbox import collecting, handling, tracing, write_collected
-from messaging.tracecontext import child_span
+from messaging.outbox import collecting, handling, write_collected
+from messaging.telemetry import current
 
 logger = logging.getLogger(__name__)
 
@@ -77,6 +78,8 @@ class Delivery:
     properties: dict
     headers: dict
     routing_key: str
+    # The message's CONSUMER span (``telemetry.consumer_span``): its handler runs inside it.
+    span: Any = None
 
 
 @dataclass(frozen=True)
@@ -130,14 +133,16 @@ def _prepare(consumer: str, body: bytes, properties: dict, headers: dict, routin
     return event, spec
 
 
-def _run_handler(spec, event: IncomingEvent) -> None:
-    # The handler is a span of its own in the message's trace.
-    with handling(event), tracing(child_span(event.traceparent)) if event.traceparent else nullcontext():
+def _run_handler(spec, event: IncomingEvent, span) -> None:
+    # Inside the message's span: what the handler publishes (and its queries) are its children.
+    with handling(event), current(span) if span is not None else nullcontext():
         spec.handler(event)
 
 
-def decide(consumer: str, *, body: bytes, properties: dict, headers: dict, routing_key: str) -> Decision:
-    """One delivery in a transaction of its own."""
+def decide(
+    consumer: str, *, body: bytes, properties: dict, headers: dict, routing_key: str, span: Any = None
+) -> Decision:
+    """One delivery in a transaction of its own (its handler inside ``span`` when given)."""
     prepared = _prepare(consumer, body, properties, headers, routing_key)
     if isinstance(prepared, Decision):
         return prepared
@@ -146,7 +151,7 @@ def decide(consumer: str, *, body: bytes, properties: dict, headers: dict, routi
         with transaction.atomic():
             if not inbox_claim(consumer=consumer, event=event):
                 return Decision(Outcome.DUPLICATE, event)
-            _run_handler(spec, event)
+            _run_handler(spec, event, span)
             _ensure_committable()
             fault_point(f"consumer.{consumer}.before_commit")
     except InvalidPayload as exc:
@@ -242,7 +247,7 @@ def _decide_optimistically(deliveries: list[Delivery], ready: list) -> "dict[int
                     if n:
                         fault_point(f"consumer.{consumer}.between_handlers")
                     try:
-                        _run_handler(spec, event)
+                        _run_handler(spec, event, deliveries[i].span)
                     except Exception as exc:  # noqa: BLE001 - decided again below, in savepoints
                         raise _MemberFailed(exc, i, event) from exc
                 for members in bulk.values():
@@ -280,7 +285,7 @@ def _decide_with_savepoints(
             if n:
                 fault_point(f"consumer.{consumer}.between_handlers")
             mark = len(published)
-            decided = _decide_in_savepoint(consumer, event, spec, savepoints)
+            decided = _decide_in_savepoint(consumer, event, spec, savepoints, deliveries[i].span)
             if decided is None or decided.outcome is not Outcome.HANDLED:
                 del published[mark:]  # rolled back with its savepoint
             if decided is None:
@@ -312,7 +317,9 @@ def _before_batch_commit(deliveries: list[Delivery]) -> None:
 
 
 def _decide_alone(d: Delivery) -> Decision:
-    return decide(d.consumer, body=d.body, properties=d.properties, headers=d.headers, routing_key=d.routing_key)
+    return decide(
+        d.consumer, body=d.body, properties=d.properties, headers=d.headers, routing_key=d.routing_key, span=d.span
+    )
 
 
 class BatchBroken(Exception):
@@ -366,13 +373,15 @@ class MemberSavepoints:
             self.unreleased = name
 
 
-def _decide_in_savepoint(consumer: str, event: IncomingEvent, spec, savepoints: MemberSavepoints) -> Decision | None:
+def _decide_in_savepoint(
+    consumer: str, event: IncomingEvent, spec, savepoints: MemberSavepoints, span
+) -> Decision | None:
     """A batch member in its savepoint; None when it lost a deadlock and must be decided alone."""
     try:
         with savepoints.member(consumer, event) as claimed:
             if not claimed:
                 return Decision(Outcome.DUPLICATE, event)
-            _run_handler(spec, event)
+            _run_handler(spec, event, span)
     except BatchBroken:
         raise
     except InvalidPayload as exc:
