@@ -98,9 +98,16 @@ class _Exposition:
 _exposition = _Exposition()
 
 
+def bearer_token(request) -> str | None:
+    """The credentials of ``Authorization: Bearer <token>``; the scheme is case-insensitive
+    (RFC 7235), so ``bearer`` and ``BEARER`` count too."""
+    scheme, _, credentials = request.headers.get("Authorization", "").strip().partition(" ")
+    return credentials.strip() if scheme.lower() == "bearer" else None
+
+
 def metrics_view(request):
     token = settings.METRICS_TOKEN
-    if token and not constant_time_compare(request.headers.get("Authorization", ""), f"Bearer {token}"):
+    if token and not constant_time_compare(bearer_token(request) or "", token):
         return HttpResponse(
             "unauthorized\n", status=401, content_type="text/plain", headers={"WWW-Authenticate": "Bearer"}
         )

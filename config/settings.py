@@ -78,13 +78,19 @@ INSTALLED_APPS = [
     "rest_framework",
     "drf_spectacular",
     "drf_spectacular_sidecar",  # Swagger UI served from our own static files, no CDN
+    "csp",
     "messaging",
     *CONTEXTS,
     "config.apps.ShopConfig",  # tracing (config.telemetry), set up once the contexts are
 ]
 
 MIDDLEWARE = [
+    # The first three only add headers on the way out, so every response gets them: the
+    # refusals below and errors Django raised before a view included.
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "csp.middleware.CSPMiddleware",
     "django.middleware.security.SecurityMiddleware",
+    "config.middleware.RequestShapeMiddleware",  # a disallowed Host, an unreadable chunked body: JSON
     "whitenoise.middleware.WhiteNoiseMiddleware",  # static files (admin, API docs) under gunicorn
     "config.middleware.TraceparentMiddleware",
     "config.middleware.DatabaseUnavailableMiddleware",
@@ -94,8 +100,29 @@ MIDDLEWARE = [
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
-    "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
+
+# Content-Security-Policy (django-csp) on every response. Scripts, styles, images and fonts
+# come from this origin only: the admin's, the swimlane's and the overview's SVG are inline
+# markup (no script), Swagger UI's bundle and its init script are our own static files
+# (drf-spectacular-sidecar, SpectacularSwaggerSplitView). Inline styles stay allowed: the admin
+# and Swagger UI set style attributes, and a style cannot run code.
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": ["'self'"],
+        "script-src": ["'self'"],
+        "style-src": ["'self'", "'unsafe-inline'"],
+        "img-src": ["'self'", "data:"],
+        "font-src": ["'self'"],
+        "connect-src": ["'self'"],
+        "object-src": ["'none'"],
+        "base-uri": ["'self'"],
+        "form-action": ["'self'"],
+        "frame-ancestors": ["'none'"],
+    },
+}
+SECURE_REFERRER_POLICY = "same-origin"
+X_FRAME_OPTIONS = "DENY"
 
 ROOT_URLCONF = "config.urls"
 WSGI_APPLICATION = "config.wsgi.application"
@@ -278,6 +305,9 @@ REST_FRAMEWORK = {
     "DEFAULT_PERMISSION_CLASSES": [],
     "UNAUTHENTICATED_USER": None,
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    # ASCII JSON, every other character escaped: a client's string echoed in an error (a field
+    # name that is a lone surrogate, "\ud800") cannot make the body unencodable (a 500).
+    "UNICODE_JSON": False,
     "DEFAULT_PARSER_CLASSES": ["kernel.parsers.BoundedJSONParser"],
     "EXCEPTION_HANDLER": "kernel.exceptions.api_exception_handler",
     "DEFAULT_THROTTLE_RATES": {"checkout": None if CHECKOUT_THROTTLE == "off" else CHECKOUT_THROTTLE},

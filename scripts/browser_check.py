@@ -15,6 +15,7 @@ temporary folder, never your database), logs in as a throwaway superuser and che
   no two different ids look alike (a short id must tell them apart), no text (an event type) is
   cut; a dead letter's own page offers replay and purge;
 - /api/docs/ renders Swagger UI from our own static files, with every operation;
+- no page reports a Content-Security-Policy violation in the browser's console;
 - the same order pages and lists in a split (orders, payments and inventory as three
   deployments on three SQLite files sharing one filesystem broker), each deployment's admin.
 
@@ -216,7 +217,15 @@ class Browser:
         status, reply = http(
             "POST",
             f"{self.base}/session",
-            {"capabilities": {"alwaysMatch": {"browserName": "chrome", "goog:chromeOptions": options}}},
+            {
+                "capabilities": {
+                    "alwaysMatch": {
+                        "browserName": "chrome",
+                        "goog:chromeOptions": options,
+                        "goog:loggingPrefs": {"browser": "ALL"},  # the console, for CSP violations
+                    }
+                }
+            },
             timeout=60,
         )
         if status != 200:
@@ -253,6 +262,12 @@ class Browser:
 
     def run(self, script: str):
         return self.command("POST", "/execute/sync", {"script": script, "args": []})
+
+    def csp_violations(self) -> list[str]:
+        """Console messages about the Content-Security-Policy since the last call (ChromeDriver
+        hands each console entry over once)."""
+        entries = self.command("POST", "/se/log", {"type": "browser"})
+        return [e["message"] for e in entries if "Content Security Policy" in e["message"]]
 
     def resize(self, width: int, height: int) -> None:
         self.command("POST", "/window/rect", {"width": width, "height": height})
@@ -452,6 +467,11 @@ def run_checks(shop: Shop, browser: Browser, orders: dict[str, str]) -> Check:
     wait_for(lambda: "Idempotency-Key" in browser.text("#operations-orders-checkout"), 10, "checkout's details")
     check("checkout documents Idempotency-Key", "Idempotency-Key" in browser.text("#operations-orders-checkout"))
     browser.screenshot("08-api-docs-checkout")
+    violations = browser.csp_violations()
+    check("no page broke the Content-Security-Policy (the console)", not violations, "; ".join(violations)[:600])
+    # The probe itself: an inline script, which the policy forbids, must show in the console.
+    browser.run("const s = document.createElement('script'); s.textContent = '1'; document.body.append(s)")
+    check("an inline script is refused and reported (the check above can fail)", browser.csp_violations())
     return results
 
 
@@ -480,6 +500,8 @@ def run_split_checks(deployments: list[Shop], browser: Browser, orders: dict[str
         check(f"the {context} deployment's admin hosts {context}", f"Contexts hosted here: {context}" in hosted)
         lists = ("outbox", "inbox", "dead letters") if context == "payments" else ("outbox", "inbox")
         check_lists(other, browser, checker(results, f"split: {context}: "), f"14-split-{context}", lists)
+    violations = browser.csp_violations()
+    check("no page broke the Content-Security-Policy (the console)", not violations, "; ".join(violations)[:600])
     return results
 
 
