@@ -5,7 +5,10 @@ the API's JSON error shape with the security headers, and writes nothing. A chun
 placed; bodies over the limit are refused before a worker sees them; 16 clients that send their
 body a byte at a time hold no gunicorn worker while ``/healthz`` answers and a checkout is
 placed, and nginx cuts them at its timeout (2 s here). With gunicorn gone, nginx answers 502 in
-JSON and scripts/serve.py stops; Ctrl-C stops both children and exits 0.
+JSON and scripts/serve.py stops; Ctrl-C on ``make serve`` stops both children, and make says
+nothing. The checkout throttle keys on the address nginx saw. And every row of issue 16's table
+answers as it should through the tier (what Django answers: the Host, surrogates, depth, SKUs,
+``/metrics``, CSP, ``Cache-Control``).
 """
 
 import json
@@ -45,6 +48,7 @@ pytestmark = pytest.mark.django_db(transaction=True, databases=ALL_DATABASES)
 LIMIT = settings.API_MAX_BODY_BYTES
 CLIENT_TIMEOUT = 2  # nginx's client timeouts in these tests (10 s in make serve)
 HOST = b"Host: 127.0.0.1\r\n"
+METRICS_TOKEN = "web-tier-metrics"
 
 
 def tier_env() -> dict[str, str]:
@@ -77,7 +81,7 @@ def group(django_db_setup, tmp_path_factory, root):
 @pytest.fixture(scope="module")
 def tier(group, root):
     """One web tier for the module's requests (each test's database is flushed behind it)."""
-    running = start_tier(group, root)
+    running = start_tier(group, root, {"METRICS_TOKEN": METRICS_TOKEN})
     yield running
     stop_tier(running)
 
@@ -376,3 +380,61 @@ def test_as_root_a_var_dir_nginxs_workers_cannot_enter_is_refused_in_one_line(tm
     [line] = done.stderr.splitlines()
     assert line.startswith(f"make serve: nginx's workers (www-data) cannot enter {private}/var/serve: ")
     assert not (private / "var" / "serve" / "nginx.conf").exists()
+
+
+# --- issue 16's table through make serve: what Django answers (config/errors.py, the middleware) ---
+NO_STORE = "max-age=0, no-cache, no-store, must-revalidate, private"
+DJANGO_SECURITY_HEADERS = {
+    name: ERROR_HEADERS[name]
+    for name in ("X-Content-Type-Options", "X-Frame-Options", "Referrer-Policy", "Cross-Origin-Opener-Policy")
+}
+
+
+def assert_django_json(reply, status: int, code: str) -> dict:
+    assert reply.status == status, (reply.status, reply.body[:300])
+    assert reply.headers["content-type"] == "application/json", reply.headers
+    for name, value in DJANGO_SECURITY_HEADERS.items():
+        assert reply.headers.get(name.lower()) == value, (name, reply.headers)
+    body = json.loads(reply.body)
+    assert body["code"] == code and body["detail"], body
+    return body
+
+
+def post_text(port: int, text: str):
+    body = text.encode()
+    return request(port, post_with(b"Content-Length: %d\r\n" % len(body), body))
+
+
+def test_every_row_of_the_issues_table_answers_as_expected_through_make_serve(tier, widget):
+    valid = checkout_json().decode()
+    evil_host = request(tier.port, b"GET /api/products/ HTTP/1.1\r\nHost: evil.example\r\n\r\n")
+    surrogate_name = post_text(tier.port, valid[:-1] + ', "\\ud800": 1}')
+    deep = post_text(tier.port, "[" * 950 + "]" * 950)
+    padded_sku = post_text(tier.port, valid.replace('"WIDGET"', '" WIDGET"'))
+    newline_sku = post_text(tier.port, valid.replace('"WIDGET"', '"WIDGET\\n"'))
+    unknown_path = request(tier.port, get_with(target=b"/api/nope"))
+    metrics_post = request(tier.port, b"POST /metrics HTTP/1.1\r\n" + HOST + b"Content-Length: 0\r\n\r\n")
+    metrics_bearer = request(
+        tier.port, get_with(b"Authorization: bearer " + METRICS_TOKEN.encode() + b"\r\n", b"/metrics")
+    )
+    admin_login = request(tier.port, get_with(target=b"/admin/login/"))
+    api_docs = request(tier.port, get_with(target=b"/api/docs/"))
+    placed = post_text(tier.port, valid)
+    order = request(tier.port, get_with(target=b"/api/orders/%s/" % json.loads(placed.body)["id"].encode()))
+
+    assert_django_json(evil_host, 400, "disallowed_host")
+    assert assert_django_json(surrogate_name, 400, "invalid")["errors"] == {"\ud800": ["Unknown field."]}
+    surrogate_name.body.decode("ascii")  # escaped, so always encodable
+    assert_django_json(deep, 400, "parse_error")
+    for reply, sku in ((padded_sku, " WIDGET"), (newline_sku, "WIDGET\n")):
+        assert assert_django_json(reply, 400, "invalid")["errors"] == {"items": [f"unknown sku: {sku}"]}
+    assert_django_json(unknown_path, 404, "not_found")
+    assert_django_json(metrics_post, 405, "method_not_allowed")
+    assert metrics_bearer.status == 200 and b"messaging_outbox_pending " in metrics_bearer.body
+    for page in (admin_login, api_docs):
+        assert page.status == 200 and page.headers["content-type"].startswith("text/html")
+        policy = set(page.headers["content-security-policy"].split("; "))
+        assert {"default-src 'self'", "script-src 'self'", "frame-ancestors 'none'"} <= policy, policy
+    assert (placed.status, order.status) == (201, 200)
+    assert placed.headers["cache-control"] == order.headers["cache-control"] == NO_STORE
+    assert Order.objects.count() == 1  # only the valid checkout wrote anything
