@@ -31,11 +31,11 @@ from config.gunicorn_errors import HEADERS as ERROR_HEADERS
 from orders.models import CheckoutRequest, Order, StorefrontProduct
 from tests.conftest import ALL_DATABASES, database_url
 from tests.support.processes import BASE_DIR, ProcessGroup, free_port, wait_until
+from tests.support.raw_http import chunked
 from tests.support.serve import (
     access_status,
     alive,
     child_pids,
-    chunked,
     descendants,
     request,
     start_tier,

@@ -166,12 +166,6 @@ def unchunk(body: bytes) -> bytes:
     return out
 
 
-def chunked(body: bytes, size: int = 64) -> bytes:
-    """``body`` in chunked transfer coding, ``size`` bytes a chunk."""
-    parts = [b"%x\r\n%s\r\n" % (len(body[i : i + size]), body[i : i + size]) for i in range(0, len(body), size)]
-    return b"".join(parts) + b"0\r\n\r\n"
-
-
 def access_status(line: str) -> int:
     """The status of one line of nginx's access log (its default ``combined`` format)."""
     return int(re.search(r'" (\d{3}) ', line).group(1))
