@@ -4,10 +4,11 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell sha1sum requirements.txt | cut -c1-12)
 PORT ?= 8000
+SERVE_HOST ?= 0.0.0.0
 PYTEST_ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help install run run-split test lint chaos bench soak demo browser-check clean
+.PHONY: help install run run-split serve test lint chaos bench soak demo browser-check clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
@@ -34,6 +35,10 @@ run: $(STAMP) ## run web, relay, consumers and the saga deadline loop together u
 	@# shell ignores Ctrl-C itself (honcho still gets it): dying of it would make make say "Interrupt".
 	trap '' INT; honcho start -f Procfile -p $(PORT) || [ $$? -eq 130 ]
 
+serve: $(STAMP) ## the production web tier on PORT (all interfaces; SERVE_HOST=127.0.0.1 for this machine only): nginx (installs Debian's package if missing) in front of gunicorn, DEBUG off; needs SECRET_KEY and ALLOWED_HOSTS, uses DATABASE_URL/BROKER_URL; migrates first; Ctrl-C stops both
+	@$(PY) scripts/ensure_nginx.py
+	@$(PY) scripts/serve.py --host $(SERVE_HOST) --port $(PORT)
+
 SPLIT_VAR := $(CURDIR)/var/split
 run-split: export DEBUG ?= 1
 run-split: export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
@@ -45,6 +50,7 @@ test: $(STAMP) ## import contracts + the whole suite on real PostgreSQL and Rabb
 	$(VENV)/bin/ruff check --quiet .
 	$(PY) scripts/ensure_prometheus.py
 	amtool check-config deploy/alertmanager/alertmanager.yml
+	$(PY) scripts/ensure_nginx.py
 	$(PY) scripts/with_test_services.py $(VENV)/bin/pytest $(PYTEST_ARGS)
 
 lint: $(STAMP) ## ruff and import-linter
@@ -60,7 +66,7 @@ chaos: $(STAMP) ## the long fault-injection run on PostgreSQL + RabbitMQ (bounde
 bench: $(STAMP) ## the benchmarks on PostgreSQL + RabbitMQ, with the machine's own ceilings (prints a table, writes bench/results/)
 	$(PY) scripts/with_test_services.py $(PY) bench/run.py $(BENCH_ARGS)
 
-soak: $(STAMP) ## sustained load on PostgreSQL + RabbitMQ through gunicorn and make run's server (64 clients, 5 min each; fails on any 5xx, unbounded connections, memory growth; SOAK_ARGS="--clients N --seconds S --modes gunicorn,runserver")
+soak: $(STAMP) ## sustained load on PostgreSQL + RabbitMQ through make serve (nginx + gunicorn) and make run's server (64 clients, 5 min each; fails on any 5xx, unbounded connections, memory growth; SOAK_ARGS="--clients N --seconds S --modes gunicorn,runserver")
 	$(PY) scripts/with_test_services.py $(PY) bench/soak.py $(SOAK_ARGS)
 
 # With SPLIT=1 the demo reads as the orders deployment of `make run-split` does (and the ledger
