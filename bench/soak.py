@@ -271,8 +271,8 @@ class Sampler(threading.Thread):
 # --- one mode -------------------------------------------------------------------------------------
 def connection_bounds(mode: str) -> dict[str, int]:
     """What each process may hold: a web process its pool, each loop its dedicated connections."""
-    # The relay: one per pipeline; the payments and inventory consumers: default + the fake
-    # gateway's ledger; the orders and events consumers: default.
+    # The relay: one per pipeline; the other contexts' consumers (payments, inventory, shipping):
+    # default + the fake gateway's ledger; the orders and events consumers: default.
     bounds = {"relay": RELAY_PIPELINES, "consumers": 2, "orders-consumers": 1, "deadline": 1}
     if mode == "gunicorn":
         bounds.update({"web": 0, "web workers": GUNICORN_WORKERS * POOL_MAX})
@@ -319,7 +319,7 @@ def soak_mode(mode: str, args, base_env: dict[str, str], run_dir: Path) -> dict:
         running = {
             "web": procs.start("web", argv, env={"WEB_CONCURRENCY": str(GUNICORN_WORKERS)}),
             "relay": procs.manage("relay", "run_outbox_relay"),
-            "consumers": procs.manage("consumers", "run_consumers", "payments", "inventory"),
+            "consumers": procs.manage("consumers", "run_consumers", "--except", "orders,events"),
             "orders-consumers": procs.manage("orders-consumers", "run_consumers", "orders", "events"),
             "deadline": procs.manage("deadline", "expire_pending_orders", "--loop"),
         }

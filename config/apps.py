@@ -13,6 +13,6 @@ class ShopConfig(AppConfig):
 
     def ready(self) -> None:
         from config.telemetry import configure_tracing
-        from kernel.contexts import CONTEXTS
+        from kernel.contexts import installed, names
 
-        configure_tracing(argv=sys.argv, hosted=list(settings.CONTEXTS), installed=list(CONTEXTS))
+        configure_tracing(argv=sys.argv, hosted=list(settings.CONTEXTS), installed=names(installed()))
