@@ -17,7 +17,8 @@ from orders.models import StorefrontProduct
 
 pytestmark = pytest.mark.django_db
 TOKEN = "tok_visa"
-SECRET = "tok_1QXuVmSecretValue"
+SECRET = "tok_1QXu Vm_SecretValue"
+SECRET_TAIL = "Vm_SecretValue"
 
 
 @pytest.fixture
@@ -30,7 +31,7 @@ def order_id() -> str:
         headers={"Idempotency-Key": str(uuid.uuid4())},
     )
     assert response.status_code == 201
-    assert SECRET not in response.content.decode()
+    assert SECRET_TAIL not in response.content.decode()
     return response.json()["id"]
 
 
@@ -76,7 +77,7 @@ def test_admin_pages_show_tokens_masked(staff, order_id):
     }
     for name, url in pages.items():
         html = staff.get(url).content.decode()
-        assert SECRET not in html, name
+        assert SECRET_TAIL not in html, name
     for name in ("order", "outbox", "event log", "dead letter"):
         assert "tok_****" in staff.get(pages[name]).content.decode(), name
 

@@ -1,4 +1,5 @@
-"""Payment tokens are never shown in full outside payments: admin, timeline, logs, dead letters."""
+"""Payment tokens are never shown in full outside payments: the masking itself and the log lines
+(tests/integration/test_masking_in_pages.py: the admin's pages and the API's timeline)."""
 
 import io
 import json
@@ -11,7 +12,9 @@ from config.logging import configure_logging
 from messaging.api import mask_sensitive, mask_text
 
 TOKEN = "tok_visa"
-SECRET = "tok_1QXuVmSecretValue"
+# Free text with a space: masked whole everywhere, never "tok_**** Vm_SecretValue".
+SECRET = "tok_1QXu Vm_SecretValue"
+SECRET_TAIL = "Vm_SecretValue"
 
 
 def test_mask_sensitive_masks_the_value_of_every_sensitive_key_at_any_depth():
@@ -29,6 +32,15 @@ def test_mask_sensitive_masks_the_value_of_every_sensitive_key_at_any_depth():
         (f"{{'payment_token': '{SECRET}'}}", "{'payment_token': 'tok_****'}"),
         (f'{{"payment_token": "{SECRET}"}}', '{"payment_token": "tok_****"}'),
         (f"payment_token={SECRET}, total=1", "payment_token=tok_****, total=1"),
+        # A free-text token with a space, quoted or not, is masked whole.
+        ("{'payment_token': 'tok_a b_SECRET'}", "{'payment_token': 'tok_****'}"),
+        ('{"payment_token": "tok_a b_SECRET", "total": 1}', '{"payment_token": "tok_****", "total": 1}'),
+        ('{"payment_token": "tok_a\\" b_SECRET"}', '{"payment_token": "tok_****"}'),
+        ("payment_token=tok_a b_SECRET, total=1", "payment_token=tok_****, total=1"),
+        ("payment_token=tok_a b_SECRET\nnext line", "payment_token=tok_****\nnext line"),
+        # Only a short run of letters before "_" is shown: it names the token's kind.
+        ("payment_token='a b_SECRET'", "payment_token='****'"),
+        ("payment_token=SECRET12_x", "payment_token=****"),
         ("nothing to hide", "nothing to hide"),
     ],
 )
@@ -67,4 +79,4 @@ def test_log_lines_mask_tokens_in_fields_messages_and_tracebacks(json_logs):
     )
     assert failure["event"] == "failed"
     assert failure["exception"].endswith("RuntimeError: payment_token=tok_****")
-    assert SECRET not in json.dumps([warning, failure])
+    assert SECRET_TAIL not in json.dumps([warning, failure])

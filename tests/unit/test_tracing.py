@@ -1,15 +1,21 @@
-"""W3C trace context from the checkout request through every hop, and the JSON log lines
-that let one order be followed with one grep."""
+"""W3C trace context: a request's traceparent is continued with a span of our own, anything else
+starts a new trace (tracing off: no OTEL_* variables). tests/e2e/test_tracing_across_processes.py
+follows one through every process."""
 
 import re
 
 import pytest
 
-from messaging.api import child_span as continue_trace
+from messaging.api import server_span, trace_headers
 
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
 INCOMING = f"00-{TRACE_ID}-00f067aa0ba902b7-01"
 TRACEPARENT = re.compile(r"^00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$")
+
+
+def continue_trace(header: str | None) -> str:
+    """The traceparent of the span a request with this header is served in (tracing off)."""
+    return trace_headers(server_span({} if header is None else {"traceparent": header}))["traceparent"]
 
 
 def test_a_valid_traceparent_is_continued_with_a_span_of_our_own():
