@@ -4,16 +4,25 @@ Every process declares the whole topology of ``kernel.topology``, not only what 
 hosts, so deployments can start in any order. Per consumer ``C`` there:
 
 - ``C_queue``: quorum queue bound to ``ecommerce_events`` with exactly the keys C handles.
-  Its dead-letter exchange ``C_queue_dlx`` (fanout) feeds ``C_queue_dlq``; ``x-delivery-limit``
-  is the last guard against a message that kills the consumer on every delivery.
-- ``C_queue_retry_<ms>ms``: one delay queue per retry delay, each with a fixed TTL (a
+  Its dead-letter exchange ``C_queue_dlx`` (fanout) feeds ``C_queue_dead_letters``;
+  ``x-delivery-limit`` is the last guard against a message that kills the consumer on every
+  delivery.
+- ``C_queue_delay_<ms>ms``: one delay queue per retry delay, each with a fixed TTL (a
   per-message TTL would wait behind older messages). Expired messages go back through the
   default exchange to ``C_queue`` only, never through the topic exchange.
 
-Queue arguments cannot change once declared, and every deployment declares every queue: the
-settings behind them (``CONSUMER_DELIVERY_LIMIT``, ``CONSUMER_RETRY_DELAYS``) must be the same
-in every deployment, or RabbitMQ refuses the declaration (406). A different delay gets a new
-queue name.
+Every queue is a quorum queue, so on a cluster each has a member on every node and survives the
+loss of any one of them (a classic queue lives on one node: while that node is down, it and
+every declaration of it fail with ``NOT_FOUND``). Since RabbitMQ 3.10 quorum queues take a
+message TTL, and they dead-letter at-least-once with ``x-overflow=reject-publish`` (at-most-once
+otherwise: an expired retry could be lost if a leader died while moving it).
+
+Queue arguments, and a queue's type, cannot change once declared, and every deployment declares
+every queue: the settings behind them (``CONSUMER_DELIVERY_LIMIT``, ``CONSUMER_RETRY_DELAYS``)
+must be the same in every deployment, or RabbitMQ refuses the declaration (406). A different
+delay gets a new queue name. The releases before the cluster work had classic ``C_queue_dlq``
+and ``C_queue_retry_<ms>ms`` queues (``LEGACY_*`` below); ``messaging.queue_upgrade`` drains and
+removes them (``manage.py upgrade_broker_queues``).
 """
 
 import logging
@@ -66,8 +75,35 @@ def events_exchange() -> Exchange:
     return Exchange(exchange_name(), type="topic", durable=True)
 
 
+# Replicated on every node, at-least-once dead-lettering (needs reject-publish): see above.
+QUORUM = {"x-queue-type": "quorum"}
+AT_LEAST_ONCE_DEAD_LETTERING = {"x-dead-letter-strategy": "at-least-once", "x-overflow": "reject-publish"}
+
+
+def _milliseconds(delay_seconds: float) -> int:
+    return int(round(delay_seconds * 1000))
+
+
 def retry_queue_name(consumer: str, delay_seconds: float) -> str:
-    return f"{queue_name(consumer)}_retry_{int(round(delay_seconds * 1000))}ms"
+    return f"{queue_name(consumer)}_delay_{_milliseconds(delay_seconds)}ms"
+
+
+def dead_letter_queue_name(consumer: str) -> str:
+    return f"{queue_name(consumer)}_dead_letters"
+
+
+def dead_letter_exchange(consumer: str) -> Exchange:
+    return Exchange(f"{queue_name(consumer)}_dlx", type="fanout", durable=True)
+
+
+def legacy_retry_queue_name(consumer: str, delay_seconds: float) -> str:
+    """The classic delay queue of the releases before the cluster work."""
+    return f"{queue_name(consumer)}_retry_{_milliseconds(delay_seconds)}ms"
+
+
+def legacy_dead_letter_queue_name(consumer: str) -> str:
+    """The classic dead-letter queue of the releases before the cluster work."""
+    return f"{queue_name(consumer)}_dlq"
 
 
 def main_queue(consumer: str) -> Queue:
@@ -78,18 +114,22 @@ def main_queue(consumer: str) -> Queue:
         bindings=[binding(exchange, routing_key=key) for key in QUEUE_BINDINGS[consumer]],
         durable=True,
         queue_arguments={
-            "x-queue-type": "quorum",
+            **QUORUM,
             "x-dead-letter-exchange": f"{name}_dlx",
-            "x-dead-letter-strategy": "at-least-once",
-            "x-overflow": "reject-publish",
+            **AT_LEAST_ONCE_DEAD_LETTERING,
             "x-delivery-limit": setting("DELIVERY_LIMIT"),
         },
     )
 
 
 def dead_letter_queue(consumer: str) -> Queue:
-    name = queue_name(consumer)
-    return Queue(f"{name}_dlq", Exchange(f"{name}_dlx", type="fanout", durable=True), routing_key="", durable=True)
+    return Queue(
+        dead_letter_queue_name(consumer),
+        dead_letter_exchange(consumer),
+        routing_key="",
+        durable=True,
+        queue_arguments=QUORUM,
+    )
 
 
 def retry_queues(consumer: str) -> list[Queue]:
@@ -98,9 +138,11 @@ def retry_queues(consumer: str) -> list[Queue]:
             retry_queue_name(consumer, delay),
             durable=True,
             queue_arguments={
-                "x-message-ttl": int(round(delay * 1000)),
+                **QUORUM,
+                "x-message-ttl": _milliseconds(delay),
                 "x-dead-letter-exchange": "",
                 "x-dead-letter-routing-key": queue_name(consumer),
+                **AT_LEAST_ONCE_DEAD_LETTERING,
             },
         )
         for delay in setting("CONSUMER_RETRY_DELAYS")
