@@ -59,6 +59,24 @@ def connect() -> Connection:
     return Connection(url, heartbeat=settings.BROKER_HEARTBEAT, connect_timeout=5)
 
 
+def node_count(connection: Connection) -> int:
+    """How many nodes ``BROKER_URL`` names (``amqp://..:5701/vh;amqp://..:5702/vh;..``): 1 or more."""
+    return max(1, len(connection.alt))
+
+
+def connect_to_a_node(connection: Connection) -> Connection:
+    """Connect to the first node of ``BROKER_URL`` that answers, trying each once, in order.
+
+    kombu's own ``connect()`` tries two nodes at most and wraps errors in its own types; each
+    node here gets one attempt of ``connect_timeout`` (a refused connection fails at once, a
+    frozen node after the timeout), and the last node's error is raised as the transport's
+    own, which the loops recognise as "broker unavailable" and retry with backoff.
+    """
+    return connection.ensure_connection(
+        max_retries=node_count(connection) - 1, interval_start=0, interval_step=0, reraise_as_library_errors=False
+    )
+
+
 def describe(connection: Connection) -> str:
     """A connection for a log line: the filesystem broker's folder, or the URL without its password."""
     if connection.transport_cls == "filesystem":
