@@ -152,7 +152,10 @@ class ConsumerWorker:
                     on_message=functools.partial(self._on_dead_lettered, consumer),
                     auto_declare=False,
                 ).consume()
-        logger.info("consuming", extra={"consumers": self.consumers, "batch_size": self.batch_size})
+        logger.info(
+            "consuming",
+            extra={"consumers": self.consumers, "batch_size": self.batch_size, "broker": broker.describe(connection)},
+        )
 
     def _disconnect(self, *, graceful: bool = True) -> None:
         """Close the broker connection; after an error, drop it without waiting for the broker."""

@@ -1,0 +1,152 @@
+"""A three-node RabbitMQ cluster of a test's own (``scripts/rabbitmq_cluster.py``) and the node-loss scenario.
+
+The cluster gets node names and ports no other run uses and is always stopped (``finally`` and
+``atexit``), whatever the test did to its nodes. The scenario is shared by the short fault test
+and ``make chaos``.
+"""
+
+import atexit
+import contextlib
+import importlib.util
+import os
+import random
+import socket
+import time
+import uuid
+from collections.abc import Iterator
+
+from tests.support.faults import Injection
+from tests.support.load import CATALOG, OrderLoad
+from tests.support.processes import BASE_DIR, ProcessGroup, wait_until
+from tests.support.saga import seed_catalog
+from tests.support.scenarios import FAST_RETRIES, Outcome, _settle
+
+_spec = importlib.util.spec_from_file_location("rabbitmq_cluster", BASE_DIR / "scripts" / "rabbitmq_cluster.py")
+rabbitmq_cluster = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(rabbitmq_cluster)
+Cluster = rabbitmq_cluster.Cluster
+
+CONNECTED_EVENTS = ("relay connected to the broker", "consuming")
+HEARTBEAT = "5"  # seconds: a frozen node is noticed after two missed heartbeats
+
+
+def _free(port: int) -> bool:
+    with socket.socket() as sock:
+        return sock.connect_ex(("127.0.0.1", port)) != 0
+
+
+def _free_base_port(rng: random.Random) -> int:
+    """Three consecutive AMQP ports, and their distribution ports, that nothing listens on."""
+    for _ in range(50):
+        base = rng.randrange(15000, 40000)
+        ports = [p for n in range(3) for p in (base + n, base + n + rabbitmq_cluster.DIST_PORT_OFFSET)]
+        if all(_free(p) for p in ports):
+            return base
+    raise RuntimeError("no free ports for a test cluster")
+
+
+@contextlib.contextmanager
+def own_cluster() -> Iterator[tuple[Cluster, str]]:
+    """A running three-node cluster and a vhost on it: (cluster, vhost)."""
+    name = f"sagatest{uuid.uuid4().hex[:6]}"
+    cluster = Cluster(name, _free_base_port(random.Random()))
+    atexit.register(cluster.stop)  # a test interrupted by a signal still stops its nodes
+    try:
+        cluster.start()
+        vhost = "shop"
+        cluster.add_vhost(vhost)
+        yield cluster, vhost
+    finally:
+        cluster.stop()
+        atexit.unregister(cluster.stop)
+
+
+@contextlib.contextmanager
+def observed_on(cluster: Cluster, vhost: str) -> Iterator[None]:
+    """``tests.support.invariants`` reads queue depths from this cluster's vhost meanwhile."""
+    saved = {k: os.environ.get(k) for k in ("TEST_BROKER_VHOST", "TEST_BROKER_NODE")}
+    os.environ["TEST_BROKER_VHOST"] = vhost
+    os.environ["TEST_BROKER_NODE"] = ",".join(n.name for n in cluster.nodes)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+def connected_ports(group: ProcessGroup) -> list[list[int]]:
+    """Per process of the group, the AMQP port of each broker connection it opened, in order."""
+    return [
+        [
+            int(line["broker"].split("@", 1)[1].split("/", 1)[0].rsplit(":", 1)[1])
+            for line in group.log_lines(proc)
+            if line.get("event") in CONNECTED_EVENTS and "broker" in line
+        ]
+        for _, proc, _ in group.procs
+    ]
+
+
+def node_loss(
+    group: ProcessGroup,
+    rng: random.Random,
+    cluster: Cluster,
+    *,
+    orders: int,
+    kill_after: int,
+    down_for: float,
+    freeze_for: float = 0.0,
+    quiet: float = 180,
+) -> Outcome:
+    """The node every process is connected to (node 1, first in ``BROKER_URL``) SIGKILLed mid-saga
+    and started again ``down_for`` seconds later while orders keep coming; with ``freeze_for``,
+    then the node they moved to is frozen (SIGSTOP) that long and resumed. Every order must end."""
+    env = {**FAST_RETRIES, "BROKER_HEARTBEAT": HEARTBEAT}
+    from tests.support.faults import Restartable
+
+    running = [
+        Restartable(group, "relay", "run_outbox_relay", env=env),
+        Restartable(group, "consumers", "run_consumers", "payments", "inventory", env=env),
+        Restartable(group, "consumers", "run_consumers", "orders", "events", env=env),
+    ]
+    seed_catalog(catalog=CATALOG)
+    first = cluster.node(1)
+    # Two relay pipelines and two consumer processes, each with its own connection.
+    wait_until(
+        lambda: sum(ports.count(first.port) for ports in connected_ports(group)) >= 4,
+        timeout=60,
+        message="every process connected to node 1",
+    )
+    load = OrderLoad(rng, tokens=["tok_visa"], rare_share=0)  # every order can and must confirm
+    started = time.monotonic()
+    injections = []
+    while len(load.orders) < kill_after:
+        load.place()
+    cluster.kill(1)
+    injections.append(Injection(time.monotonic() - started, f"SIGKILL {first.name} (every process connected to it)"))
+    back_at = time.monotonic() + down_for
+    while len(load.orders) < orders and time.monotonic() < back_at:
+        load.place()
+        time.sleep(0.02)
+    time.sleep(max(0.0, back_at - time.monotonic()))  # the node stays down its full time
+    cluster.restart(1)
+    injections.append(Injection(time.monotonic() - started, f"{first.name} started again after {down_for:g}s"))
+    if freeze_for:
+        # Every process has moved off node 1: freeze the node they moved to.
+        moved_to = connected_ports(group)[0][-1]  # the relay's
+        frozen = next(n for n in cluster.nodes if n.port == moved_to)
+        cluster.freeze(frozen.index)
+        injections.append(Injection(time.monotonic() - started, f"SIGSTOP {frozen.name} for {freeze_for:g}s"))
+        thaw_at = time.monotonic() + freeze_for
+        while len(load.orders) < orders and time.monotonic() < thaw_at:
+            load.place()
+            time.sleep(0.02)
+        time.sleep(max(0.0, thaw_at - time.monotonic()))
+        cluster.thaw(frozen.index)
+        injections.append(Injection(time.monotonic() - started, f"SIGCONT {frozen.name}"))
+    while len(load.orders) < orders:
+        load.place()
+        time.sleep(0.02)
+    return Outcome(injections, load, exit_codes=_settle(group, running, load, quiet))
