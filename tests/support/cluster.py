@@ -89,6 +89,15 @@ def connected_ports(group: ProcessGroup) -> list[list[int]]:
     ]
 
 
+def _place_for(load: OrderLoad, seconds: float, orders: int) -> None:
+    """Keep placing orders (up to ``orders``) for ``seconds``, and let the full time pass."""
+    until = time.monotonic() + seconds
+    while len(load.orders) < orders and time.monotonic() < until:
+        load.place()
+        time.sleep(0.02)
+    time.sleep(max(0.0, until - time.monotonic()))
+
+
 def node_loss(
     group: ProcessGroup,
     rng: random.Random,
@@ -97,15 +106,18 @@ def node_loss(
     orders: int,
     kill_after: int,
     down_for: float,
+    kill_in_turn: tuple[int, ...] = (1,),
     freeze_for: float = 0.0,
     quiet: float = 180,
 ) -> Outcome:
-    """The node every process is connected to (node 1, first in ``BROKER_URL``) SIGKILLed mid-saga
-    and started again ``down_for`` seconds later while orders keep coming; with ``freeze_for``,
-    then the node they moved to is frozen (SIGSTOP) that long and resumed. Every order must end."""
-    env = {**FAST_RETRIES, "BROKER_HEARTBEAT": HEARTBEAT}
+    """Nodes SIGKILLed mid-saga in turn, each started again ``down_for`` seconds later, while orders
+    keep coming. Node 1 first: every process is connected to it (first in ``BROKER_URL``). Killing
+    each of the three in turn kills every queue's leader once. With ``freeze_for``, then the node
+    the relay moved to is frozen (SIGSTOP) that long, longer than the heartbeat, and resumed.
+    Every order must end CONFIRMED without a process restarted by hand."""
     from tests.support.faults import Restartable
 
+    env = {**FAST_RETRIES, "BROKER_HEARTBEAT": HEARTBEAT}
     running = [
         Restartable(group, "relay", "run_outbox_relay", env=env),
         Restartable(group, "consumers", "run_consumers", "payments", "inventory", env=env),
@@ -122,31 +134,33 @@ def node_loss(
     load = OrderLoad(rng, tokens=["tok_visa"], rare_share=0)  # every order can and must confirm
     started = time.monotonic()
     injections = []
+
+    def injected(what: str) -> None:
+        injections.append(Injection(time.monotonic() - started, what))
+
     while len(load.orders) < kill_after:
         load.place()
-    cluster.kill(1)
-    injections.append(Injection(time.monotonic() - started, f"SIGKILL {first.name} (every process connected to it)"))
-    back_at = time.monotonic() + down_for
-    while len(load.orders) < orders and time.monotonic() < back_at:
-        load.place()
-        time.sleep(0.02)
-    time.sleep(max(0.0, back_at - time.monotonic()))  # the node stays down its full time
-    cluster.restart(1)
-    injections.append(Injection(time.monotonic() - started, f"{first.name} started again after {down_for:g}s"))
+    for index in kill_in_turn:
+        node = cluster.node(index)
+        leaders = sorted(q["name"] for q in cluster.queues(_vhost(group)) if q.get("leader") == node.name)
+        cluster.kill(index)
+        injected(f"SIGKILL {node.name}, leader of {len(leaders)} queue(s): {', '.join(leaders) or '-'}")
+        _place_for(load, down_for, orders)
+        cluster.restart(index)
+        injected(f"{node.name} started again after {down_for:g}s down")
     if freeze_for:
-        # Every process has moved off node 1: freeze the node they moved to.
-        moved_to = connected_ports(group)[0][-1]  # the relay's
+        moved_to = connected_ports(group)[0][-1]  # the relay's latest connection
         frozen = next(n for n in cluster.nodes if n.port == moved_to)
         cluster.freeze(frozen.index)
-        injections.append(Injection(time.monotonic() - started, f"SIGSTOP {frozen.name} for {freeze_for:g}s"))
-        thaw_at = time.monotonic() + freeze_for
-        while len(load.orders) < orders and time.monotonic() < thaw_at:
-            load.place()
-            time.sleep(0.02)
-        time.sleep(max(0.0, thaw_at - time.monotonic()))
+        injected(f"SIGSTOP {frozen.name} (the relay's node) for {freeze_for:g}s; heartbeat {HEARTBEAT}s")
+        _place_for(load, freeze_for, orders)
         cluster.thaw(frozen.index)
-        injections.append(Injection(time.monotonic() - started, f"SIGCONT {frozen.name}"))
+        injected(f"SIGCONT {frozen.name}")
     while len(load.orders) < orders:
         load.place()
         time.sleep(0.02)
     return Outcome(injections, load, exit_codes=_settle(group, running, load, quiet))
+
+
+def _vhost(group: ProcessGroup) -> str:
+    return group.env["BROKER_URL"].split(";", 1)[0].rsplit("/", 1)[1]
