@@ -94,7 +94,7 @@ def scenarios(scale: float) -> dict:
             "which every process is connected to, first; so every queue's leader dies once) and started again "
             "15 s later, then the relay's node frozen (SIGSTOP) past the heartbeat and resumed",
             lambda g, r: on_a_cluster(
-                g, r, orders=n(300), kill_after=n(50), down_for=15, kill_in_turn=(1, 2, 3), freeze_for=15
+                g, r, orders=n(300), kill_after=n(30), down_for=15, kill_in_turn=(1, 2, 3), freeze_for=15, pace=0.25
             ),
         ),
         "mixed": (
@@ -112,7 +112,7 @@ def on_a_cluster(group, rng: random.Random, **scenario):
     """The node-loss scenario on a cluster started for it; the invariants read its vhost, then it stops."""
     import contextlib
 
-    from tests.support.cluster import node_loss, observed_on, own_cluster
+    from tests.support.cluster import node_loss, observed_on, own_cluster, saga_durations
 
     stack = contextlib.ExitStack()
     AFTER_CHECK.append(stack.close)
@@ -123,6 +123,7 @@ def on_a_cluster(group, rng: random.Random, **scenario):
     queues = cluster.queues(vhost)
     members = {(q["type"], len(set(q["members"]))) for q in queues}
     print(f"   {len(queues)} queues on the cluster; (type, members): {sorted(members)}")
+    print(f"   {saga_durations()}")
     if members != {("quorum", 3)}:
         raise AssertionError(f"every queue must be a quorum queue with a member on each node: {queues}")
     return outcome

@@ -89,12 +89,12 @@ def connected_ports(group: ProcessGroup) -> list[list[int]]:
     ]
 
 
-def _place_for(load: OrderLoad, seconds: float, orders: int) -> None:
-    """Keep placing orders (up to ``orders``) for ``seconds``, and let the full time pass."""
+def _place_for(load: OrderLoad, seconds: float, orders: int, pace: float) -> None:
+    """Keep placing orders (up to ``orders``, one per ``pace`` s) for ``seconds``; let the full time pass."""
     until = time.monotonic() + seconds
     while len(load.orders) < orders and time.monotonic() < until:
         load.place()
-        time.sleep(0.02)
+        time.sleep(pace)
     time.sleep(max(0.0, until - time.monotonic()))
 
 
@@ -108,12 +108,14 @@ def node_loss(
     down_for: float,
     kill_in_turn: tuple[int, ...] = (1,),
     freeze_for: float = 0.0,
+    pace: float = 0.02,
     quiet: float = 180,
 ) -> Outcome:
     """Nodes SIGKILLed mid-saga in turn, each started again ``down_for`` seconds later, while orders
     keep coming. Node 1 first: every process is connected to it (first in ``BROKER_URL``). Killing
     each of the three in turn kills every queue's leader once. With ``freeze_for``, then the node
     the relay moved to is frozen (SIGSTOP) that long, longer than the heartbeat, and resumed.
+    Orders come one per ``pace`` seconds (plus the checkout's own time) until ``orders`` are placed.
     Every order must end CONFIRMED without a process restarted by hand."""
     from tests.support.faults import Restartable
 
@@ -145,7 +147,7 @@ def node_loss(
         leaders = sorted(q["name"] for q in cluster.queues(_vhost(group)) if q.get("leader") == node.name)
         cluster.kill(index)
         injected(f"SIGKILL {node.name}, leader of {len(leaders)} queue(s): {', '.join(leaders) or '-'}")
-        _place_for(load, down_for, orders)
+        _place_for(load, down_for, orders, pace)
         cluster.restart(index)
         injected(f"{node.name} started again after {down_for:g}s down")
     if freeze_for:
@@ -153,13 +155,28 @@ def node_loss(
         frozen = next(n for n in cluster.nodes if n.port == moved_to)
         cluster.freeze(frozen.index)
         injected(f"SIGSTOP {frozen.name} (the relay's node) for {freeze_for:g}s; heartbeat {HEARTBEAT}s")
-        _place_for(load, freeze_for, orders)
+        _place_for(load, freeze_for, orders, pace)
         cluster.thaw(frozen.index)
         injected(f"SIGCONT {frozen.name}")
     while len(load.orders) < orders:
         load.place()
-        time.sleep(0.02)
+        time.sleep(pace)
     return Outcome(injections, load, exit_codes=_settle(group, running, load, quiet))
+
+
+def saga_durations() -> str:
+    """How long the sagas took (checkout to their last change): the pause a node loss caused shows
+    as the longest ones, against the median of the undisturbed."""
+    from orders.models import Order
+
+    seconds = sorted((o.updated_at - o.created_at).total_seconds() for o in Order.objects.all())
+    if not seconds:
+        return "no orders"
+    median = seconds[len(seconds) // 2]
+    return (
+        f"{len(seconds)} sagas: median {median:.2f}s, 95th percentile {seconds[int(len(seconds) * 0.95)]:.2f}s, "
+        f"longest {seconds[-1]:.2f}s, {sum(s > 2 for s in seconds)} over 2 s"
+    )
 
 
 def _vhost(group: ProcessGroup) -> str:
