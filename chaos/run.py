@@ -123,7 +123,9 @@ def on_a_cluster(group, rng: random.Random, **scenario):
     queues = cluster.queues(vhost)
     members = {(q["type"], len(set(q["members"]))) for q in queues}
     print(f"   {len(queues)} queues on the cluster; (type, members): {sorted(members)}")
-    print(f"   {saga_durations()}")
+    print("   saga durations (checkout to terminal):")
+    for line in saga_durations(outcome):
+        print(f"      {line}")
     if members != {("quorum", 3)}:
         raise AssertionError(f"every queue must be a quorum queue with a member on each node: {queues}")
     return outcome

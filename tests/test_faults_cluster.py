@@ -29,7 +29,7 @@ def test_the_saga_survives_the_loss_of_the_node_its_processes_are_connected_to(p
     processes.env = {**processes.env, "BROKER_URL": cluster.url(vhost)}
 
     outcome = node_loss(processes, rng, cluster, orders=60, kill_after=20, down_for=5)
-    print(outcome.load.summary(), *outcome.injected(), saga_durations(), sep="\n")  # shown when the test fails
+    print(outcome.load.summary(), *outcome.injected(), *saga_durations(outcome), sep="\n")  # shown when the test fails
 
     # every process stayed up, moved to another node by itself, and stopped cleanly
     assert outcome.exit_codes == [0, 0, 0]

@@ -137,8 +137,11 @@ def node_loss(
     started = time.monotonic()
     injections = []
 
+    phases: list[tuple[str, int]] = [("before any fault", 0)]  # (phase, orders placed before it began)
+
     def injected(what: str) -> None:
         injections.append(Injection(time.monotonic() - started, what))
+        phases.append((what, len(load.orders)))
 
     while len(load.orders) < kill_after:
         load.place()
@@ -161,22 +164,33 @@ def node_loss(
     while len(load.orders) < orders:
         load.place()
         time.sleep(pace)
-    return Outcome(injections, load, exit_codes=_settle(group, running, load, quiet))
+    outcome = Outcome(injections, load, exit_codes=_settle(group, running, load, quiet))
+    order_ids = list(load.orders)  # in the order placed
+    ends = [start for _, start in phases[1:]] + [len(order_ids)]
+    outcome.phases = [(what, order_ids[start:end]) for (what, start), end in zip(phases, ends, strict=True)]
+    return outcome
 
 
-def saga_durations() -> str:
-    """How long the sagas took (checkout to their last change): the pause a node loss caused shows
-    as the longest ones, against the median of the undisturbed."""
+def saga_durations(outcome: Outcome | None = None) -> list[str]:
+    """How long the sagas took (checkout to their last change), in all and per phase of the run
+    (orders placed after each fault): the pause a node loss caused shows as a phase's longest."""
     from orders.models import Order
 
-    seconds = sorted((o.updated_at - o.created_at).total_seconds() for o in Order.objects.all())
-    if not seconds:
-        return "no orders"
-    median = seconds[len(seconds) // 2]
-    return (
-        f"{len(seconds)} sagas: median {median:.2f}s, 95th percentile {seconds[int(len(seconds) * 0.95)]:.2f}s, "
-        f"longest {seconds[-1]:.2f}s, {sum(s > 2 for s in seconds)} over 2 s"
-    )
+    took = {str(o.id): (o.updated_at - o.created_at).total_seconds() for o in Order.objects.all()}
+
+    def line(name: str, ids) -> str:
+        seconds = sorted(took[str(i)] for i in ids if str(i) in took)
+        if not seconds:
+            return f"{name}: no orders"
+        return (
+            f"{name}: {len(seconds)} sagas, median {seconds[len(seconds) // 2]:.2f}s, "
+            f"longest {seconds[-1]:.2f}s, {sum(s > 2 for s in seconds)} over 2 s"
+        )
+
+    lines = [line("all", took)]
+    for what, ids in getattr(outcome, "phases", []):
+        lines.append(line(f"  placed after: {what}", ids))
+    return lines
 
 
 def _vhost(group: ProcessGroup) -> str:
