@@ -26,6 +26,8 @@ removes them (``manage.py upgrade_broker_queues``).
 """
 
 import logging
+import time
+from urllib.parse import urlsplit
 
 from django.conf import settings
 from kombu import Connection, Exchange, Queue, binding
@@ -34,6 +36,28 @@ from kernel.topology import CONSUMERS, QUEUE_BINDINGS
 from messaging.conf import exchange_name, queue_name, setting
 
 logger = logging.getLogger(__name__)
+
+# Node URL -> when a connection of this process to it last failed. A frozen node accepts TCP
+# connections and never answers: trying it first again would cost a connect timeout each time.
+_failed_at: dict[str, float] = {}
+
+
+def node_urls() -> list[str]:
+    """The nodes of ``BROKER_URL`` in the order to try them: as configured, except that the nodes
+    this process last lost a connection to come last (the most recent last)."""
+    urls = settings.BROKER_URL.split(";")
+    return sorted(urls, key=lambda url: _failed_at.get(url, 0.0))  # stable: untouched nodes keep their order
+
+
+def note_failure(connection: Connection | None) -> None:
+    """The node ``connection`` is on failed: try the others first from now on."""
+    if connection is None or not connection.alt:
+        return
+    for url in connection.alt:
+        parts = urlsplit(url)
+        if (parts.hostname, parts.port or 5672) == (connection.hostname, connection.port or 5672):
+            _failed_at[url] = time.monotonic()
+            return
 
 
 def connect() -> Connection:
@@ -56,7 +80,7 @@ def connect() -> Connection:
                 "polling_interval": 0.05,
             },
         )
-    return Connection(url, heartbeat=settings.BROKER_HEARTBEAT, connect_timeout=5)
+    return Connection(";".join(node_urls()), heartbeat=settings.BROKER_HEARTBEAT, connect_timeout=5)
 
 
 def node_count(connection: Connection) -> int:

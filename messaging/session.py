@@ -72,7 +72,8 @@ class BrokerSession:
         return (OSError, *connection.connection_errors, *connection.channel_errors)
 
     def drop(self) -> None:
-        """After a failure: abandon the connection without the close handshake."""
+        """After a failure: abandon the connection without the close handshake (its node is tried last next time)."""
+        broker.note_failure(self.connection)
         broker.drop(self.connection)
         self.connection = None
 
