@@ -4,10 +4,11 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell sha1sum requirements.txt | cut -c1-12)
 PORT ?= 8000
+SERVE_HOST ?= 0.0.0.0
 PYTEST_ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help install run run-split test lint chaos bench soak demo browser-check clean
+.PHONY: help install run run-split serve test lint chaos bench soak demo browser-check clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
@@ -21,10 +22,8 @@ install: $(STAMP) ## create .venv and install the pinned requirements
 
 run: export DEBUG ?= 1
 run: export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
-run: $(STAMP) ## run web, relay, consumers and the saga deadline loop together until Ctrl-C (embedded SQLite + filesystem broker unless DATABASE_URL/BROKER_URL are set)
-	python manage.py migrate --noinput -v0
-	python manage.py migrate --database gateway --noinput -v0
-	python manage.py seed_catalog
+run: $(STAMP) ## run web, relay, consumers and the saga deadline loop together until Ctrl-C, every installed context in one deployment (embedded SQLite + filesystem broker unless DATABASE_URL/BROKER_URL are set)
+	python manage.py prepare_deployment
 	@echo ""
 	@echo "  API:    http://127.0.0.1:$(PORT)/api/products/   (checkout: POST /api/checkout/)"
 	@echo "  Admin:  http://127.0.0.1:$(PORT)/admin/  - no default login; create one with:"
@@ -36,41 +35,22 @@ run: $(STAMP) ## run web, relay, consumers and the saga deadline loop together u
 	@# shell ignores Ctrl-C itself (honcho still gets it): dying of it would make make say "Interrupt".
 	trap '' INT; honcho start -f Procfile -p $(PORT) || [ $$? -eq 130 ]
 
+serve: $(STAMP) ## the production web tier on PORT (all interfaces; SERVE_HOST=127.0.0.1 for this machine only): nginx (installs Debian's package if missing) in front of gunicorn, DEBUG off; needs SECRET_KEY and ALLOWED_HOSTS, uses DATABASE_URL/BROKER_URL; migrates first; Ctrl-C stops both
+	@$(PY) scripts/ensure_nginx.py
+	@$(PY) scripts/serve.py --host $(SERVE_HOST) --port $(PORT)
+
 SPLIT_VAR := $(CURDIR)/var/split
 run-split: export DEBUG ?= 1
 run-split: export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
-run-split: export VAR_DIR := $(SPLIT_VAR)
-run-split: export ORDERS_DATABASE_URL ?= sqlite:///$(SPLIT_VAR)/orders.sqlite3
-run-split: export PAYMENTS_DATABASE_URL ?= sqlite:///$(SPLIT_VAR)/payments.sqlite3
-run-split: export INVENTORY_DATABASE_URL ?= sqlite:///$(SPLIT_VAR)/inventory.sqlite3
-run-split: export ORDERS_PORT ?= $(PORT)
-run-split: export PAYMENTS_PORT ?= $(shell echo $$(($(PORT) + 1)))
-run-split: export INVENTORY_PORT ?= $(shell echo $$(($(PORT) + 2)))
-run-split: $(STAMP) ## run orders, payments and inventory as three deployments, each on its own database, one broker (embedded unless ORDERS_/PAYMENTS_/INVENTORY_DATABASE_URL and BROKER_URL are set)
-	CONTEXTS=orders DATABASE_URL=$$ORDERS_DATABASE_URL python manage.py migrate --noinput -v0
-	CONTEXTS=payments DATABASE_URL=$$PAYMENTS_DATABASE_URL python manage.py migrate --noinput -v0
-	CONTEXTS=payments DATABASE_URL=$$PAYMENTS_DATABASE_URL python manage.py migrate --database gateway --noinput -v0
-	CONTEXTS=inventory DATABASE_URL=$$INVENTORY_DATABASE_URL python manage.py migrate --noinput -v0
-	CONTEXTS=inventory DATABASE_URL=$$INVENTORY_DATABASE_URL python manage.py seed_catalog
-	@echo ""
-	@echo "  orders    (the API, its docs, the orders admin): http://127.0.0.1:$(ORDERS_PORT)/api/products/"
-	@echo "  payments  (admin, /metrics, /readyz):            http://127.0.0.1:$(PAYMENTS_PORT)/admin/"
-	@echo "  inventory (admin, /metrics, /readyz):            http://127.0.0.1:$(INVENTORY_PORT)/admin/"
-	@echo "  Each deployment has its own admin users, e.g. for orders:"
-	@echo "      DEBUG=1 CONTEXTS=orders DATABASE_URL=$$ORDERS_DATABASE_URL $${BROKER_URL:+BROKER_URL=$$BROKER_URL }.venv/bin/python manage.py createsuperuser"
-	@echo "  A command by hand takes its deployment's CONTEXTS and DATABASE_URL (an SQLite database has its"
-	@echo "  ledger and broker beside it), e.g. payments' ledger and dead letters:"
-	@echo "      DEBUG=1 CONTEXTS=payments DATABASE_URL=$$PAYMENTS_DATABASE_URL $${BROKER_URL:+BROKER_URL=$$BROKER_URL }.venv/bin/python manage.py gateway_ledger"
-	@echo "      DEBUG=1 CONTEXTS=payments DATABASE_URL=$$PAYMENTS_DATABASE_URL $${BROKER_URL:+BROKER_URL=$$BROKER_URL }.venv/bin/python manage.py dead_letters list"
-	@echo "  The guided demo, from another terminal: make demo SPLIT=1$(if $(filter-out 8000,$(PORT)), PORT=$(PORT))"
-	@echo ""
-	trap '' INT; honcho start -f Procfile.split || [ $$? -eq 130 ]
+run-split: $(STAMP) ## run each installed context as its own deployment, each on its own database, one broker (embedded unless <CONTEXT>_DATABASE_URL and BROKER_URL are set; scripts/run_split.py)
+	python scripts/run_split.py --port $(PORT) --var-dir $(SPLIT_VAR)
 
 test: $(STAMP) ## import contracts + the whole suite on real PostgreSQL and RabbitMQ
 	$(VENV)/bin/lint-imports
 	$(VENV)/bin/ruff check --quiet .
 	$(PY) scripts/ensure_prometheus.py
 	amtool check-config deploy/alertmanager/alertmanager.yml
+	$(PY) scripts/ensure_nginx.py
 	$(PY) scripts/with_test_services.py $(VENV)/bin/pytest $(PYTEST_ARGS)
 
 lint: $(STAMP) ## ruff and import-linter
@@ -86,7 +66,7 @@ chaos: $(STAMP) ## the long fault-injection run on PostgreSQL + RabbitMQ (bounde
 bench: $(STAMP) ## the benchmarks on PostgreSQL + RabbitMQ, with the machine's own ceilings (prints a table, writes bench/results/)
 	$(PY) scripts/with_test_services.py $(PY) bench/run.py $(BENCH_ARGS)
 
-soak: $(STAMP) ## sustained load on PostgreSQL + RabbitMQ through gunicorn and make run's server (64 clients, 5 min each; fails on any 5xx, unbounded connections, memory growth; SOAK_ARGS="--clients N --seconds S --modes gunicorn,runserver")
+soak: $(STAMP) ## sustained load on PostgreSQL + RabbitMQ through make serve (nginx + gunicorn) and make run's server (64 clients, 5 min each; fails on any 5xx, unbounded connections, memory growth; SOAK_ARGS="--clients N --seconds S --modes gunicorn,runserver")
 	$(PY) scripts/with_test_services.py $(PY) bench/soak.py $(SOAK_ARGS)
 
 # With SPLIT=1 the demo reads as the orders deployment of `make run-split` does (and the ledger

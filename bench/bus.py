@@ -6,7 +6,7 @@ import time
 from kombu import Connection, Exchange, Queue
 
 EXCHANGE = os.environ.get("MESSAGING_EXCHANGE", "ecommerce_events")
-TOPOLOGY_QUEUES = ("orders_queue", "payments_queue", "inventory_queue", "events_queue")
+TOPOLOGY_QUEUES = ("orders_queue", "payments_queue", "inventory_queue", "shipping_queue", "bench_queue", "events_queue")
 
 
 def connect() -> Connection:

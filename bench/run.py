@@ -103,12 +103,11 @@ def profile_consumer(bench: Bench, out_dir: Path) -> str:
     """cProfile of one consumer process handling 3,000 messages with --once."""
     import pstats
 
-    bus.bind("inventory_queue", app_figures.TICK)
     bus.purge()
     bench.worker("preload", app_figures.CONSUMER_MESSAGES, app_figures.TICK)
-    bus.wait_depth("inventory_queue", app_figures.CONSUMER_MESSAGES, 60)
+    bus.wait_depth("bench_queue", app_figures.CONSUMER_MESSAGES, 60)
     stats_file = out_dir / "consumer.pstats"
-    bench.procs.run([PY, "-m", "cProfile", "-o", str(stats_file), "manage.py", "run_consumers", "inventory", "--once"])
+    bench.procs.run([PY, "-m", "cProfile", "-o", str(stats_file), "manage.py", "run_consumers", "bench", "--once"])
     bus.purge()
     text = tempfile.SpooledTemporaryFile(mode="w+")
     pstats.Stats(str(stats_file), stream=text).sort_stats("tottime").print_stats(25)
@@ -160,7 +159,7 @@ def main() -> int:
         procs.run([PY, "manage.py", "migrate", "--database", "gateway", "--noinput", "-v0"])
         db = Db(db_url)
         report["machine"]["postgresql"] = db.one("SHOW server_version")[0]
-        # Declare the topology (and the bench's binding) once, as every relay would.
+        # Declare the topology (the bench's queue included) once, as every relay would.
         procs.run([PY, "manage.py", "run_outbox_relay", "--once"])
         bench = Bench(db, procs, args.rounds)
         for key in wanted:

@@ -5,14 +5,14 @@ import sys
 
 from django.conf import settings
 
-from kernel.contexts import COMMANDS
+from kernel.contexts import command_owners
 
 
 def refuse_commands_of_other_contexts(argv: list[str]) -> None:
     """A command of a context this deployment does not host (its package may not even be in the
     tree) exits 2 saying where it lives, instead of Django's "Unknown command"."""
     command = argv[1] if len(argv) > 1 else ""
-    owner = COMMANDS.get(command)
+    owner = command_owners().get(command)
     if owner and owner not in settings.CONTEXTS:
         sys.stderr.write(
             f"{command} belongs to the {owner} context, which this deployment does not host "

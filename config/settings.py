@@ -9,8 +9,7 @@ from pathlib import Path
 import environ
 from django.core.exceptions import ImproperlyConfigured
 
-from kernel.contexts import CONTEXTS as ALL_CONTEXTS
-from kernel.contexts import parse_contexts
+from kernel.contexts import names, parse_contexts, read_declarations
 from kernel.durations import parse_duration
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -49,12 +48,23 @@ if HTTPS:
     SESSION_COOKIE_SECURE = True
     CSRF_COOKIE_SECURE = True
 
-# --- Deployment: the bounded contexts this process hosts -----------------------------------
-# The default is the monolith. A deployment hosting fewer contexts imports none of the others'
-# code, has its own DATABASE_URL and shares the broker (README, "Running a context as its own
-# service").
+# --- Deployment: the bounded contexts installed, and those this process hosts --------------
+# The one list of installed contexts: each package declares itself in its context.toml
+# (kernel/contexts.py, docs/adding-a-context.md). CONTEXTS (default: all of them, the monolith)
+# picks what this deployment hosts; a deployment hosting fewer imports none of the others' code,
+# has its own DATABASE_URL and shares the broker (README, "Running a context as its own service").
+INSTALLED_CONTEXTS = [
+    "orders",
+    "payments",
+    "inventory",
+    "shipping",
+]
+# Benchmarks only: `make bench` sets BENCH_APP=1 (never set it in production).
+if env.bool("BENCH_APP", default=False):
+    INSTALLED_CONTEXTS.append("bench.benchapp")
 try:
-    CONTEXTS = parse_contexts(env.list("CONTEXTS", default=["orders", "payments", "inventory"]))
+    _DECLARATIONS = read_declarations(BASE_DIR, tuple(INSTALLED_CONTEXTS))
+    CONTEXTS = parse_contexts(env.list("CONTEXTS", default=names(_DECLARATIONS)), names(_DECLARATIONS))
 except ValueError as exc:
     raise ImproperlyConfigured(str(exc)) from None
 
@@ -63,7 +73,7 @@ except ValueError as exc:
 # command that runs as pasted in the deployment hosting a consumer.
 DEPLOYMENT_DATABASE_URLS = {
     name: env.str(f"{name.upper()}_DATABASE_URL")
-    for name in ALL_CONTEXTS
+    for name in names(_DECLARATIONS)
     if env.str(f"{name.upper()}_DATABASE_URL", default="")
 }
 
@@ -80,8 +90,8 @@ INSTALLED_APPS = [
     "drf_spectacular_sidecar",  # Swagger UI served from our own static files, no CDN
     "csp",
     "messaging",
-    *CONTEXTS,
-    "config.apps.ShopConfig",  # tracing (config.telemetry), set up once the contexts are
+    *(d.package for d in _DECLARATIONS if d.name in CONTEXTS),
+    "config.apps.ShopConfig",  # tracing (config.telemetry), set up once the contexts are; prepare_deployment
 ]
 
 MIDDLEWARE = [
@@ -365,8 +375,6 @@ from config.logging import configure_logging  # noqa: E402
 
 configure_logging(LOG_FORMAT, LOG_LEVEL)
 
-# --- Benchmarks only: `make bench` sets BENCH_APP=1 (never set it in production) -----------
-if env.bool("BENCH_APP", default=False):
-    INSTALLED_APPS.append("bench.benchapp")
+# --- Benchmarks only: the bench's URLs (BENCH_APP=1 installed its context above) -----------
+if "bench.benchapp" in INSTALLED_APPS:
     ROOT_URLCONF = "bench.benchapp.urls"
-# --- end of the benchmark block -----------------------------------------------------------

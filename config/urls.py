@@ -1,5 +1,6 @@
-"""The URLs of this deployment: the API and its docs only where ``orders`` is hosted (it owns
-them); the admin, health probes and metrics everywhere, each about this deployment's database."""
+"""The URLs of this deployment: each hosted context's API (its declared ``urls``) under ``api/``
+with the API's docs; the admin, health probes and metrics everywhere, each about this
+deployment's database."""
 
 from django.conf import settings
 from django.contrib import admin
@@ -10,6 +11,7 @@ from config.errors import allow_methods
 from config.health import HealthApi, ReadinessApi
 from config.metrics import metrics_view
 from config.overview import overview_view
+from kernel.contexts import hosted
 
 admin.site.site_header = "Saga shop operations"
 admin.site.site_title = "Saga shop"
@@ -25,12 +27,12 @@ urlpatterns = [
     path("metrics", allow_methods("GET", "HEAD")(metrics_view), name="metrics"),
 ]
 
-if "orders" in settings.CONTEXTS:
+if apis := [d.urls for d in hosted() if d.urls]:
     urlpatterns += [
         path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
         # Its init script served apart from the page, so the CSP needs no inline script.
         path("api/docs/", SpectacularSwaggerSplitView.as_view(url_name="schema"), name="docs"),
-        path("api/", include("orders.urls")),
+        *(path("api/", include(module)) for module in apis),
     ]
 
 # Errors Django raises before or outside a view: JSON, except on the admin (config/errors.py).

@@ -179,7 +179,7 @@ def stacked_bars(
     width: int = 720,
     height: int = 220,
 ) -> str:
-    """One bar per bucket, stacked by series in the order of ``series`` (orders per minute by outcome).
+    """One bar per bucket, stacked by series in the order of ``series`` (sagas per minute by outcome, say).
 
     Stacked rather than side by side: 60 buckets leave no room for groups, and the stack shows the
     volume and its make-up at once. The first series sits on the axis, where it reads most exactly.

@@ -1,23 +1,175 @@
-"""The bounded contexts a deployment can host (``CONTEXTS``), and the commands each one brings.
+"""The bounded contexts, as each one declares itself in ``<package>/context.toml``.
 
-A deployment runs from a tree that may lack the other contexts' packages, so it cannot ask
-them; this table lets it say where a command lives instead of "Unknown command".
+A context's declaration is data, not code: its name, the routing keys its queue is bound to
+and the handler of each, the events it publishes (and how the swimlane colours them), its
+commands, and what its deployment runs and migrates. ``config.settings.INSTALLED_CONTEXTS``
+lists the installed packages; ``CONTEXTS`` picks the ones a deployment hosts.
+
+Every deployment reads every installed context's declaration, hosted or not: so each relay
+and consumer declares the whole system's queues (a message always has a queue to wait in,
+whichever deployment starts first), and a command of a context hosted elsewhere says where it
+lives. A deployment's tree therefore carries every installed context's ``context.toml`` and
+only its own contexts' code (docs/adding-a-context.md).
+
+The naming rule, in one place: a context named ``N`` consumes as the consumer ``N`` from the
+queue ``N_queue``, writes its outbox rows with ``source`` ``N``, and publishes only event types
+``N.<aggregate>.<event>``; so the first segment of an event type names its producer
+(``context_of``).
 """
 
-CONTEXTS: tuple[str, ...] = ("orders", "payments", "inventory")
+import re
+import tomllib
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
 
-COMMANDS: dict[str, str] = {
-    "expire_pending_orders": "orders",
-    "gateway_ledger": "payments",
-    "seed_catalog": "inventory",
-}
+DECLARATION_FILE = "context.toml"
+# The event log's consumer (messaging's own, bound to every key) takes this name.
+RESERVED_NAMES = frozenset({"events"})
+EVENT_KINDS = ("step", "outcome", "failure", "compensation")
+_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
+_EVENT_TYPE = re.compile(r"^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*){2}$")
 
 
-def parse_contexts(names: list[str]) -> list[str]:
-    """``CONTEXTS`` as given, checked, in canonical order; ValueError names what is wrong."""
-    wanted = {name.strip() for name in names if name.strip()}
-    if unknown := sorted(wanted - set(CONTEXTS)):
-        raise ValueError(f"CONTEXTS names unknown contexts {unknown}; choose among {', '.join(CONTEXTS)}")
+class DeclarationError(ValueError):
+    """A context's declaration is missing or wrong; the message names the file and the fix."""
+
+
+@dataclass(frozen=True)
+class ContextDeclaration:
+    name: str
+    package: str
+    # routing key -> "module.function" of its handler (a module of this package)
+    consumes: dict[str, str] = field(default_factory=dict)
+    # event type -> its kind (EVENT_KINDS), for the swimlane's colours
+    publishes: dict[str, str] = field(default_factory=dict)
+    # management commands this context brings
+    commands: tuple[str, ...] = ()
+    # its URL module, served under api/ (with the API's schema and docs) where it is hosted
+    urls: str = ""
+    # where it is hosted also runs messaging's event log (the timeline reads it)
+    event_log: bool = False
+    # its deployment's extra database aliases to migrate, commands to run once after migrating
+    # (e.g. seed data), and long-running processes beside web, relay and consumers: name -> args
+    databases: tuple[str, ...] = ()
+    setup: tuple[tuple[str, ...], ...] = ()
+    processes: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def queue(self) -> str:
+        return f"{self.name}_queue"
+
+    @property
+    def runs_consumer(self) -> bool:
+        return bool(self.consumes) or self.event_log
+
+
+def context_of(event_type: str) -> str:
+    """The context that publishes ``event_type``: its first segment (the naming rule above)."""
+    return event_type.split(".", 1)[0]
+
+
+def read_declaration(base_dir: Path, package: str) -> ContextDeclaration:
+    path = base_dir.joinpath(*package.split(".")) / DECLARATION_FILE
+    where = path.relative_to(base_dir) if path.is_relative_to(base_dir) else path
+    try:
+        data = tomllib.loads(path.read_text())
+    except FileNotFoundError:
+        raise DeclarationError(
+            f"{where} is missing: every deployment's tree carries the declaration of every installed "
+            f"context (INSTALLED_CONTEXTS in config/settings.py); copy it or remove {package!r} from that list"
+        ) from None
+    except tomllib.TOMLDecodeError as exc:
+        raise DeclarationError(f"{where}: {exc}") from None
+
+    def fail(problem: str):
+        raise DeclarationError(f"{where}: {problem}")
+
+    if unknown := sorted(set(data) - (set(ContextDeclaration.__dataclass_fields__) - {"package"})):
+        fail(f"unknown keys {unknown}")
+    name = data.get("name", "")
+    if not _NAME.match(name) or name in RESERVED_NAMES:
+        fail(f"name {name!r} must be lower_snake_case and not one of {sorted(RESERVED_NAMES)}")
+    consumes = dict(data.get("consumes", {}))
+    for key, handler in consumes.items():
+        if not _EVENT_TYPE.match(key):
+            fail(f"consumes {key!r}: a routing key is <context>.<aggregate>.<event>")
+        if not (isinstance(handler, str) and handler.startswith(f"{package}.") and handler.count(".") >= 2):
+            fail(f"consumes {key!r}: the handler must be '{package}.<module>.<function>', not {handler!r}")
+    publishes = dict(data.get("publishes", {}))
+    for event_type, kind in publishes.items():
+        if not _EVENT_TYPE.match(event_type) or context_of(event_type) != name:
+            fail(f"publishes {event_type!r}: a context publishes only '{name}.<aggregate>.<event>'")
+        if kind not in EVENT_KINDS:
+            fail(f"publishes {event_type!r}: kind {kind!r} is not one of {list(EVENT_KINDS)}")
+    return ContextDeclaration(
+        name=name,
+        package=package,
+        consumes=consumes,
+        publishes=publishes,
+        commands=tuple(data.get("commands", ())),
+        urls=str(data.get("urls", "")),
+        event_log=bool(data.get("event_log", False)),
+        databases=tuple(data.get("databases", ())),
+        setup=tuple(tuple(command.split()) for command in data.get("setup", ())),
+        processes=dict(data.get("processes", {})),
+    )
+
+
+@cache
+def read_declarations(base_dir: Path, packages: tuple[str, ...]) -> tuple[ContextDeclaration, ...]:
+    """The declarations of ``packages``, in their order, checked against each other."""
+    declarations = tuple(read_declaration(base_dir, package) for package in packages)
+    seen: dict[str, str] = {}
+    for declaration in declarations:
+        if declaration.name in seen:
+            raise DeclarationError(f"{declaration.package} and {seen[declaration.name]} are both {declaration.name!r}")
+        seen[declaration.name] = declaration.package
+    owners: dict[str, str] = {}
+    for declaration in declarations:
+        for command in declaration.commands:
+            if command in owners:
+                raise DeclarationError(f"command {command} is declared by {owners[command]} and {declaration.name}")
+            owners[command] = declaration.name
+    return declarations
+
+
+def installed() -> tuple[ContextDeclaration, ...]:
+    """Every installed context's declaration (hosted here or not), in INSTALLED_CONTEXTS' order."""
+    from django.conf import settings
+
+    return read_declarations(Path(settings.BASE_DIR), tuple(settings.INSTALLED_CONTEXTS))
+
+
+def hosted() -> tuple[ContextDeclaration, ...]:
+    """The declarations of the contexts this deployment hosts (``CONTEXTS``)."""
+    from django.conf import settings
+
+    return tuple(d for d in installed() if d.name in settings.CONTEXTS)
+
+
+def names(declarations) -> list[str]:
+    return [d.name for d in declarations]
+
+
+def command_owners() -> dict[str, str]:
+    """Each installed context's commands -> the context that brings it."""
+    return {command: d.name for d in installed() for command in d.commands}
+
+
+def event_kind(event_type: str) -> str:
+    """How the swimlane draws ``event_type``: what its producer declared, else a step."""
+    for declaration in installed():
+        if event_type in declaration.publishes:
+            return declaration.publishes[event_type]
+    return "step"
+
+
+def parse_contexts(requested: list[str], available: list[str]) -> list[str]:
+    """``CONTEXTS`` as given, checked, in the installed order; ValueError names what is wrong."""
+    wanted = {name.strip() for name in requested if name.strip()}
+    if unknown := sorted(wanted - set(available)):
+        raise ValueError(f"CONTEXTS names unknown contexts {unknown}; choose among {', '.join(available)}")
     if not wanted:
-        raise ValueError(f"CONTEXTS is empty; choose among {', '.join(CONTEXTS)}")
-    return [name for name in CONTEXTS if name in wanted]
+        raise ValueError(f"CONTEXTS is empty; choose among {', '.join(available)}")
+    return [name for name in available if name in wanted]

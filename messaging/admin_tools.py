@@ -76,8 +76,8 @@ class ObjectActionsMixin:
 
 
 def correlation_link(correlation_id: str) -> str:
-    """A link to the page about this correlation id (its order's, where this deployment hosts
-    orders: ``kernel.operations``), else the plain id."""
+    """A link to the page about this correlation id (where a hosted context registered one:
+    ``kernel.operations``), else the plain id."""
     url = correlation_url(correlation_id) if correlation_id else None
     if url is None:
         return correlation_id or "-"

@@ -3,17 +3,19 @@
 - ``publish(...)`` writes an event to the outbox inside the caller's transaction (inside
   ``collecting()`` it hands the row over instead, for ``outbox_statements`` to write it with
   the caller's own statements in one round trip);
-- ``register_handler(...)`` subscribes a context's function to an event type (its queue's
-  bindings are declared in ``kernel.topology``); ``register_event_log()`` runs the ``events``
-  consumer in this deployment, which records every event for the timeline;
+- a context's handlers are named in its declaration (``<context>/context.toml``, under
+  ``consumes``), which also binds its queue; messaging subscribes them when it is ready, and
+  runs the ``events`` consumer (the event log the timeline reads) where a hosted context
+  declares ``event_log = true``;
 - handlers receive an ``IncomingEvent`` and raise ``InvalidPayload`` for a payload that can
   never be handled (dead-lettered at once) or anything else to be retried;
 - ``timeline_for`` reads every event of one saga (a correlation id) across all contexts (and
   ``timeline_entry_of_new_event`` shows one just published); ``timeline_waiting``
   says where such a timeline is still waiting (outbox, consumer, dead letter);
-- ``mask_sensitive`` / ``mask_text`` hide payment tokens outside payments;
+- ``mask_sensitive`` / ``mask_text`` hide sensitive fields (``SENSITIVE_FIELDS``) outside their context;
 - ``outbox_backlog``, ``dead_letter_counts``, ``oldest_waiting_dead_letters``,
-  ``local_consumers`` and ``broker_reachable`` serve the operators' pages, health checks and metrics;
+  ``local_consumers``, ``system_consumers`` (every queue's, hosted here or not) and
+  ``broker_reachable`` serve the operators' pages, health checks and metrics;
 - ``enable_tracing``, ``server_span``, ``span_in_use``, ``trace_headers`` and ``trace_ids`` let
   the composition root set up OpenTelemetry and serve requests inside a span (``messaging.telemetry``).
 """
@@ -21,12 +23,11 @@
 from messaging.diagnosis import command_in_deployment, timeline_waiting
 from messaging.dispatch import InvalidPayload, TransientError
 from messaging.envelope import IncomingEvent
-from messaging.event_log import register_event_log
 from messaging.health import broker_reachable
 from messaging.lifecycle import Stopper, use_dedicated_connections
 from messaging.masking import mask_sensitive, mask_text
 from messaging.outbox import OutsideTransactionError, collecting, outbox_statements, publish
-from messaging.registry import local_consumers, register_handler
+from messaging.registry import local_consumers
 from messaging.selectors import (
     dead_letter_counts,
     dead_letter_counts_by_state,
@@ -41,6 +42,7 @@ from messaging.telemetry import current as span_in_use
 from messaging.telemetry import enable as enable_tracing
 from messaging.telemetry import ids_of as trace_ids
 from messaging.telemetry import server_span, trace_headers
+from messaging.topology import consumers as system_consumers
 
 __all__ = [
     "IncomingEvent",
@@ -62,11 +64,10 @@ __all__ = [
     "outbox_backlog_history",
     "outbox_statements",
     "publish",
-    "register_event_log",
-    "register_handler",
     "serve_metrics",
     "server_span",
     "span_in_use",
+    "system_consumers",
     "timeline_entry_of_new_event",
     "timeline_for",
     "timeline_waiting",

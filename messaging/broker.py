@@ -1,6 +1,6 @@
 """Broker connections and the topology (seed 000), declared idempotently by relay and consumers.
 
-Every process declares the whole topology of ``kernel.topology``, not only what its deployment
+Every process declares the whole topology of ``messaging.topology``, not only what its deployment
 hosts, so deployments can start in any order. Per consumer ``C`` there:
 
 - ``C_queue``: quorum queue bound to ``ecommerce_events`` with exactly the keys C handles.
@@ -21,7 +21,7 @@ Queue arguments, and a queue's type, cannot change once declared, and every depl
 every queue: the settings behind them (``CONSUMER_DELIVERY_LIMIT``, ``CONSUMER_RETRY_DELAYS``)
 must be the same in every deployment, or RabbitMQ refuses the declaration (406). A different
 delay gets a new queue name. The releases before the cluster work had classic ``C_queue_dlq``
-and ``C_queue_retry_<ms>ms`` queues (``LEGACY_*`` below); ``messaging.queue_upgrade`` drains and
+and ``C_queue_retry_<ms>ms`` queues (``legacy_*`` below); ``messaging.queue_upgrade`` drains and
 removes them (``manage.py upgrade_broker_queues``).
 """
 
@@ -32,8 +32,8 @@ from urllib.parse import urlsplit
 from django.conf import settings
 from kombu import Connection, Exchange, Queue, binding
 
-from kernel.topology import CONSUMERS, QUEUE_BINDINGS
 from messaging.conf import exchange_name, queue_name, setting
+from messaging.topology import queue_bindings
 
 logger = logging.getLogger(__name__)
 
@@ -153,7 +153,7 @@ def main_queue(consumer: str) -> Queue:
     exchange = events_exchange()
     return Queue(
         name,
-        bindings=[binding(exchange, routing_key=key) for key in QUEUE_BINDINGS[consumer]],
+        bindings=[binding(exchange, routing_key=key) for key in queue_bindings()[consumer]],
         durable=True,
         queue_arguments={
             **QUORUM,
@@ -201,7 +201,7 @@ def declare_topology(connection: Connection) -> None:
     """Declare the exchange and every queue of the system (idempotent)."""
     channel = connection.default_channel
     events_exchange()(channel).declare()
-    for consumer in CONSUMERS:
+    for consumer in queue_bindings():
         dead_letter_queue(consumer)(channel).declare()
         main_queue(consumer)(channel).declare()
         if supports_confirms(connection):  # no TTL or dead-lettering on the filesystem broker

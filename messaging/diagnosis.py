@@ -20,10 +20,10 @@ import environ
 from django.conf import settings
 from django.utils import timezone
 
-from kernel.topology import subscribers_of
 from messaging.conf import setting
 from messaging.masking import mask_text
 from messaging.registry import local_consumers
+from messaging.topology import subscribers_of
 
 
 def consumers_of(event_type: str) -> list[str]:

@@ -18,8 +18,8 @@ retry path with that first failure. A consumer with a bulk handler (the event lo
 share with one insert.
 
 Every batch takes its locks in one order, by correlation id (the saga's id, which the handlers
-lock rows by) and then by arrival, so that two batches meeting on the same orders do not wait
-for each other in a circle. Rows locked by other keys (inventory's products) can still
+lock rows by) and then by arrival, so that two batches meeting on the same sagas do not wait
+for each other in a circle. Rows locked by other keys (a catalogue's products, say) can still
 deadlock: PostgreSQL then fails one statement of one batch (40P01); in the savepoint attempt
 that rolls back the loser's savepoint, releasing its locks, and the loser is decided again
 alone, in a transaction of its own, after the batch has committed. Nothing is lost or done

@@ -2,13 +2,11 @@
 
 from django.utils.dateparse import parse_datetime
 
-from kernel.topology import ANY_EVENT
 from messaging.envelope import IncomingEvent
 from messaging.masking import mask_sensitive
 from messaging.models import EventLogEntry
 from messaging.registry import register_handler
-
-EVENT_LOG_CONSUMER = "events"
+from messaging.topology import ANY_EVENT, EVENT_LOG_CONSUMER
 
 
 def event_log_record(event: IncomingEvent) -> None:

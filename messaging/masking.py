@@ -1,4 +1,5 @@
-"""Mask secrets (payment tokens) wherever a payload leaves the payments context's own code."""
+"""Mask secrets (``SENSITIVE_FIELDS``, payment tokens by default) wherever a payload leaves the
+context that owns them."""
 
 import re
 from typing import Any

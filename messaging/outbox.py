@@ -10,6 +10,7 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
+from kernel.contexts import context_of
 from kernel.sql import Statement, insert_row, insert_rows, rows_statement
 from messaging.envelope import IncomingEvent
 from messaging.ids import new_event_id
@@ -53,7 +54,7 @@ def publish(
     trace_context = creation_context(cause.headers if cause else None)
     row = {
         "event_id": event_id,
-        "source": event_type.split(".", 1)[0],
+        "source": context_of(event_type),
         "event_type": event_type,
         "aggregate_type": aggregate_type,
         "aggregate_id": str(aggregate_id),

@@ -25,9 +25,9 @@ from dataclasses import dataclass, field
 from amqp.exceptions import NotFound
 from kombu import Connection
 
-from kernel.topology import CONSUMERS
 from messaging import broker
 from messaging.conf import setting
+from messaging.topology import consumers
 
 logger = logging.getLogger(__name__)
 
@@ -46,7 +46,7 @@ class UpgradeReport:
 def legacy_queues() -> list[tuple[str, str]]:
     """(old queue, the queue that replaces it) for every consumer."""
     pairs = []
-    for consumer in CONSUMERS:
+    for consumer in consumers():
         pairs.append((broker.legacy_dead_letter_queue_name(consumer), broker.dead_letter_queue_name(consumer)))
         for delay in setting("CONSUMER_RETRY_DELAYS"):
             pairs.append((broker.legacy_retry_queue_name(consumer, delay), broker.retry_queue_name(consumer, delay)))
@@ -60,16 +60,16 @@ def upgrade_broker_queues(url: str) -> UpgradeReport:
     with Connection(url, connect_timeout=10, transport_options={"confirm_publish": True}) as connection:
         connection.connect()
         broker.declare_topology(connection)
-        dead_letter_queues = {broker.legacy_dead_letter_queue_name(c): c for c in CONSUMERS}
+        dead_letter_queues = {broker.legacy_dead_letter_queue_name(c): c for c in consumers()}
         for old, new in legacy_queues():
             channel = connection.channel()
             try:
-                _, _, consumers = channel.queue_declare(old, passive=True)
+                _, _, readers = channel.queue_declare(old, passive=True)
             except NotFound:
                 continue  # never declared, or already upgraded (the failed passive declare closed the channel)
-            if consumers:
-                report.still_consumed[old] = consumers
-                logger.warning("queue %s still has %d consumer(s): stop the previous release first", old, consumers)
+            if readers:
+                report.still_consumed[old] = readers
+                logger.warning("queue %s still has %d consumer(s): stop the previous release first", old, readers)
                 broker.close_quietly(channel)
                 continue
             if old in dead_letter_queues:

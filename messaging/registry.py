@@ -1,16 +1,16 @@
-"""Which consumer of this deployment handles which event type, filled by each hosted
-context's ``AppConfig.ready()``.
+"""Which consumer of this deployment handles which event type, read from the hosted contexts'
+declarations (each context's ``consumes``: routing key -> handler) when messaging is ready.
 
-The queues and their bindings are the system-wide declaration in ``kernel.topology``; a
-handler may only be registered for a key its consumer's queue is bound to, so the two cannot
-drift apart silently. A consumer exists in a deployment once a hosted context registered a
-handler for it.
+A subscription is declared once, in the context's ``context.toml``: the same table binds its
+queue (``messaging.topology``) and names the handler here, so the two cannot drift apart.
 """
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from importlib import import_module
 
-from kernel.topology import ANY_EVENT, CONSUMERS, QUEUE_BINDINGS
+from kernel.contexts import ContextDeclaration
+from messaging.topology import ANY_EVENT, consumers, queue_bindings
 
 
 @dataclass(frozen=True)
@@ -33,10 +33,11 @@ class UnknownConsumer(ValueError):
 def register_handler(
     *, consumer: str, event_type: str, handler: Callable, schema_versions=(1,), bulk_handler: Callable | None = None
 ) -> None:
-    if consumer not in QUEUE_BINDINGS:
-        raise UnknownConsumer(f"unknown consumer {consumer!r}: declare its queue in kernel/topology.py")
-    if event_type not in QUEUE_BINDINGS[consumer]:
-        raise ValueError(f"{consumer}_queue is not bound to {event_type!r}: add the key in kernel/topology.py")
+    bindings = queue_bindings()
+    if consumer not in bindings:
+        raise UnknownConsumer(f"unknown consumer {consumer!r}: no installed context declares it")
+    if event_type not in bindings[consumer]:
+        raise ValueError(f"{consumer}_queue is not bound to {event_type!r}: declare it under consumes")
     handlers = _handlers.setdefault(consumer, {})
     existing = handlers.get(event_type)
     if existing and existing.handler is not handler:
@@ -44,9 +45,24 @@ def register_handler(
     handlers[event_type] = HandlerSpec(consumer, event_type, handler, tuple(schema_versions), bulk_handler)
 
 
+def resolve(dotted: str) -> Callable:
+    """``package.module.function`` -> the function; ImportError or AttributeError name the path."""
+    module, _, name = dotted.rpartition(".")
+    try:
+        return getattr(import_module(module), name)
+    except AttributeError:
+        raise AttributeError(f"handler {dotted}: {module} has no {name}") from None
+
+
+def register_declared(declaration: ContextDeclaration) -> None:
+    """Subscribe a hosted context's handlers, as its declaration names them."""
+    for event_type, handler in declaration.consumes.items():
+        register_handler(consumer=declaration.name, event_type=event_type, handler=resolve(handler))
+
+
 def local_consumers() -> list[str]:
     """The consumers this deployment runs, in the topology's order."""
-    return [c for c in CONSUMERS if _handlers.get(c)]
+    return [c for c in consumers() if _handlers.get(c)]
 
 
 def handler_for(consumer: str, event_type: str) -> HandlerSpec | None:
@@ -60,4 +76,4 @@ def registered_keys(consumer: str) -> list[str]:
 
 def binding_keys(consumer: str) -> list[str]:
     """What ``consumer``'s queue is bound to, hosted here or not."""
-    return sorted(QUEUE_BINDINGS[consumer])
+    return sorted(queue_bindings()[consumer])

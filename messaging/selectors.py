@@ -6,6 +6,7 @@ from django.db.models import Count, Min, Q
 from django.db.models.functions import TruncMinute
 from django.utils import timezone
 
+from kernel.contexts import context_of
 from messaging.masking import mask_sensitive
 from messaging.models import DeadLetter, EventLogEntry, InboxMessage, OutboxMessage
 from messaging.registry import local_consumers
@@ -25,7 +26,7 @@ def timeline_for(correlation_id: str, *, detailed: bool = False) -> list[dict]:
             "message_id": row.message_id,
             "occurred_at": row.occurred_at or row.recorded_at,
             "published_at": row.recorded_at,
-            "source": row.event_type.split(".", 1)[0],
+            "source": context_of(row.event_type),
             "causation_id": row.causation_id or None,
             "state": "published",
             "payload": row.payload,
@@ -57,7 +58,7 @@ def timeline_entry_of_new_event(*, event_type: str, message_id: str, occurred_at
         "message_id": message_id,
         "occurred_at": occurred_at,
         "published_at": None,
-        "source": event_type.split(".", 1)[0],
+        "source": context_of(event_type),
         "causation_id": None,
         "state": "pending",
     }

@@ -5,8 +5,7 @@ import json
 from django.utils import timezone
 from django.utils.safestring import mark_safe
 
-from kernel.topology import CONSUMERS
-from messaging.api import command_in_deployment, local_consumers, timeline_waiting
+from messaging.api import command_in_deployment, local_consumers, system_consumers, timeline_waiting
 from orders.models import Order
 from orders.selectors import order_timeline
 from orders.swimlane import saga_swimlane
@@ -52,7 +51,7 @@ def saga_outcome(order: Order, waiting: list[dict]) -> dict | None:
         return None
     tone, headline = OUTCOME_WORDS[order.status]
     here = local_consumers()
-    elsewhere = [c for c in CONSUMERS if c not in here]
+    elsewhere = [c for c in system_consumers() if c not in here]
     if not elsewhere:
         known = "every event published and handled by every subscribed consumer."
         return {"tone": tone, "headline": headline, "known": known}

@@ -1,6 +1,7 @@
-"""Orders' message handlers: thin readers of the payload over the services."""
+"""Orders' message handlers: thin readers of the payload over the services.
+Each is subscribed by the context's declaration (context.toml, under ``consumes``)."""
 
-from messaging.api import IncomingEvent, register_handler
+from messaging.api import IncomingEvent
 from orders.events import order_id_of, product_update_of
 from orders.models import Order
 from orders.services.saga import order_confirm, order_fail
@@ -22,9 +23,3 @@ def on_reservation_failed(event: IncomingEvent) -> None:
 def on_product_updated(event: IncomingEvent) -> None:
     storefront_product_apply(**product_update_of(event))
 
-
-def register() -> None:
-    register_handler(consumer="orders", event_type="inventory.stock.reserved", handler=on_stock_reserved)
-    register_handler(consumer="orders", event_type="payments.payment.failed", handler=on_payment_failed)
-    register_handler(consumer="orders", event_type="inventory.stock.reservation_failed", handler=on_reservation_failed)
-    register_handler(consumer="orders", event_type="inventory.product.updated", handler=on_product_updated)

@@ -12,7 +12,7 @@ from datetime import datetime
 from html import escape
 
 from kernel.charts import format_duration
-from kernel.contexts import CONTEXTS
+from kernel.contexts import event_kind, installed, names
 
 LANE_HEIGHT = 86
 GUTTER = 96  # lane names
@@ -35,19 +35,11 @@ LEGEND = [
     ("failure", "failure"),
     ("compensation", "cancellation or compensation"),
 ]
-FAILURES = {"payments.payment.failed", "inventory.stock.reservation_failed", "orders.order.failed"}
-COMPENSATIONS = {"payments.payment.refunded", "inventory.stock.released", "orders.order.cancelled"}
-OUTCOMES = {"orders.order.confirmed"}
 
 
 def kind_of(event_type: str) -> str:
-    if event_type in FAILURES:
-        return "failure"
-    if event_type in COMPENSATIONS:
-        return "compensation"
-    if event_type in OUTCOMES:
-        return "outcome"
-    return "step"
+    """Its colour, as its producer's declaration says (``publishes`` in its context.toml)."""
+    return event_kind(event_type)
 
 
 def waiting_reason(entry: dict, expect_answers: bool) -> str:
@@ -68,7 +60,8 @@ def waiting_reason(entry: dict, expect_answers: bool) -> str:
 
 def saga_swimlane(entries: list[dict], *, started_at: datetime, expect_answers: bool = False) -> str:
     """The SVG markup for ``entries`` (oldest first); ``started_at`` is the checkout."""
-    lanes = list(CONTEXTS) + sorted({e["source"] for e in entries} - set(CONTEXTS))
+    contexts = names(installed())
+    lanes = contexts + sorted({e["source"] for e in entries} - set(contexts))
     column = max(MIN_COLUMN, min(MAX_COLUMN, (WIDEST - GUTTER) // max(1, len(entries))))
     width = max(GUTTER + column * max(1, len(entries)) + 16, MIN_WIDTH)
     legend_y = TOP + LANE_HEIGHT * len(lanes) + 22

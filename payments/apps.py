@@ -4,8 +4,3 @@ from django.apps import AppConfig
 class PaymentsConfig(AppConfig):
     name = "payments"
     verbose_name = "Payments"
-
-    def ready(self) -> None:
-        from payments import handlers
-
-        handlers.register()

@@ -1,6 +1,7 @@
-"""Payments' message handlers: thin readers of the payload over the services."""
+"""Payments' message handlers: thin readers of the payload over the services.
+Each is subscribed by the context's declaration (context.toml, under ``consumes``)."""
 
-from messaging.api import IncomingEvent, register_handler
+from messaging.api import IncomingEvent
 from payments import services
 from payments.events import amount_of, items_of, order_id_of, text_of
 
@@ -26,11 +27,3 @@ def on_order_cancelled(event: IncomingEvent) -> None:
 def on_order_failed(event: IncomingEvent) -> None:
     services.payment_refund(order_id=order_id_of(event), reason=str(event.payload.get("reason") or "failed"))
 
-
-def register() -> None:
-    register_handler(consumer="payments", event_type="orders.order.created", handler=on_order_created)
-    register_handler(
-        consumer="payments", event_type="inventory.stock.reservation_failed", handler=on_reservation_failed
-    )
-    register_handler(consumer="payments", event_type="orders.order.cancelled", handler=on_order_cancelled)
-    register_handler(consumer="payments", event_type="orders.order.failed", handler=on_order_failed)

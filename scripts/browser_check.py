@@ -16,8 +16,8 @@ temporary folder, never your database), logs in as a throwaway superuser and che
   cut; a dead letter's own page offers replay and purge;
 - /api/docs/ renders Swagger UI from our own static files, with every operation;
 - no page reports a Content-Security-Policy violation in the browser's console;
-- the same order pages and lists in a split (orders, payments and inventory as three
-  deployments on three SQLite files sharing one filesystem broker), each deployment's admin.
+- the same order pages and lists in a split (orders, payments, inventory and shipping as four
+  deployments on four SQLite files sharing one filesystem broker), each deployment's admin.
 
 Screenshots go to var/browser-check/. Exit code 0 when every check passed.
 Drives ChromeDriver through the W3C WebDriver protocol over plain HTTP (no client library).
@@ -101,7 +101,7 @@ def wait_for(predicate, timeout: float, what: str):
 class Shop:
     """A throwaway shop in the embedded mode, in its own folder."""
 
-    def __init__(self, folder: Path, contexts: str = "orders,payments,inventory", database: str = "db.sqlite3"):
+    def __init__(self, folder: Path, contexts: str = "", database: str = "db.sqlite3"):
         self.env = {
             k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "BROKER_URL", "GATEWAY_DATABASE_URL")
         }
@@ -110,13 +110,13 @@ class Shop:
                 "DEBUG": "1",
                 "VAR_DIR": str(folder),  # one filesystem broker for every deployment of the folder
                 "DATABASE_URL": f"sqlite:///{folder / database}",
-                "CONTEXTS": contexts,
+                **({"CONTEXTS": contexts} if contexts else {}),  # none: every installed context
                 "PYTHONUNBUFFERED": "1",
                 "CHECKOUT_THROTTLE": "off",
                 "CONSUMER_MAX_ATTEMPTS": "2",  # tok_unavailable becomes a dead letter within one pass
             }
         )
-        self.contexts = contexts.split(",")
+        self.contexts = contexts.split(",") if contexts else []
         self.folder = folder
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
@@ -136,11 +136,7 @@ class Shop:
             raise RuntimeError(f"manage.py {' '.join(args)} failed:\n{result.stdout}{result.stderr}")
 
     def prepare(self) -> None:
-        self.manage("migrate", "--noinput")
-        if "payments" in self.contexts:  # the fake gateway's ledger
-            self.manage("migrate", "--database", "gateway", "--noinput")
-        if "inventory" in self.contexts:
-            self.manage("seed_catalog")
+        self.manage("prepare_deployment")  # migrations and seed data, as each context declares
 
     def serve(self) -> None:
         """A superuser and the development server (where the API is hosted: orders)."""
@@ -182,7 +178,7 @@ def build(folder: Path, split: bool) -> tuple[Shop, list[Shop], dict[str, str]]:
     """A shop (one deployment, or three), with an order on each path to look at."""
     folder.mkdir()
     if split:
-        deployments = [Shop(folder, c, f"{c}.sqlite3") for c in ("orders", "payments", "inventory")]
+        deployments = [Shop(folder, c, f"{c}.sqlite3") for c in ("orders", "payments", "inventory", "shipping")]
         for deployment in deployments:  # as make run-split: each knows the others' databases
             deployment.env.update({f"{d.contexts[0].upper()}_DATABASE_URL": d.env["DATABASE_URL"] for d in deployments})
     else:

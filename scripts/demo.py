@@ -3,7 +3,8 @@
 
 Places orders through the HTTP API (confirmed, declined, out of stock with a refund, a
 duplicate request replayed by its Idempotency-Key, a cancellation), delivers one message a
-second time through the broker, waits with a progress line until every saga has finished,
+second time through the broker, dispatches the confirmed order's shipment as the admin's
+action does, waits with a progress line until every saga has finished,
 and prints each order's timeline: which context published what, when, and who handled it.
 
 Run it with the environment of ``make run`` (it reads the same database and broker for the
@@ -179,6 +180,22 @@ def deliver_again(order_id: str) -> tuple[str, float]:
     return str(row.event_id), sent_at
 
 
+def dispatch(path: Story) -> None:
+    """Dispatch the order's shipment with the service behind the admin's action, where this
+    deployment hosts shipping."""
+    if "shipping" not in settings.CONTEXTS:
+        return
+    from shipping.models import Shipment
+    from shipping.services import shipments_dispatch
+
+    shipments = list(Shipment.objects.filter(order_id=path.order_id).values_list("pk", flat=True))
+    result = shipments_dispatch(shipment_ids=shipments)
+    path.notes.append(
+        f"admin action 'Dispatch the selected shipments': {len(result.dispatched)} dispatched, "
+        f"{len(result.refused)} refused"
+    )
+
+
 def ledger(order_id: str) -> list[str]:
     """``charge 12.50``, ``refund 12.50``: the gateway's ledger of one order, read where it is."""
     if gateway is not None:
@@ -292,7 +309,8 @@ def main() -> int:
         place(
             api,
             "Confirmed",
-            "tok_visa is charged, stock is reserved, the order is confirmed.",
+            "tok_visa is charged, stock is reserved, the order is confirmed; shipping prepares a shipment, "
+            "which an operator dispatches.",
             [{"sku": plenty["sku"], "quantity": 1}],
             "tok_visa",
         ),
@@ -331,7 +349,8 @@ def main() -> int:
     cancelled = place(
         api,
         "Cancelled",
-        "Confirmed, then cancelled by the customer: payments refunds and inventory releases the stock.",
+        "Confirmed, then cancelled by the customer: payments refunds, inventory releases the stock, "
+        "shipping cancels the shipment before it leaves.",
         [{"sku": plenty["sku"], "quantity": 2}],
         "tok_visa",
     )
@@ -353,7 +372,8 @@ def main() -> int:
         )
     charges = sum(line.startswith("charge") for line in ledger(twice.order_id))
     twice.notes.append(f"charges for this order: {charges}")
-    wait_all(api, [cancelled], "compensating the cancellation")
+    dispatch(paths[0])
+    wait_all(api, [cancelled, paths[0]], "compensating the cancellation, dispatching")
 
     print(
         "\nTimes are seconds after the order's first event. 'published' is when the relay recorded the broker's"

@@ -168,13 +168,14 @@ def test_a_split_deployment_says_what_it_cannot_know_and_where_to_look(staff, or
 
     outcome = response.context["saga"]["outcome"]
     assert outcome["known"] == "every event published and handled by this deployment's consumers (orders, events)."
-    assert outcome["unknown"].startswith("payments, inventory run in other deployments: this one sees only")
+    assert outcome["unknown"].startswith("payments, inventory, shipping run in other deployments: this one sees only")
     # RabbitMQ here: its URL may carry a password, so a placeholder stands for it.
     assert outcome["commands"][0] == (
         "DEBUG=1 CONTEXTS=payments DATABASE_URL=sqlite:////srv/split/payments.sqlite3 BROKER_URL=<BROKER_URL> "
         ".venv/bin/python manage.py dead_letters list --consumer payments"
     )
     assert "DATABASE_URL=<INVENTORY_DATABASE_URL>" in outcome["commands"][1]
+    assert "DATABASE_URL=<SHIPPING_DATABASE_URL>" in outcome["commands"][2]
     assert "secret" not in response.content.decode()
 
 
@@ -374,6 +375,7 @@ def test_the_overview_counts_backlog_dead_letters_and_stuck_orders(staff, order_
         ("orders", 0, 0),
         ("payments", 1, 1),
         ("inventory", 0, 0),
+        ("shipping", 0, 0),
         ("events", 0, 0),
     ]
     [orders] = [part["data"] for part in context["sections"]]  # the orders context's section

@@ -17,9 +17,9 @@ from django.core.management.base import CommandError
 from django.test import override_settings
 from kombu import Connection
 
-from kernel.topology import CONSUMERS
 from messaging import broker
 from messaging.queue_upgrade import legacy_queues
+from messaging.topology import consumers
 from tests.support.faults import rabbitmqctl
 from tests.support.processes import BASE_DIR
 
@@ -105,7 +105,7 @@ def test_a_broker_of_the_previous_release_is_upgraded_live_without_losing_a_mess
     assert {old for old, _ in legacy_queues()} & set(after) == set()
     assert {name: kind for name, (kind, _) in after.items()} == {
         queue.name: "quorum"
-        for consumer in CONSUMERS
+        for consumer in consumers()
         for queue in [broker.dead_letter_queue(consumer), broker.main_queue(consumer), *broker.retry_queues(consumer)]
     }
     assert take_all(vhost_url, "payments_queue_dead_letters") == [

@@ -1,10 +1,10 @@
-"""Each context as its own service: three deployments on three PostgreSQL databases, one broker.
+"""Each context as its own service: four deployments on four PostgreSQL databases, one broker.
 
 Every deployment runs from a copy of the project that holds only its own context
 (``tests/support/split.py``), with ``CONTEXTS`` naming it. The saga runs across them unchanged,
 whichever deployment starts first, and the invariants of the fault tests hold across the three
-databases: money by the gateway ledger, stock conserved, every order terminal, every message
-handled at most once by each consumer.
+databases: money by the gateway ledger, stock conserved, shipments following the outcomes, every
+order terminal, every message handled at most once by each consumer.
 """
 
 import subprocess
@@ -38,6 +38,7 @@ OWN_TABLES = {
     "orders": {"orders_order", "orders_order_line", "orders_storefront_product", "orders_checkout_request"},
     "payments": {"payments_payment", "fake_gateway_operation"},
     "inventory": {"inventory_product", "inventory_reservation"},
+    "shipping": {"shipping_shipment"},
 }
 
 
@@ -66,12 +67,24 @@ def test_each_database_holds_only_its_own_contexts_tables(split):
 
 def test_a_deployment_has_no_code_of_another_context_and_says_so(split):
     orders, payments, inventory = split["orders"], split["payments"], split["inventory"]
-    probe = "import importlib.util as u; print([c for c in ('orders', 'payments', 'inventory') if u.find_spec(c)])"
+    contexts = list(OWN_TABLES)
+    probe = (
+        "import importlib.util as u\n"
+        "def code(c):\n"
+        "    try:\n"
+        "        return u.find_spec(c + '.apps') is not None\n"
+        "    except ModuleNotFoundError:\n"
+        "        return False\n"
+        f"print([c for c in {contexts!r} if code(c)])"
+    )
     for deployment in split.deployments.values():
         importable = subprocess.run(
             [sys.executable, "-c", probe], cwd=deployment.tree, env=deployment.env, capture_output=True, text=True
         )
         assert importable.stdout.strip() == f"['{deployment.context}']", importable.stderr
+        # Of the others, only their declarations: data every deployment reads for the topology.
+        for other in set(contexts) - {deployment.context}:
+            assert sorted(p.name for p in (deployment.tree / other).iterdir()) == ["context.toml"]
 
     refused = {
         "gateway_ledger": (orders, "payments"),
@@ -89,12 +102,12 @@ def test_a_deployment_has_no_code_of_another_context_and_says_so(split):
     assert "not hosted by this deployment (CONTEXTS=orders): payments; it hosts: orders, events" in elsewhere.stderr
     assert "hosted here: payments" in payments.manage("run_consumers", "--help").stdout
     assert "hosted here: orders, events" in orders.manage("run_consumers", "--help").stdout
-    bogus = orders.manage("check", env={"CONTEXTS": "orders,shipping"})
-    assert bogus.returncode == 1 and "CONTEXTS names unknown contexts ['shipping']" in bogus.stderr
+    bogus = orders.manage("check", env={"CONTEXTS": "orders,billing"})
+    assert bogus.returncode == 1 and "CONTEXTS names unknown contexts ['billing']" in bogus.stderr
 
 
-def test_the_saga_runs_across_three_deployments_whichever_starts_first(split, group):
-    orders, payments, inventory = split["orders"], split["payments"], split["inventory"]
+def test_the_saga_runs_across_four_deployments_whichever_starts_first(split, group):
+    orders, payments, inventory, shipping = split["orders"], split["payments"], split["inventory"], split["shipping"]
 
     # Given inventory alone: it seeds its catalogue before orders has ever started
     inventory.start(group, "relay", "run_outbox_relay")
@@ -130,24 +143,46 @@ def test_the_saga_runs_across_three_deployments_whichever_starts_first(split, gr
     )
     assert get(api, f"/api/orders/{first_id}/").json()["status"] == "PENDING"
 
-    # and payments starts last
+    # and payments starts next
     payments.start(group, "relay", "run_outbox_relay")
     payments.start(group, "consumers", "run_consumers")
 
-    # Then the first order completes, and every other path of the saga works across the split
+    # Then the first order completes without shipping, whose news waits in its queue
     wait_until(
         lambda: get(api, f"/api/orders/{first_id}/").json()["status"] == "CONFIRMED",
         timeout=60,
         message="the first order confirmed",
     )
+    wait_until(
+        lambda: (split.queue_depths() or {}).get("shipping_queue", 0) == 1,
+        timeout=30,
+        message="orders.order.confirmed waiting in shipping_queue, declared by the other deployments",
+    )
+    # and once shipping starts, last, the confirmed order's timeline gains its shipment
+    shipping.start(group, "relay", "run_outbox_relay")
+    shipping.start(group, "consumers", "run_consumers")
+    wait_until(
+        lambda: "shipping.shipment.created" in event_types(api, first_id),
+        timeout=60,
+        message="shipping.shipment.created in the first order's timeline",
+    )
+    assert event_types(api, first_id) == [
+        "orders.order.created",
+        "payments.payment.succeeded",
+        "inventory.stock.reserved",
+        "orders.order.confirmed",
+        "shipping.shipment.created",
+    ]
+
+    # and every other path of the saga works across the split
     declined = post_checkout(api, checkout_body("GADGET", 1, token="tok_chargeDeclined")).json()["id"]
     unknown_token = post_checkout(api, checkout_body("GADGET", 1, token="tok_made_up")).json()["id"]
     out_of_stock = post_checkout(api, checkout_body("LIMITED-PRINT", 4)).json()["id"]
     cancelled = post_checkout(api, checkout_body("GIZMO", 5)).json()["id"]
     wait_until(
-        lambda: get(api, f"/api/orders/{cancelled}/").json()["status"] == "CONFIRMED",
+        lambda: "shipping.shipment.created" in event_types(api, cancelled),
         timeout=60,
-        message="the order to cancel confirmed",
+        message="the order to cancel confirmed and its shipment prepared",
     )
     assert call(api, "POST", f"/api/orders/{cancelled}/cancel/").status == 202
     split.wait_quiet(timeout=120)
@@ -179,15 +214,24 @@ def test_the_saga_runs_across_three_deployments_whichever_starts_first(split, gr
     assert {tuple(sorted(entry)) for entry in timeline} == {
         ("causation_id", "event_type", "message_id", "occurred_at", "published_at", "source", "state")
     }
-    assert [e["event_type"] for e in timeline[:5]] == [
+    assert [e["event_type"] for e in timeline[:6]] == [
         "orders.order.created",
         "payments.payment.succeeded",
         "inventory.stock.reserved",
         "orders.order.confirmed",
+        "shipping.shipment.created",
         "orders.order.cancelled",
     ]
-    # The two compensations run in parallel, in two deployments: either may come first.
-    assert sorted(e["event_type"] for e in timeline[5:]) == ["inventory.stock.released", "payments.payment.refunded"]
+    # The three answers to the cancellation run in parallel, in three deployments: any may come first.
+    assert sorted(e["event_type"] for e in timeline[6:]) == [
+        "inventory.stock.released",
+        "payments.payment.refunded",
+        "shipping.shipment.cancelled",
+    ]
+    assert shipping.rows("SELECT order_id::text, status FROM shipping_shipment ORDER BY status") == [
+        (cancelled, "CANCELLED"),
+        (first_id, "PREPARING"),
+    ]
     by_id = {e["message_id"]: e for e in timeline}
     succeeded = next(e for e in timeline if e["event_type"] == "payments.payment.succeeded")
     assert by_id[succeeded["causation_id"]]["event_type"] == "orders.order.created"
@@ -242,6 +286,10 @@ def test_a_payments_consumer_killed_after_the_charge_charges_once_across_the_spl
     assert ledger_of(split)[order_id] == [("charge", Decimal("99.00"))]
     report = split.check_invariants(initial_stock=INITIAL_STOCK)
     assert report.violations == [], str(report)
+
+
+def event_types(api: str, order_id: str) -> list[str]:
+    return [e["event_type"] for e in get(api, f"/api/orders/{order_id}/").json()["timeline"]]
 
 
 def ledger_of(split: SplitSystem) -> dict[str, list[tuple[str, Decimal]]]:

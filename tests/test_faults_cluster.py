@@ -6,6 +6,7 @@ connected to is SIGKILLed mid-saga and started again; nobody restarts a process 
 
 import pytest
 
+from messaging.topology import consumers
 from orders.models import Order
 from tests.conftest import ALL_DATABASES
 from tests.support import fault_fixtures
@@ -34,10 +35,10 @@ def test_the_saga_survives_the_loss_of_the_node_its_processes_are_connected_to(p
     # every process stayed up, moved to another node by itself, and stopped cleanly
     assert outcome.exit_codes == [0, 0, 0]
     first, others = cluster.node(1).port, {cluster.node(2).port, cluster.node(3).port}
-    relay, *consumers = connected_ports(processes)
+    relay, *consumer_processes = connected_ports(processes)
     assert relay[:2] == [first, first] and set(relay[2:4]) <= others  # two pipelines: two connections
-    assert [ports[0] for ports in consumers] == [first, first]
-    assert all(ports[1] in others for ports in consumers)
+    assert [ports[0] for ports in consumer_processes] == [first, first]
+    assert all(ports[1] in others for ports in consumer_processes)
     # every order confirmed, charged once, stock exact, queues empty
     assert Order.objects.filter(status=Order.Status.CONFIRMED).count() == 60
     report = check_invariants(initial_stock=INITIAL_STOCK)
@@ -45,7 +46,7 @@ def test_the_saga_survives_the_loss_of_the_node_its_processes_are_connected_to(p
     # every queue is a quorum queue with a member on each node
     nodes = sorted(n.name for n in cluster.nodes)
     queues = cluster.queues(vhost)
-    assert len(queues) == 4 * 5  # per consumer: main, dead letters, three delays
+    assert len(queues) == len(consumers()) * 5  # per consumer: main, dead letters, three delays
     assert {(q["name"], q["type"], tuple(sorted(q["members"]))) for q in queues} == {
         (q["name"], "quorum", tuple(nodes)) for q in queues
     }

@@ -69,7 +69,7 @@ def test_metrics_reads_backlog_dead_letters_and_pending_orders_from_the_database
     assert got[("messaging_outbox_parked", ())] == 1
     assert {labels: value for (name, labels), value in got.items() if name == "messaging_dead_letters"} == {
         (("consumer", consumer), ("state", state)): (1 if (consumer, state) == ("payments", "waiting") else 0)
-        for consumer in ("orders", "payments", "inventory", "events")
+        for consumer in ("orders", "payments", "inventory", "shipping", "events")
         for state in ("waiting", "replayed")
     }
     assert (got[("orders_pending", ())], got[("orders_pending_stuck", ())]) == (2, 1)

@@ -125,14 +125,16 @@ def test_the_readmes_try_it_block_as_pasted_against_make_run(tmp_path):
     assert "Interrupt" not in output and output.count("stopped (rc=0)") == 5, output[-3000:]
 
 
-def three_free_ports() -> int:
-    """A port with the next two free as well: make run-split serves on PORT, PORT+1 and PORT+2."""
+def split_free_ports() -> int:
+    """A port with the next ones free as well: make run-split serves on PORT, PORT+1, ... one per
+    installed context."""
     while True:
         port = free_port()
         try:
-            with socket.socket() as one, socket.socket() as two:
+            with socket.socket() as one, socket.socket() as two, socket.socket() as three:
                 one.bind(("127.0.0.1", port + 1))
                 two.bind(("127.0.0.1", port + 2))
+                three.bind(("127.0.0.1", port + 3))
             return port
         except OSError:
             continue
@@ -154,7 +156,7 @@ class AdminSession:
 
 
 def test_the_splits_hand_run_commands_as_make_and_the_order_page_print_them(tmp_path):
-    port, split_var = three_free_ports(), tmp_path / "split"
+    port, split_var = split_free_ports(), tmp_path / "split"
     group = ProcessGroup(tmp_path, clean_env(CONSUMER_MAX_ATTEMPTS="2"))
     make = group.spawn("make-run-split", ["make", "run-split", f"PORT={port}", f"SPLIT_VAR={split_var}"])
     base = f"http://127.0.0.1:{port}"
@@ -198,7 +200,7 @@ def test_the_splits_hand_run_commands_as_make_and_the_order_page_print_them(tmp_
         assert "`make demo SPLIT=1` against `make run-split`" in wrong.stderr
     finally:
         output = ctrl_c(group, make)
-    assert "Interrupt" not in output and output.count("stopped (rc=0)") == 10, output[-3000:]
+    assert "Interrupt" not in output and output.count("stopped (rc=0)") == 13, output[-3000:]
 
 
 @pytest.mark.parametrize(

@@ -1,7 +1,7 @@
 """OpenTelemetry on the real stack as the Procfile runs it: one trace from the checkout request
 through every hop, exported over OTLP/HTTP (protobuf) to an endpoint that decodes what it gets.
 
-The processes are the Procfile's (a web server, a relay, `run_consumers payments inventory` and
+The processes are the Procfile's (a web server, a relay, `run_consumers --except orders,events` and
 `run_consumers orders events`) with only the standard variables set: OTEL_EXPORTER_OTLP_ENDPOINT
 and OTEL_BSP_SCHEDULE_DELAY (so spans leave within a fraction of a second, not 5 s).
 """
@@ -27,7 +27,13 @@ from tests.support.web import call, checkout_body, get
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
 CALLER_SPAN = "00f067aa0ba902b7"
 POISON_TRACE = "0af7651916cd43dd8448eb211c80319c"
-SAGA = ["orders.order.created", "payments.payment.succeeded", "inventory.stock.reserved", "orders.order.confirmed"]
+SAGA = [
+    "orders.order.created",
+    "payments.payment.succeeded",
+    "inventory.stock.reserved",
+    "orders.order.confirmed",
+    "shipping.shipment.created",
+]
 
 
 @pytest.fixture
@@ -70,7 +76,7 @@ def test_the_whole_saga_is_one_trace_of_server_producer_and_consumer_spans(otlp,
     web = f"http://127.0.0.1:{port}"
     processes.start("web", "runserver", f"127.0.0.1:{port}", "--noreload", env=tracing)
     processes.start("relay", "run_outbox_relay", env=tracing)
-    processes.start("consumers", "run_consumers", "payments", "inventory", env=tracing)
+    processes.start("consumers", "run_consumers", "--except", "orders,events", env=tracing)  # as the Procfile
     processes.start("orders-consumers", "run_consumers", "orders", "events", env=tracing)
     seed_catalog()
     wait_until(lambda: answers(f"{web}/healthz"), timeout=30, message="the web server")
@@ -82,6 +88,7 @@ def test_the_whole_saga_is_one_trace_of_server_producer_and_consumer_spans(otlp,
     wait_until(
         lambda: (
             Order.objects.get(pk=order_id).status == "CONFIRMED"
+            and OutboxMessage.objects.filter(correlation_id=order_id, event_type=SAGA[-1]).exists()
             and not OutboxMessage.objects.filter(correlation_id=order_id, published_at__isnull=True).exists()
         ),
         timeout=30,
@@ -94,7 +101,8 @@ def test_the_whole_saga_is_one_trace_of_server_producer_and_consumer_spans(otlp,
         "orders.order.created": ["payments", "events"],
         "payments.payment.succeeded": ["inventory", "events"],
         "inventory.stock.reserved": ["orders", "events"],
-        "orders.order.confirmed": ["events"],
+        "orders.order.confirmed": ["shipping", "events"],
+        "shipping.shipment.created": ["events"],
     }
     expected_consumer_spans = sum(len(consumers) for consumers in handled_by.values())
 
@@ -147,8 +155,9 @@ def test_the_whole_saga_is_one_trace_of_server_producer_and_consumer_spans(otlp,
         (consumer, event_type) for event_type, names in handled_by.items() for consumer in names
     )
     process_of = {
-        "payments": "saga-shop-consumers-payments-inventory",
-        "inventory": "saga-shop-consumers-payments-inventory",
+        "payments": "saga-shop-consumers-payments-inventory-shipping",
+        "inventory": "saga-shop-consumers-payments-inventory-shipping",
+        "shipping": "saga-shop-consumers-payments-inventory-shipping",
         "orders": "saga-shop-consumers-orders-events",
         "events": "saga-shop-consumers-orders-events",
     }
@@ -183,6 +192,7 @@ def test_the_whole_saga_is_one_trace_of_server_producer_and_consumer_spans(otlp,
         ("payments.payment.succeeded", ("payments", "orders.order.created")),
         ("inventory.stock.reserved", ("inventory", "payments.payment.succeeded")),
         ("orders.order.confirmed", ("orders", "inventory.stock.reserved")),
+        ("shipping.shipment.created", ("shipping", "orders.order.confirmed")),
     ]:
         assert producers[str(rows[event_type].event_id)].parent_id == consumer_at[cause].span_id
 
@@ -267,6 +277,7 @@ def test_a_split_deployment_puts_the_saga_in_one_trace_across_its_deployments(ot
             ("saga-shop-payments-relay", "payments.payment.succeeded"): 1,
             ("saga-shop-inventory-relay", "inventory.stock.reserved"): 1,
             ("saga-shop-orders-relay", "orders.order.confirmed"): 1,
+            ("saga-shop-shipping-relay", "shipping.shipment.created"): 1,
         }
     )
     consumers = Counter(
@@ -274,6 +285,7 @@ def test_a_split_deployment_puts_the_saga_in_one_trace_across_its_deployments(ot
             ("saga-shop-payments-consumers", "payments <- orders.order.created"): 1,
             ("saga-shop-inventory-consumers", "inventory <- payments.payment.succeeded"): 1,
             ("saga-shop-orders-consumers", "orders <- inventory.stock.reserved"): 1,
+            ("saga-shop-shipping-consumers", "shipping <- orders.order.confirmed"): 1,
             **{("saga-shop-orders-consumers", f"events <- {event_type}"): 1 for event_type in SAGA},
         }
     )

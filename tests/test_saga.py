@@ -50,12 +50,13 @@ def test_confirmed_declined_and_out_of_stock_with_refund(running_saga):
     assert stock("WIDGET") == 1000 - 2
     assert stock("RARE") == 3
 
-    wait_until(lambda: "orders.order.confirmed" in event_types(client, confirmed["id"]), timeout=30, message="log")
+    wait_until(lambda: "shipping.shipment.created" in event_types(client, confirmed["id"]), timeout=30, message="log")
     assert event_types(client, confirmed["id"]) == [
         "orders.order.created",
         "payments.payment.succeeded",
         "inventory.stock.reserved",
         "orders.order.confirmed",
+        "shipping.shipment.created",
     ]
     wait_until(lambda: "payments.payment.refunded" in event_types(client, out_of_stock["id"]), timeout=30, message="")
     assert set(event_types(client, out_of_stock["id"])) == {

@@ -96,7 +96,7 @@ def test_a_fresh_order_is_one_waiting_mark_in_the_orders_lane(staff, order_id):
     assert "orders.order.created" in mark["title"] and str(created.event_id) in mark["title"]
     assert created.created_at.isoformat() in mark["title"] and "waiting in the outbox" in mark["title"]
     lanes = [t.text for t in svg.iter(f"{SVG}text") if t.get("font-weight") == "600"]
-    assert lanes == ["orders", "payments", "inventory"]
+    assert lanes == ["orders", "payments", "inventory", "shipping"]
 
 
 def test_a_compensated_saga_has_a_lane_per_context_arrows_from_cause_to_effect_and_its_own_colour(staff, order_id):

@@ -2,13 +2,9 @@ from django.apps import AppConfig
 
 
 class BenchAppConfig(AppConfig):
-    """Installed only when ``BENCH_APP`` is set (see the last block of config/settings.py)."""
+    """Installed only when ``BENCH_APP`` is set (config/settings.py); its context.toml declares
+    its consumer like any context's."""
 
     name = "bench.benchapp"
     label = "benchapp"
     default_auto_field = "django.db.models.BigAutoField"
-
-    def ready(self) -> None:
-        from bench.benchapp.handlers import register
-
-        register()

@@ -46,7 +46,7 @@ def compact_time(value) -> str:
 
 @register.filter
 def breakable_key(value) -> str:
-    """A routing key that may wrap after its dots (``payments.<wbr>payment.<wbr>succeeded``),
+    """A routing key that may wrap after its dots (``context.<wbr>aggregate.<wbr>event``),
     never cut: narrow columns wrap it instead of scrolling sideways."""
     parts = str(value or "").split(".")
     return format_html_join(mark_safe(".<wbr>"), "{}", ((part,) for part in parts)) if value else "-"

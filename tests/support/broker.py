@@ -5,8 +5,8 @@ import uuid
 from django.conf import settings
 from kombu import Connection, Exchange, Queue
 
-from kernel.topology import CONSUMERS
 from messaging import broker
+from messaging.topology import consumers
 
 
 def connection() -> Connection:
@@ -18,7 +18,7 @@ def purge_topology() -> None:
     with connection() as conn:
         broker.declare_topology(conn)
         channel = conn.default_channel
-        for consumer in CONSUMERS:
+        for consumer in consumers():
             for queue in [
                 broker.main_queue(consumer),
                 broker.dead_letter_queue(consumer),

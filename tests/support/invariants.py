@@ -20,11 +20,12 @@ from django.db.models import CharField, Count, Exists, OuterRef, Sum
 from django.db.models.functions import Cast
 
 from inventory.models import Product, Reservation
-from kernel.topology import ANY_EVENT, CONSUMERS, QUEUE_BINDINGS
 from messaging.models import DeadLetter, InboxMessage, OutboxMessage
+from messaging.topology import ANY_EVENT, consumers, queue_bindings
 from orders.models import Order, OrderLine, StorefrontProduct
 from payments.gateway import gateway
 from payments.models import Payment
+from shipping.models import Shipment
 
 TERMINAL = {Order.Status.CONFIRMED, Order.Status.FAILED, Order.Status.CANCELLED}
 # Saga events an order has at most one of; a second one means a message had a double effect.
@@ -39,6 +40,10 @@ ONCE_PER_ORDER = (
     "orders.order.confirmed",
     "orders.order.failed",
     "orders.order.cancelled",
+    "shipping.shipment.created",
+    "shipping.shipment.dispatched",
+    "shipping.shipment.cancelled",
+    "shipping.shipment.return_requested",
 )
 
 
@@ -112,12 +117,12 @@ def broker_queue_depths() -> dict[str, int] | None:
 
 def unhandled_deliveries() -> int:
     """Published events not yet handled (nor dead-lettered) by a consumer bound to them."""
-    return sum(_unhandled(consumer).count() for consumer in CONSUMERS)
+    return sum(_unhandled(consumer).count() for consumer in consumers())
 
 
 def _unhandled(consumer: str):
     """Published outbox rows routed to ``consumer`` with neither an inbox row nor a dead letter."""
-    keys = QUEUE_BINDINGS[consumer]
+    keys = queue_bindings()[consumer]
     rows = OutboxMessage.objects.filter(published_at__isnull=False)
     if ANY_EVENT not in keys:
         rows = rows.filter(event_type__in=keys)
@@ -204,6 +209,7 @@ def check_invariants(
     _check_terminal(report, orders, {str(i) for i in cancelled})
     _check_stock(report, initial_stock)
     _check_money(report, orders, whole_ledger=order_ids is None)
+    _check_shipments(report, orders, whole=order_ids is None)
     _check_once(report, scope if order_ids is not None else None)
     _check_nothing_lost(report, scope if order_ids is not None else None)
     if order_ids is None:
@@ -315,6 +321,37 @@ def _check_money(report: Report, orders: dict[str, Order], *, whole_ledger: bool
     )
 
 
+def shipment_problems(order_statuses: dict[str, str], shipments: dict[str, str], *, whole: bool) -> list[str]:
+    """Shipping against the orders' outcomes (``order id -> status`` each): a CONFIRMED order has
+    exactly one shipment (one per order is the table's unique key), a CANCELLED order's, if it has
+    one, is CANCELLED or RETURN_REQUESTED, a FAILED order has none. ``whole``: also no shipment
+    of an order that does not exist."""
+    problems = []
+    for oid, status in sorted(order_statuses.items()):
+        shipment = shipments.get(oid)
+        if status == "CONFIRMED" and shipment is None:
+            problems.append(f"CONFIRMED order {oid} has no shipment")
+        elif status == "CANCELLED" and shipment not in (None, "CANCELLED", "RETURN_REQUESTED"):
+            problems.append(f"CANCELLED order {oid} has a {shipment} shipment")
+        elif status in ("FAILED", "PENDING") and shipment is not None:
+            problems.append(f"{status} order {oid} has a {shipment} shipment")
+    if whole:
+        problems += [f"shipment of {oid}, which is no order" for oid in sorted(set(shipments) - set(order_statuses))]
+    return problems
+
+
+def _check_shipments(report: Report, orders: dict[str, Order], *, whole: bool) -> None:
+    rows = Shipment.objects.all() if whole else Shipment.objects.filter(order_id__in=list(orders))
+    shipments = {str(order_id): status for order_id, status in rows.values_list("order_id", "status")}
+    problems = shipment_problems({oid: o.status for oid, o in orders.items()}, shipments, whole=whole)
+    counted = Counter(shipments.values())
+    report.check(
+        "shipments follow the outcomes (CONFIRMED: one; CANCELLED: none, CANCELLED or RETURN_REQUESTED; FAILED: none)",
+        problems,
+        f"{len(shipments)} shipments: {dict(sorted(counted.items()))}",
+    )
+
+
 def _check_once(report: Report, scope: set[str] | None) -> None:
     inbox = InboxMessage.objects.all()
     outbox = OutboxMessage.objects.all()
@@ -346,7 +383,7 @@ def _check_once(report: Report, scope: set[str] | None) -> None:
 
 def _check_nothing_lost(report: Report, scope: set[str] | None) -> None:
     problems = []
-    for consumer in CONSUMERS:
+    for consumer in consumers():
         rows = _unhandled(consumer)
         if scope is not None:
             rows = rows.filter(correlation_id__in=scope)

@@ -106,3 +106,19 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+def procfile_commands(path: Path = BASE_DIR / "Procfile", *, skip: tuple[str, ...] = ("web",)) -> dict[str, list[str]]:
+    """The ``manage.py`` arguments of each Procfile line, as ``make run`` starts them, less the
+    ``--metrics-port`` each takes (a test's processes must not compete for fixed ports)."""
+    commands = {}
+    for line in path.read_text().splitlines():
+        name, sep, command = line.partition(":")
+        if line.startswith("#") or not sep or name in skip:
+            continue
+        words = command.split("manage.py", 1)[1].split()
+        if "--metrics-port" in words:
+            at = words.index("--metrics-port")
+            del words[at : at + 2]
+        commands[name] = words
+    return commands

@@ -29,7 +29,7 @@ from tests.support.saga import seed_catalog
 FAST_RETRIES = {"CONSUMER_RETRY_DELAYS": "0.2,0.5,1", "CONSUMER_MAX_ATTEMPTS": "5"}
 CONSUMER_POINTS = [
     f"consumer.{consumer}.{moment}"
-    for consumer in ("payments", "inventory", "orders", "events")
+    for consumer in ("payments", "inventory", "orders", "shipping", "events")
     for moment in ("before_commit", "before_ack")
 ]
 
@@ -148,7 +148,7 @@ def batch_kills(group: ProcessGroup, rng: random.Random, *, rounds: int, orders_
     committed: the redeliveries must take effect once.
     """
     relay = Restartable(group, "relay", "run_outbox_relay")
-    others = Restartable(group, "consumers", "run_consumers", "orders", "events", env=FAST_RETRIES)
+    others = Restartable(group, "consumers", "run_consumers", "--except", "payments,inventory", env=FAST_RETRIES)
     targets = {
         name: Restartable(group, name, "run_consumers", name, env={**FAST_RETRIES, "CONSUMER_BATCH_SIZE": "50"})
         for name in ("payments", "inventory")
@@ -321,7 +321,7 @@ def races(
     retries = {**FAST_RETRIES, "CONSUMER_MAX_ATTEMPTS": "3"}
     contexts = {
         name: Restartable(group, f"consumers-{name.replace(' ', '-')}", "run_consumers", *name.split(), env=retries)
-        for name in ("payments", "inventory", "orders events")
+        for name in ("payments", "inventory", "shipping", "orders events")
     }
     deadline = Restartable(
         group, "deadline", "expire_pending_orders", "--loop", env={"SAGA_TIMEOUT": str(saga_timeout)}

@@ -16,12 +16,12 @@ from django.utils import timezone
 from hypothesis import strategies as st
 
 from inventory.services import product_upsert
-from kernel.topology import subscribers_of
 from messaging.conf import exchange_name
 from messaging.dead_letters import dead_letter_record
 from messaging.dispatch import Outcome, decide
 from messaging.envelope import ATTEMPT_HEADER, Envelope, envelope_for_outbox
 from messaging.models import OutboxMessage
+from messaging.topology import subscribers_of
 from orders.models import Order
 from orders.services.checkout import Line, order_place
 from orders.services.saga import InvalidOrderState, order_cancel, orders_expire

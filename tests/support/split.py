@@ -1,12 +1,15 @@
-"""Three deployments, each as its own service: a tree holding only its context, its own database.
+"""One deployment per installed context, each as its own service: a tree holding only its
+context's code, its own database.
 
-The orders, payments and inventory deployments share one RabbitMQ vhost (of their own, apart
-from the rest of the suite) and nothing else. Each runs from a copy of the project in which
-the other contexts' packages are deleted, so an import of another context fails there.
+The deployments (orders, payments, inventory, shipping: ``INSTALLED_CONTEXTS``) share one
+RabbitMQ vhost (of their own, apart from the rest of the suite) and nothing else. Each runs
+from a copy of the project in which the other contexts' packages are deleted but for their
+declarations (``context.toml``, data), so an import of another context fails there.
 
-The invariants of ``tests/support/invariants.py`` are checked here across the three databases:
-orders' statuses against payments' gateway ledger and inventory's stock, and every event of
-every outbox handled by every consumer bound to it, in that consumer's own database.
+The invariants of ``tests/support/invariants.py`` are checked here across the databases:
+orders' statuses against payments' gateway ledger, inventory's stock and shipping's
+shipments, and every event of every outbox handled by every consumer bound to it, in that
+consumer's own database.
 """
 
 import os
@@ -20,24 +23,31 @@ from pathlib import Path
 
 import psycopg
 
-from kernel.contexts import CONTEXTS
-from kernel.topology import ANY_EVENT, QUEUE_BINDINGS
+from kernel.contexts import DECLARATION_FILE, installed
+from messaging.topology import ANY_EVENT, EVENT_LOG_CONSUMER, queue_bindings
 from tests.support.faults import rabbitmqctl
-from tests.support.invariants import ONCE_PER_ORDER, Report, wait_quiet
+from tests.support.invariants import ONCE_PER_ORDER, Report, shipment_problems, wait_quiet
 from tests.support.processes import BASE_DIR, ProcessGroup
 
 # Not part of a deployment: development tooling, and the other contexts (added per tree).
 NOT_SHIPPED = {".git", ".venv", "var", "tests", "bench", "chaos", "docs", "deploy", "scripts", "node_modules"}
 CACHES = {"__pycache__", ".pytest_cache", ".ruff_cache", ".hypothesis"}
-# Which deployment hosts each consumer: a context's consumer carries its name; the event log
-# runs where orders is hosted.
-CONSUMER_HOSTS = {"orders": "orders", "payments": "payments", "inventory": "inventory", "events": "orders"}
 FAST_RETRIES = {"CONSUMER_RETRY_DELAYS": "0.2,0.5,1", "CONSUMER_MAX_ATTEMPTS": "5"}
 
 
-def make_tree(root: Path, context: str) -> Path:
-    """A copy of the project with only ``context`` among the bounded contexts."""
-    others = set(CONTEXTS) - {context}
+def consumer_host(consumer: str) -> str:
+    """The deployment that runs ``consumer``: a context's consumer carries its name; the event
+    log runs where a context declares ``event_log``."""
+    if consumer == EVENT_LOG_CONSUMER:
+        return next(d.name for d in installed() if d.event_log)
+    return consumer
+
+
+def make_tree(root: Path, context: str, packages: list[str] | None = None) -> Path:
+    """A copy of the project with only ``context``'s code among the bounded contexts, and the
+    declaration of every other one of ``packages`` (default: INSTALLED_CONTEXTS)."""
+    packages = packages if packages is not None else [d.package for d in installed()]
+    others = {p.split(".")[0] for p in packages if p != context}
 
     def ignore(directory: str, names: list[str]) -> set[str]:
         skipped = {n for n in names if n in CACHES}
@@ -47,6 +57,11 @@ def make_tree(root: Path, context: str) -> Path:
 
     tree = root / f"{context}-service"
     shutil.copytree(BASE_DIR, tree, ignore=ignore)
+    for package in packages:
+        if package != context:
+            declaration = Path(*package.split(".")) / DECLARATION_FILE
+            (tree / declaration).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(BASE_DIR / declaration, tree / declaration)
     return tree
 
 
@@ -100,7 +115,7 @@ class Deployment:
 
 @dataclass
 class SplitSystem:
-    """The three deployments and their shared broker vhost."""
+    """The deployments and their shared broker vhost."""
 
     deployments: dict[str, Deployment]
     vhost: str
@@ -114,7 +129,7 @@ class SplitSystem:
         system = cls({}, vhost)
         base = os.environ.get("TEST_DATABASE_NAME") or "test_split"
         with psycopg.connect(admin_url(), autocommit=True) as admin:
-            for context in CONTEXTS:
+            for context in [d.name for d in installed()]:
                 name = f"{base}_{run_id}_{context}"[:63]
                 admin.execute(f'DROP DATABASE IF EXISTS "{name}"')
                 admin.execute(f'CREATE DATABASE "{name}"')
@@ -140,8 +155,9 @@ class SplitSystem:
 
     def migrate(self) -> None:
         for deployment in self.deployments.values():
-            for args in (["migrate", "--noinput", "-v0"], ["migrate", "--database", "gateway", "--noinput", "-v0"]):
-                result = deployment.manage(*args)
+            declaration = next(d for d in installed() if d.name == deployment.context)
+            for database in ("default", *declaration.databases):
+                result = deployment.manage("migrate", "--database", database, "--noinput", "-v0")
                 assert result.returncode == 0, f"{deployment.context}: {result.stderr[-3000:]}"
 
     def destroy(self) -> None:
@@ -167,8 +183,8 @@ class SplitSystem:
             context: d.rows("SELECT event_id::text, event_type FROM messaging_outbox WHERE published_at IS NOT NULL")
             for context, d in self.deployments.items()
         }
-        for consumer, keys in QUEUE_BINDINGS.items():
-            host = self[CONSUMER_HOSTS[consumer]]
+        for consumer, keys in queue_bindings().items():
+            host = self[consumer_host(consumer)]
             done = {
                 r[0]
                 for r in host.rows(
@@ -206,7 +222,7 @@ class SplitSystem:
             what="the split system",
         )
 
-    # --- the invariants, across the three databases --------------------------------------------
+    # --- the invariants, across the databases ---------------------------------------------------
     def check_invariants(self, *, initial_stock: dict[str, int]) -> Report:
         report = Report()
         orders, payments, inventory = self["orders"], self["payments"], self["inventory"]
@@ -259,6 +275,13 @@ class SplitSystem:
             if storefront.get(sku) != v
         ]
         report.check("stock conserved (inventory) and the storefront in step (orders)", problems, f"{stock}")
+
+        shipments = dict(self["shipping"].rows("SELECT order_id::text, status FROM shipping_shipment"))
+        report.check(
+            "shipments (shipping's database) follow the orders' outcomes",
+            shipment_problems({oid: s for oid, (s, _, _) in statuses.items()}, shipments, whole=True),
+            f"{len(shipments)} shipments",
+        )
 
         problems = []
         for deployment in self.deployments.values():

@@ -2,7 +2,6 @@ import json
 
 from django.core.management.base import BaseCommand, CommandError
 
-from kernel.topology import CONSUMERS
 from messaging.dead_letters import (
     dead_letter_display_body,
     dead_letter_purge,
@@ -12,6 +11,7 @@ from messaging.dead_letters import (
 )
 from messaging.masking import mask_sensitive, mask_text
 from messaging.models import DeadLetter
+from messaging.topology import consumers
 
 
 class Command(BaseCommand):
@@ -22,14 +22,14 @@ class Command(BaseCommand):
         listing = actions.add_parser(
             "list", help="one line per dead letter: id, consumer, message_id, reason, state (waiting or replayed)"
         )
-        listing.add_argument("--consumer", choices=CONSUMERS)
+        listing.add_argument("--consumer", choices=consumers())
         listing.add_argument("--waiting", action="store_true", help="only those not replayed since they failed")
         show = actions.add_parser("show", help="everything about one dead letter")
         show.add_argument("id", type=int)
         replay = actions.add_parser("replay", help="republish to the original consumer only")
         replay.add_argument("ids", nargs="*", type=int, metavar="ID")
         replay.add_argument("--all", action="store_true", help="every dead letter not replayed since it failed")
-        replay.add_argument("--consumer", choices=CONSUMERS, help="with --all: only this consumer's")
+        replay.add_argument("--consumer", choices=consumers(), help="with --all: only this consumer's")
         replay.add_argument("--new-id", action="store_true", help="a new message_id: the message runs again")
         purge = actions.add_parser("purge", help="delete dead letters")
         purge.add_argument("ids", nargs="+", type=int, metavar="ID")

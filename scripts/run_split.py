@@ -1,0 +1,134 @@
+"""``make run-split``: one deployment per installed context, each on a database of its own, all
+on one broker, started together with honcho until Ctrl-C.
+
+The deployments follow ``INSTALLED_CONTEXTS`` (config/settings.py) and each context's
+declaration (``context.toml``): every deployment runs a web server, a relay, its consumers if
+it has any, and the processes its contexts declare. For a context ``name``:
+``<NAME>_DATABASE_URL`` (default ``sqlite:///var/split/<name>.sqlite3``) and ``<NAME>_PORT``
+(default ``PORT`` + its place in the list) choose its database and port; ``BROKER_URL`` is
+shared (default: one filesystem broker under ``var/split/``).
+
+    python scripts/run_split.py [--port 8000] [--var-dir var/split] [--procfile-only]
+"""
+
+import argparse
+import os
+import shlex
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+BASE_DIR = Path(__file__).resolve().parents[1]
+SPLIT_VAR = BASE_DIR / "var" / "split"
+
+
+def deployments(first_port: int, var_dir: Path, environ: dict[str, str]) -> list[dict]:
+    """Each installed context's deployment: name, environment, port, the commands it runs."""
+    sys.path.insert(0, str(BASE_DIR))
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+    from kernel.contexts import installed
+
+    result = []
+    for place, declaration in enumerate(installed()):
+        prefix = declaration.name.upper()
+        port = int(environ.get(f"{prefix}_PORT") or first_port + place)
+        url = environ.get(f"{prefix}_DATABASE_URL") or f"sqlite:///{var_dir / declaration.name}.sqlite3"
+        processes = {
+            "web": f"runserver 127.0.0.1:{port} --noreload",
+            "relay": "run_outbox_relay",
+            **({"consumers": "run_consumers"} if declaration.runs_consumer else {}),
+            **declaration.processes,
+        }
+        result.append(
+            {
+                "name": declaration.name,
+                "port": port,
+                "url": url,
+                "env": {"CONTEXTS": declaration.name, "DATABASE_URL": url},
+                "processes": processes,
+                "api": declaration.urls,
+                # commands an operator runs by hand (not those run when preparing it or as its processes)
+                "commands": [
+                    c
+                    for c in declaration.commands
+                    if (c,) not in declaration.setup and c not in {p.split()[0] for p in declaration.processes.values()}
+                ],
+            }
+        )
+    return result
+
+
+def procfile(split: list[dict]) -> str:
+    lines = ["# Written by scripts/run_split.py (make run-split) from INSTALLED_CONTEXTS and each context.toml."]
+    for deployment in split:
+        env = " ".join(f"{k}={shlex.quote(v)}" for k, v in deployment["env"].items())
+        for process, args in deployment["processes"].items():
+            lines.append(f"{deployment['name']}-{process}: {env} exec python manage.py {args}")
+    return "\n".join(lines) + "\n"
+
+
+def by_hand(deployment: dict, command: str, broker: str) -> str:
+    """A command as pasted in a clean shell, in ``deployment``."""
+    env = f"DEBUG=1 CONTEXTS={deployment['name']} DATABASE_URL={deployment['url']} "
+    return env + (f"BROKER_URL={broker} " if broker else "") + f".venv/bin/python manage.py {command}"
+
+
+def banner(split: list[dict], broker: str, port: int) -> list[str]:
+    lines = [""]
+    for deployment in split:
+        what = "the API, its docs, its admin" if deployment["api"] else "its admin, /metrics, /readyz"
+        page = "api/products/" if deployment["api"] else "admin/"
+        lines.append(f"  {deployment['name']:10} ({what}): http://127.0.0.1:{deployment['port']}/{page}")
+    first = split[0]
+    lines += ["  Each deployment has its own admin users, e.g. for " + first["name"] + ":"]
+    lines += ["      " + by_hand(first, "createsuperuser", broker)]
+    if example := next((d for d in split if d["commands"]), None):
+        lines += [
+            "  A command by hand takes its deployment's CONTEXTS and DATABASE_URL (an SQLite database has its",
+            f"  own files beside it), e.g. {example['name']}' {example['commands'][0]} and dead letters:",
+            "      " + by_hand(example, example["commands"][0], broker),
+            "      " + by_hand(example, "dead_letters list", broker),
+        ]
+    demo_port = f" PORT={port}" if port != 8000 else ""
+    lines += [f"  The guided demo, from another terminal: make demo SPLIT=1{demo_port}", ""]
+    return lines
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--port", type=int, default=int(os.environ.get("PORT") or 8000), help="the first deployment's")
+    parser.add_argument("--var-dir", type=Path, default=SPLIT_VAR, help="SQLite files and the filesystem broker")
+    parser.add_argument("--procfile-only", action="store_true", help="print the Procfile, prepare and start nothing")
+    args = parser.parse_args()
+    var_dir = args.var_dir.resolve()
+    # Every deployment gets its CONTEXTS from here; the settings read while planning need DEBUG.
+    os.environ.pop("CONTEXTS", None)
+    os.environ.setdefault("DEBUG", "1")
+    os.environ.setdefault("VAR_DIR", str(var_dir))
+    split = deployments(args.port, var_dir, dict(os.environ))
+    # Every deployment knows the others' databases: its order page prints commands that run as pasted.
+    environ = {**os.environ, **{f"{d['name'].upper()}_DATABASE_URL": d["url"] for d in split}}
+    text = procfile(split)
+    if args.procfile_only:
+        sys.stdout.write(text)
+        return 0
+
+    var_dir.mkdir(parents=True, exist_ok=True)
+    for deployment in split:
+        prepare = [sys.executable, "manage.py", "prepare_deployment"]
+        subprocess.run(prepare, cwd=BASE_DIR, env={**environ, **deployment["env"]}, check=True)
+    path = var_dir / "Procfile"
+    path.write_text(text)
+    print("\n".join(banner(split, os.environ.get("BROKER_URL", ""), args.port)), flush=True)
+    # Ctrl-C reaches honcho too (the terminal signals the whole group), which stops every process
+    # and answers 130 even when each exited 0. This process only waits for it: dying of Ctrl-C
+    # would make make say "Interrupt". (A handler, unlike ignoring it, is not inherited by honcho.)
+    signal.signal(signal.SIGINT, lambda signum, frame: None)
+    honcho = ["honcho", "start", "-f", str(path), "-d", str(BASE_DIR)]
+    code = subprocess.run(honcho, cwd=BASE_DIR, env=environ).returncode
+    return 0 if code == 130 else code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,21 @@
+"""Shipping's own reader of the payloads it receives (it imports no other context)."""
+
+import uuid
+
+from messaging.api import IncomingEvent, InvalidPayload
+
+
+def order_id_of(event: IncomingEvent) -> uuid.UUID:
+    try:
+        return uuid.UUID(str(event.payload["order_id"]))
+    except (KeyError, ValueError) as exc:
+        raise InvalidPayload(f"order_id missing or not a UUID: {exc}") from None
+
+
+def was_confirmed(event: IncomingEvent) -> bool:
+    """Whether a cancelled order had been confirmed (orders sends ``previous_status``); when it
+    does not say, assume it was, so that a late confirmation cannot prepare a parcel."""
+    previous = event.payload.get("previous_status", "CONFIRMED")
+    if previous not in ("PENDING", "CONFIRMED"):
+        raise InvalidPayload(f"previous_status must be PENDING or CONFIRMED, not {previous!r}")
+    return previous == "CONFIRMED"

@@ -1,0 +1,16 @@
+"""Shipping's message handlers: thin readers of the payload over the services.
+Each is subscribed by the context's declaration (context.toml, under ``consumes``)."""
+
+from messaging.api import IncomingEvent
+from shipping import services
+from shipping.events import order_id_of, was_confirmed
+
+
+def on_order_confirmed(event: IncomingEvent) -> None:
+    services.shipment_prepare(order_id=order_id_of(event))
+
+
+def on_order_cancelled(event: IncomingEvent) -> None:
+    order_id = order_id_of(event)
+    if was_confirmed(event):  # a PENDING order was never confirmed: it has no parcel, now or later
+        services.shipment_cancel(order_id=order_id)

@@ -1,0 +1,88 @@
+"""Shipping's writes: one shipment per confirmed order, cancelled or returned with the order,
+dispatched once by an operator.
+
+Every write locks the order's shipment row (creating it if the order has none), so a
+confirmation, a cancellation and a dispatch of one order take turns; a message arriving twice
+or late finds the shipment past the state it expects and changes nothing.
+"""
+
+import logging
+import uuid
+from dataclasses import dataclass, field
+
+from django.db import transaction
+from django.utils import timezone
+
+from messaging.api import publish
+from shipping.models import Shipment
+
+logger = logging.getLogger(__name__)
+
+
+def _publish(shipment: Shipment, event_type: str) -> None:
+    publish(
+        event_type=event_type,
+        aggregate_type="shipment",
+        aggregate_id=str(shipment.id),
+        correlation_id=str(shipment.order_id),  # the order's timeline shows it
+        payload={"order_id": str(shipment.order_id), "shipment_id": str(shipment.id), "status": shipment.status},
+    )
+
+
+def _lock_or_create(order_id: uuid.UUID, status: str) -> tuple[Shipment, bool]:
+    """The order's shipment, locked; created in ``status`` (and then True) if it had none."""
+    shipment, created = Shipment.objects.get_or_create(order_id=order_id, defaults={"status": status})
+    if not created:
+        shipment = Shipment.objects.select_for_update().get(pk=shipment.pk)
+    return shipment, created
+
+
+@transaction.atomic(savepoint=False)
+def shipment_prepare(*, order_id: uuid.UUID) -> None:
+    shipment, created = _lock_or_create(order_id, Shipment.Status.PREPARING)
+    if not created:
+        logger.info("confirmation ignored: the order's shipment is already %s", shipment.status)
+        return
+    _publish(shipment, "shipping.shipment.created")
+
+
+@transaction.atomic(savepoint=False)
+def shipment_cancel(*, order_id: uuid.UUID) -> None:
+    """The order was cancelled after its confirmation: stop the parcel, or ask for it back."""
+    shipment, created = _lock_or_create(order_id, Shipment.Status.CANCELLED)
+    if created:  # the cancellation overtook the confirmation: a tombstone
+        _publish(shipment, "shipping.shipment.cancelled")
+    elif shipment.status == Shipment.Status.PREPARING:
+        shipment.status = Shipment.Status.CANCELLED
+        shipment.save(update_fields=["status", "updated_at"])
+        _publish(shipment, "shipping.shipment.cancelled")
+    elif shipment.status == Shipment.Status.DISPATCHED:
+        shipment.status = Shipment.Status.RETURN_REQUESTED
+        shipment.save(update_fields=["status", "updated_at"])
+        _publish(shipment, "shipping.shipment.return_requested")
+    else:
+        logger.info("cancellation ignored: the order's shipment is already %s", shipment.status)
+
+
+@dataclass
+class DispatchResult:
+    dispatched: list[Shipment] = field(default_factory=list)
+    refused: list[Shipment] = field(default_factory=list)  # not PREPARING: cancelled, or dispatched already
+
+
+def shipments_dispatch(*, shipment_ids: list[uuid.UUID]) -> DispatchResult:
+    """Dispatch each PREPARING shipment (one transaction each); refuse the others."""
+    result = DispatchResult()
+    for shipment_id in shipment_ids:
+        with transaction.atomic():
+            shipment = Shipment.objects.select_for_update().filter(pk=shipment_id).first()
+            if shipment is None:
+                continue
+            if shipment.status != Shipment.Status.PREPARING:
+                result.refused.append(shipment)
+                continue
+            shipment.status, shipment.dispatched_at = Shipment.Status.DISPATCHED, timezone.now()
+            shipment.save(update_fields=["status", "dispatched_at", "updated_at"])
+            _publish(shipment, "shipping.shipment.dispatched")
+            result.dispatched.append(shipment)
+    return result
