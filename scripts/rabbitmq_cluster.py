@@ -149,8 +149,8 @@ class Cluster:
     def kill(self, index: int) -> None:
         node = self.node(index)
         os.kill(self._pid(node), signal.SIGKILL)
-        deadline = time.monotonic() + 10
-        while port_open(node.port) and time.monotonic() < deadline:
+        deadline = time.monotonic() + 10  # gone: a restart right after must not find it still alive
+        while (node.process_alive() or port_open(node.port)) and time.monotonic() < deadline:
             time.sleep(0.05)
 
     def restart(self, index: int) -> None:
