@@ -23,7 +23,7 @@ from pathlib import Path
 
 import psycopg
 
-from kernel.contexts import DECLARATION_FILE, installed
+from kernel.contexts import DECLARATION_FILE, installed, read_declaration, schema_folder
 from messaging.topology import ANY_EVENT, EVENT_LOG_CONSUMER, queue_bindings
 from tests.support.faults import rabbitmqctl
 from tests.support.invariants import ONCE_PER_ORDER, Report, shipment_problems, wait_quiet
@@ -62,6 +62,9 @@ def make_tree(root: Path, context: str, packages: list[str] | None = None) -> Pa
             declaration = Path(*package.split(".")) / DECLARATION_FILE
             (tree / declaration).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy(BASE_DIR / declaration, tree / declaration)
+            schemas = schema_folder(BASE_DIR, read_declaration(BASE_DIR, package))
+            if schemas is not None:  # its events' schemas: data, like its declaration
+                shutil.copytree(schemas, tree / schemas.relative_to(BASE_DIR))
     return tree
 
 
