@@ -38,10 +38,12 @@ run-split: export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 run-split: $(STAMP) ## run each installed context as its own deployment, each on its own database, one broker (embedded unless <CONTEXT>_DATABASE_URL and BROKER_URL are set; scripts/run_split.py)
 	python scripts/run_split.py --port $(PORT)
 
-test: $(STAMP) ## import contracts + the whole suite on real PostgreSQL and RabbitMQ
+test: $(STAMP) ## import contracts, the frozen event schemas, the AsyncAPI parser + the whole suite on real PostgreSQL and RabbitMQ
 	$(VENV)/bin/lint-imports
 	$(VENV)/bin/ruff check --quiet .
 	$(PY) scripts/ensure_prometheus.py
+	$(PY) scripts/ensure_asyncapi_parser.py
+	DEBUG=1 $(PY) manage.py event_schemas
 	$(PY) scripts/with_test_services.py $(VENV)/bin/pytest $(PYTEST_ARGS)
 
 lint: $(STAMP) ## ruff and import-linter
