@@ -7,7 +7,7 @@ PORT ?= 8000
 PYTEST_ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help install run run-split test lint chaos bench soak demo browser-check clean
+.PHONY: help install run run-split test upgrade-test lint chaos bench soak demo browser-check clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
@@ -45,6 +45,9 @@ test: $(STAMP) ## import contracts, the frozen event schemas, the AsyncAPI parse
 	$(PY) scripts/ensure_asyncapi_parser.py
 	DEBUG=1 $(PY) manage.py event_schemas
 	$(PY) scripts/with_test_services.py $(VENV)/bin/pytest $(PYTEST_ARGS)
+
+upgrade-test: $(STAMP) ## the rolling upgrade: the release before versioned events (git 83b4deb) as some deployments, this tree as the others, one broker, both ways (docs/evolving-events.md)
+	$(PY) scripts/with_test_services.py $(VENV)/bin/pytest -m upgrade tests/test_rolling_upgrade.py $(PYTEST_ARGS)
 
 lint: $(STAMP) ## ruff and import-linter
 	$(VENV)/bin/ruff check .

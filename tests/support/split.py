@@ -125,7 +125,17 @@ class SplitSystem:
     created: list[str] = field(default_factory=list)
 
     @classmethod
-    def create(cls, root: Path, run_id: str) -> "SplitSystem":
+    def create(
+        cls,
+        root: Path,
+        run_id: str,
+        *,
+        trees: dict[str, Path] | None = None,
+        extra_env: dict[str, dict[str, str]] | None = None,
+    ) -> "SplitSystem":
+        """``trees`` runs some contexts from another tree (a past release's, whole, hosting only
+        that context); ``extra_env`` adds settings to some deployments (EVENT_VERSIONS, say)."""
+        trees, extra_env = trees or {}, extra_env or {}
         vhost = f"{os.environ['TEST_BROKER_VHOST']}_split_{run_id}"
         rabbitmqctl("add_vhost", vhost)
         rabbitmqctl("set_permissions", "-p", vhost, "guest", ".*", ".*", ".*")
@@ -149,8 +159,10 @@ class SplitSystem:
                     "PYTHONUNBUFFERED": "1",
                     "VAR_DIR": str(root / f"var-{context}"),
                     **FAST_RETRIES,
+                    **extra_env.get(context, {}),
                 }
-                system.deployments[context] = Deployment(context, make_tree(root, context), name, env)
+                tree = trees.get(context) or make_tree(root, context)
+                system.deployments[context] = Deployment(context, tree, name, env)
         return system
 
     def __getitem__(self, context: str) -> Deployment:
