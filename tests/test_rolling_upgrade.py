@@ -54,6 +54,7 @@ def test_the_saga_ends_right_across_old_and_new_deployments(old, pinned, release
         trees={context: release_tree for context in old},
         extra_env={context: PIN for context in pinned},
     )
+    (tmp_path / "logs").mkdir()
     group = ProcessGroup(tmp_path / "logs", {})
     try:
         split.migrate()
