@@ -8,7 +8,9 @@ its own database, one broker vhost (tests/support/split.py).
   payments and inventory.
 
 Either way confirmed, declined and out of stock with its refund end right, the gateway's ledger
-is exact, every event matches its version's schema, and no deployment has a dead letter.
+is exact, every event matches its version's schema, and no deployment has a dead letter. And
+the writer upgraded first without the pin: the old reader dead-letters the new version, and
+once upgraded replays it.
 `make upgrade-test` runs it (docs/evolving-events.md).
 """
 
@@ -22,7 +24,7 @@ import pytest
 
 from tests.support.invariants import contract_problems
 from tests.support.processes import BASE_DIR, ProcessGroup, free_port, wait_until
-from tests.support.split import SplitSystem
+from tests.support.split import Deployment, SplitSystem, make_tree
 from tests.support.web import checkout_body, get, post_checkout
 
 RELEASE = "83b4deb"  # the last release before this work: no shipping, kernel/topology.py
@@ -42,6 +44,34 @@ def release_tree(tmp_path_factory):
     return root
 
 
+def start(split: SplitSystem, group: ProcessGroup) -> str:
+    """Migrate, seed and start every deployment; the API's base URL once orders has the catalogue."""
+    split.migrate()
+    seeded = split["inventory"].manage("seed_catalog")
+    assert seeded.returncode == 0, seeded.stderr
+    port = free_port()
+    api = f"http://127.0.0.1:{port}"
+    split["orders"].start(group, "web", "runserver", f"127.0.0.1:{port}", "--noreload")
+    for deployment in split.deployments.values():
+        deployment.start(group, "relay", "run_outbox_relay")
+        deployment.start(group, "consumers", "run_consumers")
+    wait_until(
+        lambda: get(api, "/api/products/").status == 200 and len(get(api, "/api/products/").json()) == 4,
+        timeout=90,
+        message="orders' storefront copy of inventory's catalogue",
+    )
+    return api
+
+
+def ledger_of(split: SplitSystem) -> dict[str, list]:
+    ledger: dict[str, list] = {}
+    for order_id, kind, amount in split["payments"].rows(
+        "SELECT order_id, kind, amount::text FROM fake_gateway_operation WHERE outcome = 'succeeded' ORDER BY id"
+    ):
+        ledger.setdefault(order_id, []).append((kind, Decimal(amount)))
+    return ledger
+
+
 @pytest.mark.parametrize(
     ("old", "pinned"),
     [(("orders",), ()), (("payments", "inventory"), ("orders",))],
@@ -57,20 +87,7 @@ def test_the_saga_ends_right_across_old_and_new_deployments(old, pinned, release
     (tmp_path / "logs").mkdir()
     group = ProcessGroup(tmp_path / "logs", {})
     try:
-        split.migrate()
-        seeded = split["inventory"].manage("seed_catalog")
-        assert seeded.returncode == 0, seeded.stderr
-        port = free_port()
-        api = f"http://127.0.0.1:{port}"
-        split["orders"].start(group, "web", "runserver", f"127.0.0.1:{port}", "--noreload")
-        for deployment in split.deployments.values():
-            deployment.start(group, "relay", "run_outbox_relay")
-            deployment.start(group, "consumers", "run_consumers")
-        wait_until(
-            lambda: get(api, "/api/products/").status == 200 and len(get(api, "/api/products/").json()) == 4,
-            timeout=90,
-            message="orders' storefront copy of inventory's catalogue",
-        )
+        api = start(split, group)
 
         confirmed = post_checkout(api, checkout_body("WIDGET", 2))
         declined = post_checkout(api, checkout_body("GADGET", 1, token="tok_chargeDeclined"))
@@ -88,12 +105,7 @@ def test_the_saga_ends_right_across_old_and_new_deployments(old, pinned, release
             "declined": ("FAILED", "payment_declined"),
             "oos": ("FAILED", "out_of_stock"),
         }
-        ledger: dict[str, list] = {}
-        for order_id, kind, amount in split["payments"].rows(
-            "SELECT order_id, kind, amount::text FROM fake_gateway_operation WHERE outcome = 'succeeded' ORDER BY id"
-        ):
-            ledger.setdefault(order_id, []).append((kind, Decimal(amount)))
-        assert ledger == {
+        assert ledger_of(split) == {
             ids["confirmed"]: [("charge", Decimal("39.98"))],
             ids["oos"]: [("charge", Decimal("1000.00")), ("refund", Decimal("1000.00"))],
         }
@@ -109,6 +121,53 @@ def test_the_saga_ends_right_across_old_and_new_deployments(old, pinned, release
         assert contract_problems(events) == []
         report = split.check_invariants(initial_stock=INITIAL_STOCK)
         assert report.violations == [], str(report)
+    finally:
+        group.stop_all()
+        print(group.logs())
+        split.destroy()
+
+
+def test_a_writer_upgraded_before_its_reader_leaves_a_dead_letter_replayed_once_the_reader_is(release_tree, tmp_path):
+    # Given new orders without the pin, and the old payments and inventory
+    split = SplitSystem.create(
+        tmp_path, uuid.uuid4().hex[:6], trees={"payments": release_tree, "inventory": release_tree}
+    )
+    (tmp_path / "logs").mkdir()
+    group = ProcessGroup(tmp_path / "logs", {})
+    try:
+        api = start(split, group)
+        order_id = post_checkout(api, checkout_body("WIDGET", 2)).json()["id"]
+
+        # When the old payments meets orders.order.created v2: a dead letter, nothing charged
+        payments = split["payments"]
+        wait_until(
+            lambda: (
+                payments.rows("SELECT consumer, reason FROM messaging_dead_letter")
+                == [("payments", "unsupported_schema_version")]
+            ),
+            timeout=60,
+            message="the old payments' dead letter",
+        )
+        assert get(api, f"/api/orders/{order_id}/").json()["status"] == "PENDING"
+        assert ledger_of(split) == {}
+
+        # Then payments upgraded (this tree, the same database) replays it: the order completes
+        for name, proc, _ in list(group.procs):
+            if name.startswith("payments-") and proc.poll() is None:
+                assert group.stop(proc) == 0
+        upgraded = Deployment("payments", make_tree(tmp_path, "payments"), payments.database, payments.env)
+        split.deployments["payments"] = upgraded
+        split.migrate()
+        upgraded.start(group, "relay", "run_outbox_relay")
+        upgraded.start(group, "consumers", "run_consumers")
+        replayed = upgraded.manage("dead_letters", "replay", "--all")
+        assert replayed.returncode == 0, replayed.stderr
+        split.wait_quiet(timeout=120)
+        outcome = get(api, f"/api/orders/{order_id}/").json()
+        assert (outcome["status"], ledger_of(split)) == ("CONFIRMED", {order_id: [("charge", Decimal("39.98"))]})
+        assert upgraded.rows("SELECT reason, replayed_at IS NOT NULL FROM messaging_dead_letter") == [
+            ("unsupported_schema_version", True)
+        ]
     finally:
         group.stop_all()
         print(group.logs())
