@@ -11,7 +11,15 @@ import pytest
 from django.conf import settings
 from django.test import override_settings
 
-from messaging.contracts import ContractError, parse_event_versions, schemas, validation_error
+from kernel.contexts import DeclarationError, read_declaration
+from messaging.contracts import (
+    ContractError,
+    parse_event_versions,
+    read_schemas,
+    reading_of,
+    schemas,
+    validation_error,
+)
 from messaging.dispatch import Decision, Outcome, decide
 from messaging.models import OutboxMessage
 from messaging.schema_freeze import frozen_problems, write_snapshots
@@ -227,3 +235,40 @@ def test_orders_writes_the_newest_version_unless_event_versions_pins_an_older_on
         {**payload, "order_id": str(order.id)},
     )
     assert validation_error(row.event_type, row.schema_version, row.payload) == ""
+
+
+# --- declarations that do not fit together stop every process at start-up -----------------------
+@pytest.mark.parametrize(
+    ("files", "error"),
+    [
+        ({}, 'x/context.toml: declare schemas = "schemas" (a JSON Schema per event)'),
+        ({"x.a.b.v2.json": "{}"}, "x/schemas: x.a.b needs a schema for each version from 1, has [2]"),
+        ({"x.a.b.v1.json": "{}", "x.a.c.v1.json": "{}"}, "x/schemas/x.a.c.v1.json: not <event x publishes>.v<N>.json"),
+        ({"x.a.b.v1.json": '{"type": 3}'}, "x/schemas/x.a.b.v1.json: not a valid JSON Schema: 3 is not valid"),
+    ],
+)
+def test_a_published_event_without_its_schemas_is_refused(tmp_path, files, error):
+    (tmp_path / "x").mkdir()
+    schemas_line = 'schemas = "schemas"\n' if files else ""
+    (tmp_path / "x" / "context.toml").write_text(f'name = "x"\n{schemas_line}[publishes]\n"x.a.b" = "step"\n')
+    if files:
+        (tmp_path / "x" / "schemas").mkdir()
+        for name, text in files.items():
+            (tmp_path / "x" / "schemas" / name).write_text(text)
+    with pytest.raises(ContractError) as refused:
+        read_schemas(tmp_path, [read_declaration(tmp_path, "x")])
+    assert str(refused.value).startswith(error)
+
+
+def test_upcasters_for_an_event_not_consumed_or_too_few_are_refused(tmp_path):
+    (tmp_path / "x").mkdir()
+    (tmp_path / "x" / "context.toml").write_text('name = "x"\n[upcasters]\n"y.a.b" = ["x.up.f"]\n')
+    with pytest.raises(DeclarationError, match=r"^x/context.toml: upcasters 'y.a.b': not under consumes$"):
+        read_declaration(tmp_path, "x")
+    (tmp_path / "x" / "context.toml").write_text('name = "x"\n[consumes]\n"orders.order.created" = "x.h.on"\n')
+    with pytest.raises(ContractError) as refused:
+        reading_of(read_declaration(tmp_path, "x"), "orders.order.created")
+    assert str(refused.value) == (
+        "x/context.toml: orders.order.created has versions 1..2; its reader needs 1 upcaster(s) "
+        "under [upcasters] (v1 -> v2, ...), not 0"
+    )
