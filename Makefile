@@ -4,10 +4,11 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell sha1sum requirements.txt | cut -c1-12)
 PORT ?= 8000
+SERVE_HOST ?= 0.0.0.0
 PYTEST_ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help install run run-split test upgrade-test lint chaos bench soak demo browser-check clean
+.PHONY: help install run run-split serve test upgrade-test lint chaos bench soak demo browser-check clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
@@ -30,18 +31,26 @@ run: $(STAMP) ## run web, relay, consumers and the saga deadline loop together u
 	@echo "  Other commands from another terminal take the same DEBUG=1 (and DATABASE_URL/BROKER_URL"
 	@echo "  if you set them here), e.g.  DEBUG=1 .venv/bin/python manage.py gateway_ledger"
 	@echo ""
-	@# honcho answers Ctrl-C with 130 even when every process stopped cleanly (each exits 0).
-	honcho start -f Procfile -p $(PORT) || [ $$? -eq 130 ]
+	@# honcho answers Ctrl-C with 130 even when every process stopped cleanly (each exits 0). The
+	@# shell ignores Ctrl-C itself (honcho still gets it): dying of it would make make say "Interrupt".
+	trap '' INT; honcho start -f Procfile -p $(PORT) || [ $$? -eq 130 ]
 
+serve: $(STAMP) ## the production web tier on PORT (all interfaces; SERVE_HOST=127.0.0.1 for this machine only): nginx (installs Debian's package if missing) in front of gunicorn, DEBUG off; needs SECRET_KEY and ALLOWED_HOSTS, uses DATABASE_URL/BROKER_URL; migrates first; Ctrl-C stops both
+	@$(PY) scripts/ensure_nginx.py
+	@$(PY) scripts/serve.py --host $(SERVE_HOST) --port $(PORT)
+
+SPLIT_VAR := $(CURDIR)/var/split
 run-split: export DEBUG ?= 1
 run-split: export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 run-split: $(STAMP) ## run each installed context as its own deployment, each on its own database, one broker (embedded unless <CONTEXT>_DATABASE_URL and BROKER_URL are set; scripts/run_split.py)
-	python scripts/run_split.py --port $(PORT)
+	python scripts/run_split.py --port $(PORT) --var-dir $(SPLIT_VAR)
 
 test: $(STAMP) ## import contracts, the frozen event schemas, the AsyncAPI parser + the whole suite on real PostgreSQL and RabbitMQ
 	$(VENV)/bin/lint-imports
 	$(VENV)/bin/ruff check --quiet .
 	$(PY) scripts/ensure_prometheus.py
+	amtool check-config deploy/alertmanager/alertmanager.yml
+	$(PY) scripts/ensure_nginx.py
 	$(PY) scripts/ensure_asyncapi_parser.py
 	DEBUG=1 $(PY) manage.py event_schemas
 	$(PY) scripts/with_test_services.py $(VENV)/bin/pytest $(PYTEST_ARGS)
@@ -62,11 +71,15 @@ chaos: $(STAMP) ## the long fault-injection run on PostgreSQL + RabbitMQ (bounde
 bench: $(STAMP) ## the benchmarks on PostgreSQL + RabbitMQ, with the machine's own ceilings (prints a table, writes bench/results/)
 	$(PY) scripts/with_test_services.py $(PY) bench/run.py $(BENCH_ARGS)
 
-soak: $(STAMP) ## sustained load on PostgreSQL + RabbitMQ through gunicorn and make run's server (64 clients, 5 min each; fails on any 5xx, unbounded connections, memory growth; SOAK_ARGS="--clients N --seconds S --modes gunicorn,runserver")
+soak: $(STAMP) ## sustained load on PostgreSQL + RabbitMQ through make serve (nginx + gunicorn) and make run's server (64 clients, 5 min each; fails on any 5xx, unbounded connections, memory growth; SOAK_ARGS="--clients N --seconds S --modes gunicorn,runserver")
 	$(PY) scripts/with_test_services.py $(PY) bench/soak.py $(SOAK_ARGS)
 
-demo: $(STAMP) ## place orders that show every saga path against what `make run` is running, and print their timelines
-	DEBUG=$${DEBUG:-1} $(PY) scripts/demo.py --base-url http://127.0.0.1:$(PORT)
+# With SPLIT=1 the demo reads as the orders deployment of `make run-split` does (and the ledger
+# through payments'), with the same defaults.
+DEMO_SPLIT_ENV = CONTEXTS=orders DATABASE_URL=$${ORDERS_DATABASE_URL:-sqlite:///$(SPLIT_VAR)/orders.sqlite3} \
+	PAYMENTS_DATABASE_URL=$${PAYMENTS_DATABASE_URL:-sqlite:///$(SPLIT_VAR)/payments.sqlite3} VAR_DIR=$(SPLIT_VAR)
+demo: $(STAMP) ## place orders that show every saga path against what `make run` is running (SPLIT=1: `make run-split`), and print their timelines
+	DEBUG=$${DEBUG:-1} $(if $(SPLIT),$(DEMO_SPLIT_ENV) )$(PY) scripts/demo.py --base-url http://127.0.0.1:$(PORT)
 
 browser-check: $(STAMP) ## open the admin and the API docs in headless Chromium (needs a root install of Debian's chromium)
 	$(PY) scripts/browser_check.py

@@ -25,29 +25,35 @@ PACED_RATE = 10.0  # orders/s, well below what the saga sustains here
 PACED_SECONDS = 10
 
 
+def consumer_rate(bench: Bench, env: dict[str, str] | None = None) -> float:
+    """Messages/s of one consumer process (``run_consumers bench``) through its preloaded queue,
+    from its first inbox row to its last."""
+    bus.purge()
+    bench.db.run("TRUNCATE messaging_inbox")
+    bench.worker("preload", CONSUMER_MESSAGES, TICK)
+    bus.wait_depth("bench_queue", CONSUMER_MESSAGES, 60)
+    consumer = bench.procs.manage("consumer", "run_consumers", "bench", env=env)
+    try:
+        bench.db.wait(
+            lambda: bench.db.one("SELECT count(*) FROM messaging_inbox")[0] >= CONSUMER_MESSAGES,
+            180,
+            "the consumer to handle every message",
+            interval=0.2,
+        )
+    finally:
+        bench.procs.stop(consumer)
+    first, last = bench.db.one(
+        "SELECT extract(epoch FROM min(handled_at))::float8, extract(epoch FROM max(handled_at))::float8 "
+        "FROM messaging_inbox"
+    )
+    return (CONSUMER_MESSAGES - 1) / (last - first)
+
+
 def consumers(bench: Bench) -> None:
     """Figure 5: one consumer process vs a bare consume-and-ack loop vs its transaction in SQL."""
     rounds = []
     for n in range(1, bench.rounds + 1):
-        bus.purge()
-        bench.db.run("TRUNCATE messaging_inbox")
-        bench.worker("preload", CONSUMER_MESSAGES, TICK)
-        bus.wait_depth("bench_queue", CONSUMER_MESSAGES, 60)
-        consumer = bench.procs.manage("consumer", "run_consumers", "bench")
-        try:
-            bench.db.wait(
-                lambda: bench.db.one("SELECT count(*) FROM messaging_inbox")[0] >= CONSUMER_MESSAGES,
-                180,
-                "the consumer to handle every message",
-                interval=0.2,
-            )
-        finally:
-            bench.procs.stop(consumer)
-        first, last = bench.db.one(
-            "SELECT extract(epoch FROM min(handled_at))::float8, extract(epoch FROM max(handled_at))::float8 "
-            "FROM messaging_inbox"
-        )
-        handled = (CONSUMER_MESSAGES - 1) / (last - first)
+        handled = consumer_rate(bench)
         bus.purge()
         bench.worker("preload", CONSUMER_MESSAGES, TICK)
         bus.wait_depth("bench_queue", CONSUMER_MESSAGES, 60)

@@ -91,6 +91,15 @@ def rows(f: dict) -> list[list[str]]:
         value, bare = _fmt(w["checkout_per_s"], "/s"), _fmt(w["bare_per_s"], "/s")
         ok = w["ratio"] >= 0.5
         out.append(_row("7 checkout vs bare DRF insert (gunicorn)", value, bare, w["ratio"], ">= 0.5", ok))
+    if t := f.get("8_tracing"):
+        for part, name in (("relay", f"8 relay x1, {t['relay_rows'] // 1000}k rows"), ("consumer", "8 consumer")):
+            out.append(
+                _row(
+                    f"{name}, tracing on (OTLP) / off",
+                    _pair(t[f"{part}_on_per_s"], t[f"{part}_off_per_s"], "/s"),
+                    ratio=t[f"{part}_on_off_ratio"],
+                )
+            )
     return out
 
 

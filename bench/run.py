@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""`make bench`: the seven figures of the performance issue, each beside its ceiling.
+"""`make bench`: the seven figures of the performance issue, each beside its ceiling, and
+figure 8, the cost of tracing (OpenTelemetry off and on, same run).
 
 Runs under scripts/with_test_services.py, which gives it a RabbitMQ vhost of its own
 (``BROKER_URL``) and a database name (``TEST_DATABASE_NAME``); the bench creates that
@@ -7,7 +8,7 @@ database, migrates it and drops it at the end, and ends every process it started
 happens. Prints progress while it runs, a table at the end, and writes the JSON of the run to
 ``bench/results/``.
 
-Usage: bench/run.py [--rounds N] [--only 1-2,3,4,5,6,7] [--profile]
+Usage: bench/run.py [--rounds N] [--only 1-2,3,4,5,6,7,8] [--profile]
 """
 
 import argparse
@@ -23,7 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench import app_figures, bus, relay_figures  # noqa: E402
+from bench import app_figures, bus, relay_figures, tracing_figures  # noqa: E402
 from bench.common import (  # noqa: E402
     BASE_DIR,
     PY,
@@ -45,6 +46,7 @@ FIGURES = {
     "5": app_figures.consumers,
     "6": app_figures.end_to_end,
     "7": app_figures.web,
+    "8": tracing_figures.tracing,
 }
 
 

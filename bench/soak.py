@@ -1,14 +1,14 @@
 #!/usr/bin/env python3
 """`make soak`: sustained load against the real stack; fails on any 5xx, unbounded connections or memory growth.
 
-For each web mode (gunicorn as in production, and ``make run``'s development server), on a
-fresh database: the processes of the Procfile (web, one relay, two ``run_consumers``, the
-deadline loop), then ``--clients`` concurrent clients for ``--seconds`` of checkouts, reads of
-their orders and cancellations, all to 127.0.0.1. Meanwhile it samples every process's
-PostgreSQL connections (each backend's client port, traced to the process that owns the socket)
-and its RSS. At the end it waits for the saga backlog to drain (bounded) and prints:
-requests, status counts, p50/p99, peak connections per process against its bound, peak RSS
-per process, the backlog and the time to drain it.
+For each web mode (``make serve``'s nginx in front of gunicorn, as in production, and ``make
+run``'s development server), on a fresh database: the processes of the Procfile (web, one relay,
+two ``run_consumers``, the deadline loop), then ``--clients`` concurrent clients for
+``--seconds`` of checkouts, reads of their orders and cancellations, all to 127.0.0.1. Meanwhile
+it samples every process's PostgreSQL connections (each backend's client port, traced to the
+process that owns the socket) and its RSS. At the end it waits for the saga backlog to drain
+(bounded) and prints: requests, status counts, p50/p99, peak connections per process against its
+bound, peak RSS per process, the backlog and the time to drain it.
 
 It fails (exit 1) on any 5xx or broken connection, on a process above its connection bound (or
 the whole stack above ``--max-connections``), on RSS growing more than 20 % between the end of
@@ -51,7 +51,10 @@ from bench.common import (  # noqa: E402
     progress,
 )
 
-MODES = {"gunicorn": "gunicorn (2 workers, DEBUG off), as in production", "runserver": "make run's runserver"}
+MODES = {
+    "gunicorn": "make serve: nginx + gunicorn (2 workers, DEBUG off), as in production",
+    "runserver": "make run's runserver",
+}
 CATALOG = [("WIDGET", "Widget", "19.99", 10_000_000), ("RARE", "Rare print", "250.00", 50)]
 POOL_MAX = int(os.environ.get("DATABASE_POOL_MAX_SIZE", "4"))
 RELAY_PIPELINES = int(os.environ.get("RELAY_PIPELINES", "2"))
@@ -139,6 +142,14 @@ def children(pid: int) -> list[int]:
     return found
 
 
+def descendants(pid: int) -> list[int]:
+    found, todo = [], children(pid)
+    while todo:
+        found.append(todo.pop())
+        todo += children(found[-1])
+    return found
+
+
 def socket_inodes(pid: int) -> set[str]:
     inodes = set()
     try:
@@ -190,7 +201,7 @@ class Sampler(threading.Thread):
         super().__init__(daemon=True)
         self.db = Db(db_url)
         self.server_port = urlsplit(db_url).port or 5432
-        self.roles = roles  # role -> root pid (a gunicorn master's workers count as "web workers")
+        self.roles = roles  # role -> root pid (make serve's nginx and gunicorn count as "web workers")
         self.warmup_until = warmup_until
         self.peak_connections: dict[str, int] = defaultdict(int)
         self.peak_total = 0
@@ -203,9 +214,9 @@ class Sampler(threading.Thread):
         found = {}
         for role, pid in self.roles.items():
             found[role] = [pid]
-            kids = children(pid)
-            if kids and role == "web":  # gunicorn's workers, apart from its master
-                found["web workers"] = kids
+            below = descendants(pid)
+            if below and role == "web":  # make serve's nginx and gunicorn, masters and workers
+                found["web workers"] = below
         return found
 
     def sample(self) -> None:
@@ -301,25 +312,12 @@ def soak_mode(mode: str, args, base_env: dict[str, str], run_dir: Path) -> dict:
             ]
         )
         port = free_port()
-        if mode == "gunicorn":
-            argv = [
-                PY,
-                "-m",
-                "gunicorn",
-                "config.wsgi",
-                "-c",
-                "config/gunicorn.conf.py",
-                "-w",
-                str(GUNICORN_WORKERS),
-                "-b",
-                f"127.0.0.1:{port}",
-                "--access-logfile",
-                "/dev/null",
-            ]
+        if mode == "gunicorn":  # exactly what make serve runs: scripts/serve.py
+            argv = [PY, "scripts/serve.py", "--host", "127.0.0.1", "--port", str(port)]
         else:
             argv = [PY, "manage.py", "runserver", f"127.0.0.1:{port}", "--noreload"]
         running = {
-            "web": procs.start("web", argv),
+            "web": procs.start("web", argv, env={"WEB_CONCURRENCY": str(GUNICORN_WORKERS)}),
             "relay": procs.manage("relay", "run_outbox_relay"),
             "consumers": procs.manage("consumers", "run_consumers", "--except", "orders,events"),
             "orders-consumers": procs.manage("orders-consumers", "run_consumers", "orders", "events"),
@@ -473,6 +471,7 @@ def main() -> int:
     if not os.environ.get("BROKER_URL", "").startswith("amqp") or "DATABASE_URL" not in os.environ:
         sys.exit("run it with `make soak` (scripts/with_test_services.py gives it PostgreSQL and RabbitMQ)")
     run_dir = Path(tempfile.mkdtemp(prefix="soak-"))
+    run_dir.chmod(0o755)  # make serve's nginx workers (www-data when run as root) reach gunicorn's socket in it
     base_env = {
         **os.environ,
         "LOG_LEVEL": "WARNING",

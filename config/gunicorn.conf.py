@@ -7,6 +7,11 @@ See docs/operations.md for the reasoning.
 import multiprocessing
 import os
 
+from config import gunicorn_errors
+
+# The requests gunicorn refuses itself get the API's JSON error shape, not an HTML page.
+gunicorn_errors.install()
+
 bind = f"0.0.0.0:{os.environ.get('PORT', '8000')}"
 # Sync workers, one per core: a request is short and mostly waits on PostgreSQL; more
 # workers than cores lowered throughput on the 2-core reference machine.

@@ -9,6 +9,7 @@ so one order can be followed with one grep. Payment tokens are masked in every l
 import logging.config
 
 import structlog
+from opentelemetry import trace
 
 
 def mask_secrets(logger, method_name, event_dict):
@@ -19,12 +20,33 @@ def mask_secrets(logger, method_name, event_dict):
     return {key: mask_text(value) if isinstance(value, str) else value for key, value in masked.items()}
 
 
+def drop_server_noise(logger, method_name, event_dict):
+    """runserver's access lines carry its socket (``request=<socket.socket fd=...>``) and its own
+    clock (``server_time``): the line already says the request and its timestamp."""
+    if event_dict.get("logger") == "django.server":
+        event_dict.pop("request", None)
+        event_dict.pop("server_time", None)
+    return event_dict
+
+
+def add_trace_ids(logger, method_name, event_dict):
+    """``trace_id`` and ``span_id`` of the current OpenTelemetry span, where none are bound."""
+    if "trace_id" not in event_dict:
+        context = trace.get_current_span().get_span_context()
+        if context.is_valid:
+            event_dict["trace_id"] = f"{context.trace_id:032x}"
+            event_dict["span_id"] = f"{context.span_id:016x}"
+    return event_dict
+
+
 def configure_logging(log_format: str, level: str) -> None:
     shared = [
         structlog.contextvars.merge_contextvars,
+        add_trace_ids,
         structlog.stdlib.add_log_level,
         structlog.stdlib.add_logger_name,
         structlog.stdlib.ExtraAdder(),
+        drop_server_noise,
         structlog.processors.TimeStamper(fmt="iso", utc=True),
         # Tracebacks become text here, so that the masking below covers them too.
         structlog.processors.format_exc_info,

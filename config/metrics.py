@@ -22,7 +22,7 @@ from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.registry import Collector
 
 from kernel.operations import database_gauges
-from messaging.api import dead_letter_counts_by_state, local_consumers, outbox_backlog
+from messaging.api import dead_letter_counts_by_state, local_consumers, oldest_waiting_dead_letters, outbox_backlog
 
 logger = logging.getLogger(__name__)
 
@@ -35,6 +35,7 @@ class DatabaseCollector(Collector):
         try:
             backlog = outbox_backlog()
             letters = dead_letter_counts_by_state()
+            oldest_letters = oldest_waiting_dead_letters()
             contexts = [metric for gauges in database_gauges() for metric in gauges()]
         except DatabaseError as exc:
             logger.warning("metrics: database unreachable: %s", exc)
@@ -61,6 +62,20 @@ class DatabaseCollector(Collector):
             for state in ("waiting", "replayed"):
                 dead.add_metric([consumer, state], letters.get((consumer, state), 0))
         yield dead
+        # One series per consumer at most (its oldest waiting dead letter), so the labels stay
+        # bounded; the DeadLettersWaiting alert reads them to name the order and the reason.
+        oldest = GaugeMetricFamily(
+            "messaging_dead_letter_oldest_waiting_age_seconds",
+            "Per consumer, how long its oldest waiting dead letter has waited, labelled with that "
+            "message's id, correlation id (the order) and reason; no series when none waits.",
+            labels=["consumer", "message_id", "correlation_id", "reason"],
+        )
+        for letter in oldest_letters:
+            oldest.add_metric(
+                [letter["consumer"], letter["message_id"], letter["correlation_id"], letter["reason"]],
+                letter["age_seconds"],
+            )
+        yield oldest
         yield from contexts
 
 
@@ -83,9 +98,16 @@ class _Exposition:
 _exposition = _Exposition()
 
 
+def bearer_token(request) -> str | None:
+    """The credentials of ``Authorization: Bearer <token>``; the scheme is case-insensitive
+    (RFC 7235), so ``bearer`` and ``BEARER`` count too."""
+    scheme, _, credentials = request.headers.get("Authorization", "").strip().partition(" ")
+    return credentials.strip() if scheme.lower() == "bearer" else None
+
+
 def metrics_view(request):
     token = settings.METRICS_TOKEN
-    if token and not constant_time_compare(request.headers.get("Authorization", ""), f"Bearer {token}"):
+    if token and not constant_time_compare(bearer_token(request) or "", token):
         return HttpResponse(
             "unauthorized\n", status=401, content_type="text/plain", headers={"WWW-Authenticate": "Bearer"}
         )

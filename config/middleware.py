@@ -1,24 +1,66 @@
-"""The project's middleware: trace context, ``/api/`` paths, database outages.
+"""The project's middleware: malformed requests, trace context, ``/api/`` paths, database outages.
 
 W3C Trace Context for every request: continue the caller's trace or start one.
 
-The request gets a span id of its own under the caller's trace id; events published while
-serving it store that ``traceparent`` in the outbox, the relay sends it as a message header,
-and what each consumer publishes in turn carries it on, so one trace id follows the order
-through every hop. The response says which span served it (``traceresponse``, Trace Context
-Level 2). Log lines of the request carry ``trace_id``.
+With tracing on, the request's span is OpenTelemetry's SERVER span (Django's instrumentation
+continued the caller's ``traceparent``); without, a span id of our own under the caller's trace.
+Events published while serving it store that span with their outbox row, the relay's span for
+each is its child, and so on through every hop (``messaging.telemetry``). The response says which
+span served it (``traceresponse``, Trace Context Level 2). Log lines of the request carry
+``trace_id`` and ``span_id``.
 """
 
 import logging
 
 import structlog
+from django.core.exceptions import DisallowedHost
 from django.http import HttpResponse, JsonResponse
 from django.urls import is_valid_path
 
+from config.errors import disallowed_host, is_admin_page, json_error
+from config.request_body import BODY_REFUSED
 from kernel.exceptions import RETRY_AFTER_SECONDS, database_error_body
-from messaging.api import child_span, trace_id_of, tracing
+from messaging.api import server_span, span_in_use, trace_headers, trace_ids
 
 logger = logging.getLogger(__name__)
+host_logger = logging.getLogger("django.security.DisallowedHost")
+
+
+def refusal(request) -> JsonResponse | None:
+    """What is wrong with a request before any view can look at it, answered in JSON with the
+    same status in ``DEBUG`` on and off (Django itself would answer the ``Host`` with an HTML
+    page, its technical one under ``DEBUG``); None when nothing is:
+
+    - a ``Host`` outside ``ALLOWED_HOSTS`` → ``400`` ``disallowed_host`` (the admin keeps
+      Django's own page);
+    - a chunked body ``config.request_body`` could not read → ``411`` ``length_required``, or
+      over the limit → ``413`` ``payload_too_large``.
+    """
+    try:
+        request.get_host()
+    except DisallowedHost as exc:
+        if not is_admin_page(request):
+            host_logger.error("%s", exc)
+            return disallowed_host()
+    refused = request.META.get(BODY_REFUSED)
+    if refused == "length_required":
+        return json_error(411, "length_required", "Send the body with a Content-Length.")
+    if refused == "too_large":
+        return json_error(413, "payload_too_large", "The request body is too large.")
+    return None
+
+
+class RequestShapeMiddleware:
+    """Answers ``refusal`` before anything else reads the request. Inside Django's
+    ``SecurityMiddleware``, so the refusal gets its headers. (With ``HTTPS=1`` a plain-HTTP
+    request is redirected by that middleware first, which reads the ``Host`` itself: a
+    disallowed one there gets ``handler400``'s JSON, without that middleware's own headers.)"""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        return refusal(request) or self.get_response(request)
 
 
 class TraceparentMiddleware:
@@ -26,10 +68,10 @@ class TraceparentMiddleware:
         self.get_response = get_response
 
     def __call__(self, request):
-        traceparent = child_span(request.headers.get("traceparent"))
-        with tracing(traceparent), structlog.contextvars.bound_contextvars(trace_id=trace_id_of(traceparent)):
+        span = server_span(request.headers)
+        with span_in_use(span), structlog.contextvars.bound_contextvars(**trace_ids(span)):
             response = self.get_response(request)
-        response["traceresponse"] = traceparent
+        response["traceresponse"] = trace_headers(span)["traceparent"]
         return response
 
 

@@ -26,7 +26,14 @@ if DEBUG:
     SECRET_KEY = env.str("SECRET_KEY", default="django-insecure-development-only")
     ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["localhost", "127.0.0.1", "[::1]", "testserver"])
 else:
-    # No silent fallback in production: a missing value stops the process here.
+    # No silent fallback in production: a missing value stops the process here, in one line
+    # (manage.py prints an ImproperlyConfigured without its traceback).
+    _missing = [name for name in ("SECRET_KEY", "ALLOWED_HOSTS") if not env.str(name, default="")]
+    if _missing:
+        raise ImproperlyConfigured(
+            f"{' and '.join(_missing)} not set: with DEBUG off set SECRET_KEY and ALLOWED_HOSTS "
+            "(or DEBUG=1 on a development machine)"
+        )
     SECRET_KEY = env.str("SECRET_KEY")
     ALLOWED_HOSTS = env.list("ALLOWED_HOSTS")
 
@@ -61,6 +68,15 @@ try:
 except ValueError as exc:
     raise ImproperlyConfigured(str(exc)) from None
 
+# The other deployments' databases, where this process was told them (`make run-split` exports
+# ORDERS_/PAYMENTS_/INVENTORY_DATABASE_URL to every deployment): the order page then prints a
+# command that runs as pasted in the deployment hosting a consumer.
+DEPLOYMENT_DATABASE_URLS = {
+    name: env.str(f"{name.upper()}_DATABASE_URL")
+    for name in names(_DECLARATIONS)
+    if env.str(f"{name.upper()}_DATABASE_URL", default="")
+}
+
 # --- Applications -------------------------------------------------------------------------
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -72,13 +88,19 @@ INSTALLED_APPS = [
     "rest_framework",
     "drf_spectacular",
     "drf_spectacular_sidecar",  # Swagger UI served from our own static files, no CDN
-    "config",  # the composition root's commands (prepare_deployment)
+    "csp",
     "messaging",
     *(d.package for d in _DECLARATIONS if d.name in CONTEXTS),
+    "config.apps.ShopConfig",  # tracing (config.telemetry), set up once the contexts are; prepare_deployment
 ]
 
 MIDDLEWARE = [
+    # The first three only add headers on the way out, so every response gets them: the
+    # refusals below and errors Django raised before a view included.
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "csp.middleware.CSPMiddleware",
     "django.middleware.security.SecurityMiddleware",
+    "config.middleware.RequestShapeMiddleware",  # a disallowed Host, an unreadable chunked body: JSON
     "whitenoise.middleware.WhiteNoiseMiddleware",  # static files (admin, API docs) under gunicorn
     "config.middleware.TraceparentMiddleware",
     "config.middleware.DatabaseUnavailableMiddleware",
@@ -88,8 +110,29 @@ MIDDLEWARE = [
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
-    "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
+
+# Content-Security-Policy (django-csp) on every response. Scripts, styles, images and fonts
+# come from this origin only: the admin's, the swimlane's and the overview's SVG are inline
+# markup (no script), Swagger UI's bundle and its init script are our own static files
+# (drf-spectacular-sidecar, SpectacularSwaggerSplitView). Inline styles stay allowed: the admin
+# and Swagger UI set style attributes, and a style cannot run code.
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": ["'self'"],
+        "script-src": ["'self'"],
+        "style-src": ["'self'", "'unsafe-inline'"],
+        "img-src": ["'self'", "data:"],
+        "font-src": ["'self'"],
+        "connect-src": ["'self'"],
+        "object-src": ["'none'"],
+        "base-uri": ["'self'"],
+        "form-action": ["'self'"],
+        "frame-ancestors": ["'none'"],
+    },
+}
+SECURE_REFERRER_POLICY = "same-origin"
+X_FRAME_OPTIONS = "DENY"
 
 ROOT_URLCONF = "config.urls"
 WSGI_APPLICATION = "config.wsgi.application"
@@ -168,11 +211,17 @@ DATABASES = {"default": _database(DATABASE_URL)}
 if env.str("TEST_DATABASE_NAME", default=""):
     DATABASES["default"]["TEST"] = {"NAME": env.str("TEST_DATABASE_NAME")}
 
+# An SQLite database's folder holds what belongs with it: the gateway's ledger and the
+# filesystem broker. So a command run by hand needs only the DATABASE_URL it is told, never
+# the VAR_DIR its deployment was started with.
+_sqlite_name = str(DATABASES["default"]["NAME"]) if DATABASE_URL.startswith("sqlite") else ""
+_SQLITE_FOLDER = Path(_sqlite_name).resolve().parent if _sqlite_name not in ("", ":memory:") else None
+
 # The fake payment gateway keeps its ledger on a connection of its own, so a rollback of the
 # payments handler cannot undo a charge (as with a real card). On PostgreSQL it shares the
 # database (Django treats the identical alias as the same test database); on SQLite it gets
-# its own file.
-_default_gateway_url = f"sqlite:///{VAR_DIR / 'gateway.sqlite3'}" if DATABASE_URL.startswith("sqlite") else DATABASE_URL
+# its own file, gateway.sqlite3 beside the database.
+_default_gateway_url = f"sqlite:///{_SQLITE_FOLDER / 'gateway.sqlite3'}" if _SQLITE_FOLDER else DATABASE_URL
 # Only payments' consumer uses it, on a dedicated connection: no second pool on the same database.
 DATABASES["gateway"] = _database(env.str("GATEWAY_DATABASE_URL", default=_default_gateway_url), pool=False)
 if "TEST" in DATABASES["default"] and DATABASES["gateway"]["NAME"] == DATABASES["default"]["NAME"]:
@@ -183,10 +232,18 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 # --- Messaging ----------------------------------------------------------------------------
 BROKER_URL = env.str("BROKER_URL", default="filesystem://")
 _EMBEDDED_BROKER = BROKER_URL.startswith("filesystem")
+# The filesystem broker's folder: the URL's path (filesystem:///srv/shop/broker), else broker/
+# beside the SQLite database, else under VAR_DIR. Every process of a shop must find the same one.
+_broker_path = BROKER_URL.partition("://")[2] if _EMBEDDED_BROKER else ""
+FILESYSTEM_BROKER_DIR = (
+    Path(_broker_path)
+    if _broker_path.startswith("/") and _broker_path.strip("/")
+    else (_SQLITE_FOLDER or VAR_DIR) / "broker"
+)
 BROKER_HEARTBEAT = env.int("BROKER_HEARTBEAT", default=30)
 MESSAGING = {
     "EXCHANGE": env.str("MESSAGING_EXCHANGE", default="ecommerce_events"),
-    "FILESYSTEM_DIR": VAR_DIR / "broker",
+    "FILESYSTEM_DIR": FILESYSTEM_BROKER_DIR,
     "RELAY_BATCH_SIZE": env.int("RELAY_BATCH_SIZE", default=500),
     # Claim-publish-confirm loops per relay process, each with its own database connection. SQLite
     # has no SKIP LOCKED: there a second loop would only wait for the first one's write lock.
@@ -225,6 +282,33 @@ IDEMPOTENCY_KEY_TTL = parse_duration(env.str("IDEMPOTENCY_KEY_TTL", default="24h
 # How long a checkout waits for a concurrent one with the same key to finish, then 409.
 IDEMPOTENCY_KEY_WAIT = parse_duration(env.str("IDEMPOTENCY_KEY_WAIT", default="2s"))
 
+# --- Bounds on what a hung dependency can hold (docs/operations.md, "Bounded waits") --------
+# The caller's wait for the payment gateway's answer; a later answer is a timeout (retried).
+GATEWAY_TIMEOUT = parse_duration(env.str("GATEWAY_TIMEOUT", default="10"))
+# PostgreSQL limits on the relay's and the consumers' sessions (seconds; 0: not set, the
+# server's own value applies). A handler's gateway call is idle time inside its batch's
+# transaction: the idle limit must outlast the call, or PostgreSQL would end a session whose
+# call merely took its time.
+WORKER_DATABASE_TIMEOUTS = {
+    "lock_timeout": parse_duration(env.str("WORKER_LOCK_TIMEOUT", default="5")),
+    "statement_timeout": parse_duration(env.str("WORKER_STATEMENT_TIMEOUT", default="15")),
+    "idle_in_transaction_session_timeout": parse_duration(
+        env.str("WORKER_IDLE_IN_TRANSACTION_TIMEOUT", default=str(GATEWAY_TIMEOUT + 20))
+    ),
+}
+if 0 < WORKER_DATABASE_TIMEOUTS["idle_in_transaction_session_timeout"] <= GATEWAY_TIMEOUT:
+    raise ImproperlyConfigured(
+        f"WORKER_IDLE_IN_TRANSACTION_TIMEOUT must exceed GATEWAY_TIMEOUT ({GATEWAY_TIMEOUT:g} s): "
+        "a consumer waits for the gateway inside its transaction"
+    )
+# The web server's sessions (config/wsgi.py; not management commands such as migrate): a
+# statement ends before gunicorn's 30 s worker timeout would kill the worker and leave the
+# query running, and a request stuck inside a transaction gives its locks back.
+WEB_DATABASE_TIMEOUTS = {
+    "statement_timeout": parse_duration(env.str("WEB_STATEMENT_TIMEOUT", default="20")),
+    "idle_in_transaction_session_timeout": parse_duration(env.str("WEB_IDLE_IN_TRANSACTION_TIMEOUT", default="30")),
+}
+
 # --- API ----------------------------------------------------------------------------------
 # The largest JSON body the API reads (413 beyond); a checkout of 50 lines is about 5 KiB.
 API_MAX_BODY_BYTES = 256 * 1024
@@ -234,6 +318,9 @@ REST_FRAMEWORK = {
     "DEFAULT_PERMISSION_CLASSES": [],
     "UNAUTHENTICATED_USER": None,
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    # ASCII JSON, every other character escaped: a client's string echoed in an error (a field
+    # name that is a lone surrogate, "\ud800") cannot make the body unencodable (a 500).
+    "UNICODE_JSON": False,
     "DEFAULT_PARSER_CLASSES": ["kernel.parsers.BoundedJSONParser"],
     "EXCEPTION_HANDLER": "kernel.exceptions.api_exception_handler",
     "DEFAULT_THROTTLE_RATES": {"checkout": None if CHECKOUT_THROTTLE == "off" else CHECKOUT_THROTTLE},
@@ -281,6 +368,7 @@ LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
 USE_I18N = True
 USE_TZ = True
+FORMAT_MODULE_PATH = ["config.formats"]  # one date format on every page
 
 # --- Logging ------------------------------------------------------------------------------
 LOG_FORMAT = env.str("LOG_FORMAT", default="console")

@@ -5,9 +5,9 @@ deployment's database."""
 from django.conf import settings
 from django.contrib import admin
 from django.urls import include, path
-from django.views.decorators.http import require_GET
-from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
+from config.errors import allow_methods
 from config.health import HealthApi, ReadinessApi
 from config.metrics import metrics_view
 from config.overview import overview_view
@@ -16,6 +16,7 @@ from kernel.contexts import hosted
 admin.site.site_header = "Saga shop operations"
 admin.site.site_title = "Saga shop"
 admin.site.index_title = f"Contexts hosted here: {', '.join(settings.CONTEXTS)}"
+admin.site.site_url = "/admin/overview/"  # "View site": there is no site at /, the overview is the console's
 
 urlpatterns = [
     # Before admin.site.urls, whose catch-all would take it.
@@ -23,12 +24,19 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("healthz", HealthApi.as_view(), name="healthz"),
     path("readyz", ReadinessApi.as_view(), name="readyz"),
-    path("metrics", require_GET(metrics_view), name="metrics"),
+    path("metrics", allow_methods("GET", "HEAD")(metrics_view), name="metrics"),
 ]
 
 if apis := [d.urls for d in hosted() if d.urls]:
     urlpatterns += [
         path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
-        path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="docs"),
+        # Its init script served apart from the page, so the CSP needs no inline script.
+        path("api/docs/", SpectacularSwaggerSplitView.as_view(url_name="schema"), name="docs"),
         *(path("api/", include(module)) for module in apis),
     ]
+
+# Errors Django raises before or outside a view: JSON, except on the admin (config/errors.py).
+handler400 = "config.errors.bad_request"
+handler403 = "config.errors.permission_denied"
+handler404 = "config.errors.page_not_found"
+handler500 = "config.errors.server_error"

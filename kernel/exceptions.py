@@ -12,10 +12,11 @@ holds what this one needs, so ``409``. Any other error is a bug: ``500``, logged
 
 import logging
 
-from django.core.exceptions import PermissionDenied, RequestDataTooBig
+from django.core.exceptions import PermissionDenied, RequestDataTooBig, SuspiciousOperation
 from django.db import InterfaceError, OperationalError
 from django.http import Http404
 from rest_framework import exceptions, status
+from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
 
 logger = logging.getLogger(__name__)
@@ -74,13 +75,25 @@ def flatten_errors(detail, prefix: str = "") -> dict[str, list[str]]:
     return flat
 
 
+class BadRequest(exceptions.APIException):
+    status_code = status.HTTP_400_BAD_REQUEST
+    default_code = "bad_request"
+    default_detail = "The request is malformed."
+
+
 def api_exception_handler(exc, context):
+    # An error is JSON even from a view that renders something else (the schema's YAML, the
+    # docs' HTML page): otherwise that renderer would render the error body.
+    if request := context.get("request"):
+        request.accepted_renderer, request.accepted_media_type = JSONRenderer(), "application/json"
     if isinstance(exc, Http404):
         exc = exceptions.NotFound()
     elif isinstance(exc, PermissionDenied):
         exc = exceptions.PermissionDenied()
     elif isinstance(exc, RequestDataTooBig):
         exc = PayloadTooLarge()
+    elif isinstance(exc, SuspiciousOperation):  # too many query fields, say: the client's fault
+        exc = BadRequest()
 
     if answer := database_error_body(exc):
         status_code, body = answer

@@ -12,11 +12,23 @@ UNKNOWN_FIELD = "Unknown field."
 
 
 class StrictCharField(serializers.CharField):
-    """A string, and only a string (no silent conversion of numbers)."""
+    """A string, and only a string, taken verbatim: no silent conversion of numbers and no
+    trimming (DRF trims by default, so ``" WIDGET"`` would have bought a ``WIDGET``).
+    ``refuse_surrounding_whitespace`` refuses a value that begins or ends with whitespace
+    instead of keeping it."""
+
+    default_error_messages = {"surrounding_whitespace": "Must not begin or end with whitespace."}
+
+    def __init__(self, *, refuse_surrounding_whitespace: bool = False, **kwargs):
+        kwargs.setdefault("trim_whitespace", False)
+        super().__init__(**kwargs)
+        self.refuse_surrounding_whitespace = refuse_surrounding_whitespace
 
     def to_internal_value(self, data):
         if not isinstance(data, str):
             self.fail("invalid")
+        if self.refuse_surrounding_whitespace and data != data.strip():
+            self.fail("surrounding_whitespace")
         return super().to_internal_value(data)
 
 

@@ -8,6 +8,7 @@ from django.contrib import admin, messages
 from django.template.response import TemplateResponse
 from django.utils.html import format_html
 
+from kernel.templatetags.ops import breakable_key
 from kernel.templatetags.ops import short as short_id
 from messaging.admin_tools import ObjectAction, ObjectActionsMixin, compact_time, correlation_link
 from messaging.dead_letters import dead_letter_display_body, dead_letter_purge, dead_letter_replay
@@ -23,6 +24,10 @@ def pretty(data) -> str:
 
 class ReadOnlyAdmin(admin.ModelAdmin):
     """These tables are the delivery guarantees: an edit here would break them."""
+
+    @admin.display(description="event type", ordering="event_type")
+    def event(self, obj):
+        return breakable_key(obj.event_type)
 
     def has_add_permission(self, request, obj=None):
         return False
@@ -64,7 +69,7 @@ def retry_parked_row(model_admin, request, row) -> tuple[int, str]:
 
 @admin.register(OutboxMessage)
 class OutboxMessageAdmin(ObjectActionsMixin, ReadOnlyAdmin):
-    list_display = ["id", "message", "state_badge", "event_type", "aggregate", "created", "published", "attempts"]
+    list_display = ["id", "message", "state_badge", "event", "aggregate", "created", "published", "attempts"]
     list_display_links = ["id", "message"]
     list_filter = [PublishedFilter, "source", "event_type"]
     # aggregate id, routing key (event_type), message id (event_id), correlation id
@@ -113,9 +118,14 @@ class OutboxMessageAdmin(ObjectActionsMixin, ReadOnlyAdmin):
     def created(self, obj):
         return compact_time(obj.created_at)
 
-    @admin.display(description="published (UTC)", ordering="published_at")
+    @admin.display(description="published after", ordering="published_at")
     def published(self, obj):
-        return compact_time(obj.published_at)
+        """How long after its creation the relay published it: narrower than a second date, and
+        the relay's lag at a glance (the full time on hover)."""
+        if obj.published_at is None:
+            return "-"
+        lag = (obj.published_at - obj.created_at).total_seconds()
+        return format_html('<span title="{}">{}s</span>', obj.published_at.isoformat(), f"{lag:.3f}")
 
     @admin.display(description="state")
     def state_badge(self, obj):
@@ -141,7 +151,7 @@ class OutboxMessageAdmin(ObjectActionsMixin, ReadOnlyAdmin):
 
 @admin.register(InboxMessage)
 class InboxMessageAdmin(ReadOnlyAdmin):
-    list_display = ["consumer", "message", "event_type", "correlation", "handled_at"]
+    list_display = ["consumer", "message", "event", "correlation", "handled"]
     list_filter = ["consumer", "event_type"]
     search_fields = ["=message_id", "=correlation_id"]
     search_help_text = "A message id or a correlation id."
@@ -154,14 +164,35 @@ class InboxMessageAdmin(ReadOnlyAdmin):
     def correlation(self, obj):
         return short_id(obj.correlation_id)
 
+    @admin.display(description="handled (UTC)", ordering="handled_at")
+    def handled(self, obj):
+        return compact_time(obj.handled_at)
+
 
 @admin.register(EventLogEntry)
 class EventLogEntryAdmin(ReadOnlyAdmin):
-    list_display = ["message_id", "event_type", "correlation_id", "occurred_at", "recorded_at"]
+    list_display = ["message", "event", "correlation", "occurred", "recorded"]
+    list_display_links = ["message"]
     list_filter = ["event_type"]
     search_fields = ["=message_id", "=correlation_id"]
     exclude = ["payload"]
     readonly_fields = ["payload_pretty"]
+
+    @admin.display(description="message id", ordering="message_id")
+    def message(self, obj):
+        return short_id(obj.message_id)
+
+    @admin.display(description="correlation id", ordering="correlation_id")
+    def correlation(self, obj):
+        return short_id(obj.correlation_id)
+
+    @admin.display(description="occurred (UTC)", ordering="occurred_at")
+    def occurred(self, obj):
+        return compact_time(obj.occurred_at)
+
+    @admin.display(description="recorded (UTC)", ordering="recorded_at")
+    def recorded(self, obj):
+        return compact_time(obj.recorded_at)
 
     @admin.display(description="payload (payment tokens masked)")
     def payload_pretty(self, obj):
@@ -198,7 +229,7 @@ def purge_letter(model_admin, request, letter) -> tuple[int, str]:
 
 @admin.register(DeadLetter)
 class DeadLetterAdmin(ObjectActionsMixin, ReadOnlyAdmin):
-    list_display = ["id", "consumer", "reason", "message", "event_type", "attempts", "last_failed", "replayed"]
+    list_display = ["id", "consumer", "reason", "message", "event", "attempts", "last_failed", "replayed"]
     object_actions = [
         ObjectAction(
             "replay",

@@ -13,28 +13,36 @@
   ``timeline_entry_of_new_event`` shows one just published); ``timeline_waiting``
   says where such a timeline is still waiting (outbox, consumer, dead letter);
 - ``mask_sensitive`` / ``mask_text`` hide sensitive fields (``SENSITIVE_FIELDS``) outside their context;
-- ``outbox_backlog``, ``dead_letter_counts``, ``local_consumers`` and ``broker_reachable``
-  serve the operators' pages, health checks and metrics.
+- ``outbox_backlog``, ``dead_letter_counts``, ``oldest_waiting_dead_letters``,
+  ``local_consumers``, ``system_consumers`` (every queue's, hosted here or not) and
+  ``broker_reachable`` serve the operators' pages, health checks and metrics;
+- ``enable_tracing``, ``server_span``, ``span_in_use``, ``trace_headers`` and ``trace_ids`` let
+  the composition root set up OpenTelemetry and serve requests inside a span (``messaging.telemetry``).
 """
 
-from messaging.diagnosis import timeline_waiting
+from messaging.diagnosis import command_in_deployment, timeline_waiting
 from messaging.dispatch import InvalidPayload, TransientError
 from messaging.envelope import IncomingEvent
 from messaging.health import broker_reachable
 from messaging.lifecycle import Stopper, use_dedicated_connections
 from messaging.masking import mask_sensitive, mask_text
-from messaging.outbox import OutsideTransactionError, collecting, outbox_statements, publish, tracing
+from messaging.outbox import OutsideTransactionError, collecting, outbox_statements, publish
 from messaging.registry import local_consumers
 from messaging.selectors import (
     dead_letter_counts,
     dead_letter_counts_by_state,
+    oldest_waiting_dead_letters,
     outbox_backlog,
     outbox_backlog_history,
     timeline_entry_of_new_event,
     timeline_for,
 )
 from messaging.serve_metrics import serve_metrics
-from messaging.tracecontext import child_span, trace_id_of
+from messaging.telemetry import current as span_in_use
+from messaging.telemetry import enable as enable_tracing
+from messaging.telemetry import ids_of as trace_ids
+from messaging.telemetry import server_span, trace_headers
+from messaging.topology import consumers as system_consumers
 
 __all__ = [
     "IncomingEvent",
@@ -43,22 +51,27 @@ __all__ = [
     "Stopper",
     "TransientError",
     "broker_reachable",
-    "child_span",
     "collecting",
+    "command_in_deployment",
     "dead_letter_counts",
     "dead_letter_counts_by_state",
+    "enable_tracing",
     "local_consumers",
     "mask_sensitive",
     "mask_text",
+    "oldest_waiting_dead_letters",
     "outbox_backlog",
     "outbox_backlog_history",
     "outbox_statements",
     "publish",
     "serve_metrics",
+    "server_span",
+    "span_in_use",
+    "system_consumers",
     "timeline_entry_of_new_event",
     "timeline_for",
     "timeline_waiting",
-    "trace_id_of",
-    "tracing",
+    "trace_headers",
+    "trace_ids",
     "use_dedicated_connections",
 ]

@@ -36,8 +36,10 @@ def connect() -> Connection:
         data, control = root / "data", root / "control"
         data.mkdir(parents=True, exist_ok=True)
         control.mkdir(parents=True, exist_ok=True)
+        # A hostname of its own: kombu warns "No hostname was supplied" without one.
         return Connection(
-            url,
+            transport="filesystem",
+            hostname="localhost",
             transport_options={
                 "data_folder_in": str(data),
                 "data_folder_out": str(data),
@@ -46,6 +48,13 @@ def connect() -> Connection:
             },
         )
     return Connection(url, heartbeat=settings.BROKER_HEARTBEAT, connect_timeout=5)
+
+
+def describe(connection: Connection) -> str:
+    """A connection for a log line: the filesystem broker's folder, or the URL without its password."""
+    if connection.transport_cls == "filesystem":
+        return f"filesystem://{setting('FILESYSTEM_DIR')}"
+    return connection.as_uri()
 
 
 def supports_confirms(connection: Connection) -> bool:

@@ -27,7 +27,7 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 from kombu import Consumer
 
-from messaging import broker, metrics
+from messaging import broker, metrics, telemetry
 from messaging.conf import queue_name, setting
 from messaging.dead_letters import dead_letter_record
 from messaging.dispatch import Decision, Delivery, Outcome, database_reachable, decide_batch
@@ -37,7 +37,6 @@ from messaging.heartbeat import HandlerHeartbeat
 from messaging.lifecycle import Backoff, Stopper, drop_broken_db_connections
 from messaging.publisher import BatchPublisher, ConfirmTimeout
 from messaging.session import BrokerSession
-from messaging.tracecontext import trace_id_of
 
 logger = logging.getLogger(__name__)
 
@@ -190,27 +189,42 @@ class ConsumerWorker:
         # replace broken ones now, or every later message would fail on them until a restart.
         drop_broken_db_connections()
         started = time.monotonic()
-        deliveries = [delivery_of(consumer, message) for consumer, message in arrived]
-        with self._heartbeat.handling() if self._heartbeat else nullcontext():
-            decisions = decide_batch(deliveries)
-        if any(d.outcome is Outcome.DATABASE_DOWN for d in decisions):
-            for _, message in arrived:
-                self._requeue(message)
-            self._count(deliveries, ["database_down"] * len(deliveries), started)
-            raise DatabaseDown(next(d.error for d in decisions if d.outcome is Outcome.DATABASE_DOWN))
-        outcomes, to_ack = [], []
-        for (consumer, message), delivery, decision in zip(arrived, deliveries, decisions, strict=True):
-            with structlog.contextvars.bound_contextvars(**log_context(delivery)):
-                outcomes.append(self._settle_failure(consumer, message, delivery, decision))
-                if decision.outcome in (Outcome.HANDLED, Outcome.DUPLICATE):
-                    logger.info("handled" if decision.outcome is Outcome.HANDLED else "duplicate: already handled, "
-                                "acked without effect")  # fmt: skip
-                    to_ack.append(message)
-        for consumer in sorted({consumer for consumer, _ in arrived}):
-            fault_point(f"consumer.{consumer}.before_ack")
-        self._ack(to_ack)
-        self._count(deliveries, [o.value for o in outcomes], started)
-        metrics.consumer_batch(len(arrived))
+        batch = telemetry.batch_span(consumers=sorted({c for c, _ in arrived}), size=len(arrived))
+        deliveries = [delivery_of(consumer, message, batch) for consumer, message in arrived]
+        unended = {id(d.span): d.span for d in deliveries}
+        try:
+            with self._heartbeat.handling() if self._heartbeat else nullcontext():
+                with telemetry.current(batch) if batch is not None else nullcontext():
+                    decisions = decide_batch(deliveries)
+            if any(d.outcome is Outcome.DATABASE_DOWN for d in decisions):
+                for _, message in arrived:
+                    self._requeue(message)
+                self._count(deliveries, ["database_down"] * len(deliveries), started)
+                raise DatabaseDown(next(d.error for d in decisions if d.outcome is Outcome.DATABASE_DOWN))
+            outcomes, to_ack = [], []
+            for (consumer, message), delivery, decision in zip(arrived, deliveries, decisions, strict=True):
+                with structlog.contextvars.bound_contextvars(**log_context(delivery)):
+                    outcome = self._settle_failure(consumer, message, delivery, decision)
+                    outcomes.append(outcome)
+                    telemetry.end_with_outcome(
+                        unended.pop(id(delivery.span)), outcome=outcome.value, reason=decision.reason,
+                        error=decision.error,
+                    )  # fmt: skip
+                    if decision.outcome in (Outcome.HANDLED, Outcome.DUPLICATE):
+                        logger.info("handled" if decision.outcome is Outcome.HANDLED else "duplicate: already handled, "
+                                    "acked without effect")  # fmt: skip
+                        to_ack.append(message)
+            for consumer in sorted({consumer for consumer, _ in arrived}):
+                fault_point(f"consumer.{consumer}.before_ack")
+            self._ack(to_ack)
+            self._count(deliveries, [o.value for o in outcomes], started)
+            metrics.consumer_batch(len(arrived))
+        finally:
+            # Whatever stopped the batch (the database, the broker), its spans end, as errors.
+            for span in unended.values():
+                telemetry.end_with_outcome(span, outcome="database_down", reason="interrupted")
+            if batch is not None:
+                batch.end()
 
     def _settle_failure(self, consumer, message, delivery: Delivery, decision: Decision) -> Outcome:
         """Retry or dead-letter a failed message (its ack comes with that); what was done."""
@@ -281,9 +295,10 @@ class ConsumerWorker:
         if result.failed:
             self._requeue(message)
             raise RetryNotPublished(result.failed[envelope.message_id])
-        logger.warning(
-            "handler failed, retry %d of %d in %.1fs: %s", attempt, self.max_attempts - 1, delay, decision.error
-        )
+        # Only RabbitMQ delays a retry (a delay queue's TTL); the filesystem broker has no TTL, so
+        # there the message is back in its queue at once, and the log says so.
+        when = f"in {delay:.1f}s" if self.session.amqp else "now (the embedded broker cannot delay it)"
+        logger.warning("handler failed, retry %d of %d %s: %s", attempt, self.max_attempts - 1, when, decision.error)
         self._ack([message])
 
     def _dead_letter(self, consumer, message, delivery: Delivery, decision: Decision, attempts: int) -> None:
@@ -336,13 +351,28 @@ class ConsumerWorker:
         self._ack([message])
 
 
-def delivery_of(consumer: str, message) -> Delivery:
+def delivery_of(consumer: str, message, batch=None) -> Delivery:
+    """The delivery, with its CONSUMER span started (a child of the context the message carries)."""
+    properties = {k: v for k, v in message.properties.items() if k != "application_headers"}
+    headers = dict(message.headers or {})
+    routing_key = message.delivery_info.get("routing_key", "")
+    span = telemetry.consumer_span(
+        headers=headers,
+        consumer=consumer,
+        event_type=str(headers.get("event_type") or routing_key),
+        exchange=message.delivery_info.get("exchange") or "amq.default",
+        routing_key=routing_key,
+        message_id=str(properties.get("message_id") or ""),
+        correlation_id=str(properties.get("correlation_id") or ""),
+        batch=batch,
+    )
     return Delivery(
         consumer=consumer,
         body=raw_body(message),
-        properties={k: v for k, v in message.properties.items() if k != "application_headers"},
-        headers=dict(message.headers or {}),
-        routing_key=message.delivery_info.get("routing_key", ""),
+        properties=properties,
+        headers=headers,
+        routing_key=routing_key,
+        span=span,
     )
 
 
@@ -352,7 +382,8 @@ def log_context(delivery: Delivery) -> dict:
         "message_id": str(delivery.properties.get("message_id") or "-"),
         "event_type": str(delivery.headers.get("event_type") or "-"),
         "correlation_id": str(delivery.properties.get("correlation_id") or "-"),
-        "trace_id": trace_id_of(str(delivery.headers.get("traceparent") or "")) or "-",
+        "trace_id": "-",
+        **(telemetry.ids_of(delivery.span) if delivery.span is not None else {}),
     }
 
 

@@ -119,8 +119,11 @@ class ReplayOutcome:
     note: str = ""
 
 
-def dead_letters_list(*, consumer: str | None = None):
+def dead_letters_list(*, consumer: str | None = None, waiting: bool = False):
+    """Dead letters by id; ``waiting``: only those not replayed since they failed."""
     letters = DeadLetter.objects.order_by("id")
+    if waiting:
+        letters = letters.filter(replayed_at__isnull=True)
     return letters.filter(consumer=consumer) if consumer else letters
 
 

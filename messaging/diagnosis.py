@@ -11,8 +11,13 @@ counts it as waiting only when asked to (``expect_answers``: the saga is still r
 every handler of a running saga answers with an event).
 """
 
+import shlex
 from datetime import datetime, timedelta
+from pathlib import Path
+from urllib.parse import urlsplit
 
+import environ
+from django.conf import settings
 from django.utils import timezone
 
 from messaging.conf import setting
@@ -24,6 +29,29 @@ from messaging.topology import subscribers_of
 def consumers_of(event_type: str) -> list[str]:
     """The consumers subscribed to ``event_type`` (the ``events`` log takes every event)."""
     return subscribers_of(event_type)
+
+
+def command_in_deployment(context: str, *args: str) -> str:
+    """``manage.py`` with ``args`` as it runs, pasted, in the deployment that hosts ``context``:
+    that deployment's DATABASE_URL where this process was told it (else a placeholder), the
+    broker where it cannot be derived from that database, and DEBUG=1 where this one has it.
+    A RabbitMQ URL, or a database URL with a password, is never printed: a placeholder stands in."""
+    url = settings.DEPLOYMENT_DATABASE_URLS.get(context)
+    if url and urlsplit(url).password:
+        url = None
+    words = ["DEBUG=1"] if settings.DEBUG else []
+    words += [f"CONTEXTS={context}", f"DATABASE_URL={shlex.quote(url) if url else f'<{context.upper()}_DATABASE_URL>'}"]
+    if not settings.BROKER_URL.startswith("filesystem"):
+        words.append("BROKER_URL=<BROKER_URL>")
+    elif not (url and url.startswith("sqlite") and _broker_beside(url) == Path(setting("FILESYSTEM_DIR"))):
+        words.append(f"BROKER_URL=filesystem://{setting('FILESYSTEM_DIR')}")
+    python = ".venv/bin/python" if (Path(settings.BASE_DIR) / ".venv" / "bin" / "python").exists() else "python"
+    return " ".join([*words, python, "manage.py", *args])
+
+
+def _broker_beside(sqlite_url: str) -> Path:
+    """The broker folder a deployment on this SQLite database derives (config.settings)."""
+    return Path(environ.Env.db_url_config(sqlite_url)["NAME"]).resolve().parent / "broker"
 
 
 def timeline_waiting(entries: list[dict], *, now: datetime | None = None, expect_answers: bool = True) -> list[dict]:
@@ -43,7 +71,7 @@ def timeline_waiting(entries: list[dict], *, now: datetime | None = None, expect
     for entry in entries:
         entry["awaiting"], entry["elsewhere"] = [], []
 
-        def item(kind, since, detail, consumer=None, dead_letter_id=None, entry=entry):
+        def item(kind, since, detail, consumer=None, dead_letter_id=None, entry=entry, command=""):
             waiting.append(
                 {
                     "kind": kind,
@@ -54,6 +82,7 @@ def timeline_waiting(entries: list[dict], *, now: datetime | None = None, expect
                     "consumer": consumer,
                     "detail": mask_text(detail),
                     "dead_letter_id": dead_letter_id,
+                    "command": command,
                 }
             )
 
@@ -82,5 +111,6 @@ def timeline_waiting(entries: list[dict], *, now: datetime | None = None, expect
             item("unhandled", entry["published_at"], f"published, not yet handled by {consumer}", consumer)
         for consumer in entry["elsewhere"] if expect_answers else ():
             detail = f"published; {consumer} runs in another deployment and no event it caused has arrived yet"
-            item("elsewhere", entry["published_at"], detail, consumer)
+            look = command_in_deployment(consumer, "dead_letters", "list", "--consumer", consumer)
+            item("elsewhere", entry["published_at"], detail, consumer, command=look)
     return sorted(waiting, key=lambda w: (w["since"], w["message_id"]))

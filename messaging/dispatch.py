@@ -10,8 +10,12 @@ published, one commit. If a member fails, that attempt rolls back whole and the 
 again with every member in a savepoint of its own, so the failing one rolls back alone, its
 inbox claim with it (its retry must not look like a duplicate) and the others commit; the
 handlers that ran in the abandoned attempt run again, as after a crash, which their
-idempotency (the gateway's keys, the state guards) makes safe. A consumer with a bulk handler
-(the event log) writes its share with one insert.
+idempotency (the gateway's keys, the state guards) makes safe. The failed member itself is not
+run again in that second attempt when its failure says "later" (a ``TransientError`` such as a
+gateway timeout, or a lock or statement timeout): running it at once would only repeat the wait,
+a whole gateway timeout for a hung gateway, holding the batch's locks meanwhile; it goes to the
+retry path with that first failure. A consumer with a bulk handler (the event log) writes its
+share with one insert.
 
 Every batch takes its locks in one order, by correlation id (the saga's id, which the handlers
 lock rows by) and then by arrival, so that two batches meeting on the same sagas do not wait
@@ -28,6 +32,7 @@ import traceback as tb
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, replace
+from typing import Any
 
 from django.db import DatabaseError, InterfaceError, OperationalError, connection, transaction
 from psycopg import pq
@@ -37,8 +42,8 @@ from messaging import contracts, registry
 from messaging.envelope import IncomingEvent, InvalidMessage, parse_incoming
 from messaging.faults import fault_point
 from messaging.inbox import inbox_claim, inbox_claim_in_savepoint, inbox_claim_many
-from messaging.outbox import collecting, handling, tracing, write_collected
-from messaging.tracecontext import child_span
+from messaging.outbox import collecting, handling, write_collected
+from messaging.telemetry import current
 
 logger = logging.getLogger(__name__)
 
@@ -60,6 +65,8 @@ class Outcome(enum.Enum):
 
 
 DEADLOCK_DETECTED = "40P01"
+# A wait bounded by the session's limits ran out (kernel.session_timeouts): a holder is stuck.
+LOCK_NOT_AVAILABLE, QUERY_CANCELED = "55P03", "57014"
 
 
 @dataclass(frozen=True)
@@ -71,6 +78,8 @@ class Delivery:
     properties: dict
     headers: dict
     routing_key: str
+    # The message's CONSUMER span (``telemetry.consumer_span``): its handler runs inside it.
+    span: Any = None
 
 
 @dataclass(frozen=True)
@@ -148,14 +157,16 @@ def _read(spec, event: IncomingEvent):
     return upcast, spec
 
 
-def _run_handler(spec, event: IncomingEvent) -> None:
-    # The handler is a span of its own in the message's trace.
-    with handling(event), tracing(child_span(event.traceparent)) if event.traceparent else nullcontext():
+def _run_handler(spec, event: IncomingEvent, span) -> None:
+    # Inside the message's span: what the handler publishes (and its queries) are its children.
+    with handling(event), current(span) if span is not None else nullcontext():
         spec.handler(event)
 
 
-def decide(consumer: str, *, body: bytes, properties: dict, headers: dict, routing_key: str) -> Decision:
-    """One delivery in a transaction of its own."""
+def decide(
+    consumer: str, *, body: bytes, properties: dict, headers: dict, routing_key: str, span: Any = None
+) -> Decision:
+    """One delivery in a transaction of its own (its handler inside ``span`` when given)."""
     prepared = _prepare(consumer, body, properties, headers, routing_key)
     if isinstance(prepared, Decision):
         return prepared
@@ -164,7 +175,7 @@ def decide(consumer: str, *, body: bytes, properties: dict, headers: dict, routi
         with transaction.atomic():
             if not inbox_claim(consumer=consumer, event=event):
                 return Decision(Outcome.DUPLICATE, event)
-            _run_handler(spec, event)
+            _run_handler(spec, event, span)
             _ensure_committable()
             fault_point(f"consumer.{consumer}.before_commit")
     except InvalidPayload as exc:
@@ -194,8 +205,9 @@ def decide_batch(deliveries: list[Delivery]) -> list[Decision]:
     ready.sort(key=lambda item: (item[1].correlation_id, item[0]))
     try:
         handled = _decide_optimistically(deliveries, ready)
-        if handled is None:  # a member failed: every member again, each in a savepoint of its own
-            handled, alone = _decide_with_savepoints(deliveries, ready)
+        if isinstance(handled, _MemberFailed):  # every member again, each in a savepoint of its own
+            failed = handled
+            handled, alone = _decide_with_savepoints(deliveries, ready, known=_known_failure(failed))
         else:
             alone = []
     except (DatabaseError, BatchBroken) as exc:
@@ -212,13 +224,31 @@ def decide_batch(deliveries: list[Delivery]) -> list[Decision]:
 
 
 class _MemberFailed(Exception):
-    """The optimistic pass is abandoned: it rolls back whole."""
+    """The optimistic pass is abandoned: it rolls back whole. ``index``: the member that failed."""
+
+    def __init__(self, exc: BaseException, index: int | None = None, event: IncomingEvent | None = None) -> None:
+        super().__init__(exc)
+        self.exc, self.index, self.event = exc, index, event
 
 
-def _decide_optimistically(deliveries: list[Delivery], ready: list) -> dict[int, Decision] | None:
+def _retry_later(exc: BaseException) -> bool:
+    """A failure that running the member again at once would only repeat (after the same wait)."""
+    if isinstance(exc, TransientError):
+        return True
+    return isinstance(exc, OperationalError) and sqlstate_of(exc) in (LOCK_NOT_AVAILABLE, QUERY_CANCELED)
+
+
+def _known_failure(failed: "_MemberFailed") -> dict[int, Decision]:
+    """The decision the failed member's first attempt already gives, when it is one to retry later."""
+    if failed.index is None or not _retry_later(failed.exc):
+        return {}
+    return {failed.index: _failure(Outcome.RETRY, "handler_error", failed.exc, failed.event)}
+
+
+def _decide_optimistically(deliveries: list[Delivery], ready: list) -> "dict[int, Decision] | _MemberFailed":
     """The common case, no member failing: every inbox row of a consumer in one insert, the
     handlers, every outbox row they publish in one insert, one commit; no savepoint at all.
-    None (and nothing committed) as soon as a member fails or loses a deadlock."""
+    The failure (and nothing committed) as soon as a member fails or loses a deadlock."""
     decisions: dict[int, Decision] = {}
     try:
         with transaction.atomic():
@@ -241,9 +271,9 @@ def _decide_optimistically(deliveries: list[Delivery], ready: list) -> dict[int,
                     if n:
                         fault_point(f"consumer.{consumer}.between_handlers")
                     try:
-                        _run_handler(spec, event)
+                        _run_handler(spec, event, deliveries[i].span)
                     except Exception as exc:  # noqa: BLE001 - decided again below, in savepoints
-                        raise _MemberFailed(exc) from exc
+                        raise _MemberFailed(exc, i, event) from exc
                 for members in bulk.values():
                     try:
                         members[0][0].bulk_handler([event for _, event in members])
@@ -253,28 +283,33 @@ def _decide_optimistically(deliveries: list[Delivery], ready: list) -> dict[int,
             _before_batch_commit(deliveries)
     except _MemberFailed as failed:
         logger.info("a member of the batch failed: the batch again, each member in its savepoint: %s", failed)
-        return None
+        return failed
     return decisions
 
 
-def _decide_with_savepoints(deliveries: list[Delivery], ready: list) -> tuple[dict[int, Decision], list[int]]:
+def _decide_with_savepoints(
+    deliveries: list[Delivery], ready: list, *, known: dict[int, Decision] | None = None
+) -> tuple[dict[int, Decision], list[int]]:
     """Every member in a savepoint of its own, so that a failing one rolls back alone, its inbox
-    claim with it; a deadlock's loser is left to be decided alone afterwards. The decisions, and
+    claim with it; a deadlock's loser is left to be decided alone afterwards. A member with a
+    ``known`` decision (its failure in the first attempt) is not run again. The decisions, and
     the members left to decide alone."""
-    decisions: dict[int, Decision] = {}
+    decisions: dict[int, Decision] = dict(known or {})
     alone: list[int] = []
     claimed: set[tuple[str, str]] = set()
     savepoints = MemberSavepoints()
     with transaction.atomic(), collecting() as published:
         for n, (i, event, spec) in enumerate(ready):
             consumer = deliveries[i].consumer
+            if i in decisions:  # failed in the first attempt, to be retried later
+                continue
             if (consumer, event.message_id) in claimed:  # the same message twice in one batch
                 decisions[i] = Decision(Outcome.DUPLICATE, event)
                 continue
             if n:
                 fault_point(f"consumer.{consumer}.between_handlers")
             mark = len(published)
-            decided = _decide_in_savepoint(consumer, event, spec, savepoints)
+            decided = _decide_in_savepoint(consumer, event, spec, savepoints, deliveries[i].span)
             if decided is None or decided.outcome is not Outcome.HANDLED:
                 del published[mark:]  # rolled back with its savepoint
             if decided is None:
@@ -306,7 +341,9 @@ def _before_batch_commit(deliveries: list[Delivery]) -> None:
 
 
 def _decide_alone(d: Delivery) -> Decision:
-    return decide(d.consumer, body=d.body, properties=d.properties, headers=d.headers, routing_key=d.routing_key)
+    return decide(
+        d.consumer, body=d.body, properties=d.properties, headers=d.headers, routing_key=d.routing_key, span=d.span
+    )
 
 
 class BatchBroken(Exception):
@@ -360,13 +397,15 @@ class MemberSavepoints:
             self.unreleased = name
 
 
-def _decide_in_savepoint(consumer: str, event: IncomingEvent, spec, savepoints: MemberSavepoints) -> Decision | None:
+def _decide_in_savepoint(
+    consumer: str, event: IncomingEvent, spec, savepoints: MemberSavepoints, span
+) -> Decision | None:
     """A batch member in its savepoint; None when it lost a deadlock and must be decided alone."""
     try:
         with savepoints.member(consumer, event) as claimed:
             if not claimed:
                 return Decision(Outcome.DUPLICATE, event)
-            _run_handler(spec, event)
+            _run_handler(spec, event, span)
     except BatchBroken:
         raise
     except InvalidPayload as exc:

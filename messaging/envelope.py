@@ -42,7 +42,9 @@ def encode_body(payload: Any) -> bytes:
     return json.dumps(payload, cls=DjangoJSONEncoder, separators=(",", ":")).encode()
 
 
-def envelope_for_outbox(row, exchange: str) -> Envelope:
+def envelope_for_outbox(row, exchange: str, trace: dict[str, str] | None = None) -> Envelope:
+    """The message of an outbox row; ``trace`` (the relay's PRODUCER span) replaces the row's own
+    ``traceparent``/``tracestate`` (the span it was written in) when given."""
     headers = {
         "event_type": row.event_type,
         "schema_version": row.schema_version,
@@ -51,8 +53,9 @@ def envelope_for_outbox(row, exchange: str) -> Envelope:
     }
     if row.causation_id:
         headers["causation_id"] = row.causation_id
-    if row.traceparent:
-        headers["traceparent"] = row.traceparent
+    if trace is None:
+        trace = {"traceparent": row.traceparent, "tracestate": getattr(row, "tracestate", "")}
+    headers.update({name: value for name, value in trace.items() if value})
     return Envelope(
         message_id=str(row.event_id),
         exchange=exchange,

@@ -9,7 +9,10 @@ import random
 import signal
 import time
 
+from django.conf import settings
 from django.db import connections
+
+from kernel.session_timeouts import apply_session_timeouts
 
 logger = logging.getLogger(__name__)
 
@@ -71,13 +74,17 @@ def drop_broken_db_connections() -> None:
                 conn.close()
 
 
-def use_dedicated_connections() -> None:
+def use_dedicated_connections(*, session_limits: bool = True) -> None:
     """Keep one connection per database alias for this process's lifetime, outside any pool.
 
     For the long-running loops (relay, consumers, deadline): they hold session state
     (``LISTEN``, ``application_name``) that a pool would hand to its next user unreset, and a
-    pool would also keep idle connections of its own beside theirs. Call it before the first
-    query of the process.
+    pool would also keep idle connections of its own beside theirs. With ``session_limits``
+    each connection starts with the workers' PostgreSQL limits (``WORKER_DATABASE_TIMEOUTS``),
+    so a loop stuck inside a transaction holds its locks, and waits for others', only that
+    long. Call it before the first query of the process.
     """
     for alias in connections:
         connections.settings[alias].get("OPTIONS", {}).pop("pool", None)
+    if session_limits:
+        apply_session_timeouts(settings.WORKER_DATABASE_TIMEOUTS)

@@ -7,12 +7,14 @@ from typing import Any
 from messaging.conf import setting
 
 MASK = "****"
+# A token's kind, shown before the mask (Stripe-style ``tok_``, ``pm_``): a few ASCII letters only,
+# so no part of a free-text secret ("my secret_x", "a b_SECRET") is ever shown.
+_SHOWN_PREFIX = re.compile(r"[A-Za-z]{1,8}_")
 
 
 def mask_value(value: Any) -> str:
-    text = str(value)
-    prefix, sep, _ = text.partition("_")
-    return f"{prefix}{sep}{MASK}" if sep and len(prefix) <= 8 else MASK
+    prefix = _SHOWN_PREFIX.match(str(value))
+    return f"{prefix.group()}{MASK}" if prefix else MASK
 
 
 def mask_sensitive(data: Any) -> Any:
@@ -29,10 +31,27 @@ def _mask(data: Any, sensitive: set[str]) -> Any:
     return data
 
 
+def _text_pattern(name: str) -> re.Pattern:
+    # A quoted value runs to its closing quote (escaped quotes included), spaces and all; an
+    # unquoted one to the next delimiter or the end of the line, so a token with a space
+    # (``tok_a b_SECRET``) is masked whole: over-masking a word beats showing half a secret.
+    return re.compile(
+        rf"""(['"]?{re.escape(name)}['"]?\s*[:=]\s*)"""
+        r"""(?:(?P<quote>['"])(?P<quoted>(?:\\.|(?!(?P=quote))[^\\\n])*)(?P=quote)"""
+        r"""|(?P<bare>[^'"\n,;}\])]*[^'"\s,;}\])]))"""
+    )
+
+
 def mask_text(text: str) -> str:
     """``text`` with the value after every sensitive key masked (``payment_token='tok_visa'``,
     ``"payment_token": "tok_visa"``), for free text such as errors and tracebacks."""
+
+    def masked(match: re.Match) -> str:
+        if match.group("quote"):
+            quote = match.group("quote")
+            return f"{match.group(1)}{quote}{mask_value(match.group('quoted'))}{quote}"
+        return match.group(1) + mask_value(match.group("bare"))
+
     for name in setting("SENSITIVE_FIELDS"):
-        pattern = re.compile(rf"""(['"]?{re.escape(name)}['"]?\s*[:=]\s*['"]?)([^'"\s,;}}\]\)]+)""")
-        text = pattern.sub(lambda m: m.group(1) + mask_value(m.group(2)), text)
+        text = _text_pattern(name).sub(masked, text)
     return text

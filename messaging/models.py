@@ -30,6 +30,8 @@ class OutboxMessage(models.Model):
     )
     causation_id = models.CharField(max_length=255, blank=True, help_text="The message that caused this one.")
     traceparent = models.CharField(max_length=100, blank=True)
+    # W3C tracestate of the span the event was written in (vendors' entries, up to 512 characters).
+    tracestate = models.CharField(max_length=512, blank=True, db_default="")
     payload = models.JSONField()
     created_at = models.DateTimeField(default=timezone.now, help_text="When the event occurred.")
     published_at = models.DateTimeField(null=True, blank=True)

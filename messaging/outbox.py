@@ -16,11 +16,10 @@ from messaging.contracts import version_to_write
 from messaging.envelope import IncomingEvent
 from messaging.ids import new_event_id
 from messaging.models import OutboxMessage
+from messaging.telemetry import creation_context
 
 # The message being handled, so that what a handler publishes names its cause.
 _handling: ContextVar[IncomingEvent | None] = ContextVar("messaging_handling", default=None)
-# The W3C traceparent of the request or message being served.
-_traceparent: ContextVar[str] = ContextVar("messaging_traceparent", default="")
 # Within a consumer's batch: the outbox rows published so far, written by the batch in one insert.
 _collected: ContextVar[list | None] = ContextVar("messaging_outbox_collected", default=None)
 
@@ -55,6 +54,9 @@ def publish(
         schema_version, payload = version_to_write(event_type, payload)
     cause = _handling.get()
     event_id = new_event_id()
+    # The span this event is written in (the request's, or the handled message's): the relay's
+    # span for it will be that span's child.
+    trace_context = creation_context(cause.headers if cause else None)
     row = {
         "event_id": event_id,
         "source": context_of(event_type),
@@ -63,7 +65,8 @@ def publish(
         "aggregate_id": str(aggregate_id),
         "correlation_id": str(correlation_id if correlation_id is not None else aggregate_id),
         "causation_id": cause.message_id if cause else "",
-        "traceparent": _traceparent.get() or (cause.traceparent if cause else ""),
+        "traceparent": trace_context.get("traceparent", ""),
+        "tracestate": trace_context.get("tracestate", ""),
         "schema_version": schema_version,
         "payload": payload,
         "created_at": occurred_at or timezone.now(),
@@ -109,12 +112,3 @@ def handling(event: IncomingEvent) -> Iterator[None]:
         yield
     finally:
         _handling.reset(token)
-
-
-@contextmanager
-def tracing(traceparent: str) -> Iterator[None]:
-    token = _traceparent.set(traceparent)
-    try:
-        yield
-    finally:
-        _traceparent.reset(token)

@@ -35,7 +35,7 @@ from django.db import DatabaseError, connection, connections, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from messaging import metrics
+from messaging import broker, metrics, telemetry
 from messaging.conf import exchange_name, setting
 from messaging.envelope import envelope_for_outbox
 from messaging.faults import fault_point
@@ -61,6 +61,7 @@ CLAIM_FIELDS = (
     "correlation_id",
     "causation_id",
     "traceparent",
+    "tracestate",
     "payload",
     "created_at",
     "attempts",
@@ -195,8 +196,23 @@ class OutboxRelay:
             rows = claim_batch(self.batch_size)
             if not rows:
                 return 0
-            envelopes = [envelope_for_outbox(row, self.exchange) for row in rows]
-            result = self._publisher.publish(envelopes)
+            spans = self._producer_spans(rows)
+            try:
+                envelopes = [
+                    envelope_for_outbox(row, self.exchange, telemetry.trace_headers(span) if span else None)
+                    for row, span in zip(rows, spans, strict=True)
+                ]
+                result = self._publisher.publish(envelopes)
+            except BaseException as exc:
+                for span in filter(None, spans):
+                    telemetry.fail(span, f"{type(exc).__name__}: {exc}")
+                    span.end()
+                raise
+            for row, span in zip(rows, spans, strict=True):
+                if span:
+                    if (reason := result.failed.get(str(row.event_id))) is not None:
+                        telemetry.fail(span, reason)
+                    span.end()
             fault_point("relay.after_confirm")
             if result.failed:
                 by_message_id = {str(row.event_id): row for row in rows}
@@ -210,6 +226,22 @@ class OutboxRelay:
         metrics.relay_batch(len(delivered_ids), result.failed, time.monotonic() - started)
         logger.debug("relayed batch", extra={"claimed": len(rows), "published": len(delivered_ids)})
         return len(rows)
+
+    def _producer_spans(self, rows: list) -> list:
+        """A PRODUCER span per row, child of the span it was written in; Nones when tracing is off
+        (the messages then carry the row's own ``traceparent``)."""
+        if not telemetry.enabled():
+            return [None] * len(rows)
+        return [
+            telemetry.producer_span(
+                stored={"traceparent": row.traceparent, "tracestate": row.tracestate},
+                exchange=self.exchange,
+                routing_key=row.event_type,
+                message_id=str(row.event_id),
+                correlation_id=row.correlation_id,
+            )
+            for row in rows
+        ]
 
     # --- the loop --------------------------------------------------------------------------
     def run(self, *, once: bool = False) -> int:
@@ -274,7 +306,7 @@ class OutboxRelay:
         self._reset_broker(graceful=False)
         connection = self.session.open()
         self._publisher = BatchPublisher(connection, self.confirm_timeout)
-        logger.info("relay connected to the broker", extra={"broker": connection.as_uri()})
+        logger.info("relay connected to the broker", extra={"broker": broker.describe(connection)})
 
     def _reset_broker(self, *, graceful: bool = True) -> None:
         """Close the broker connection; after an error, drop it without waiting for the broker."""

@@ -131,6 +131,32 @@ def dead_letter_counts_by_state() -> dict[tuple[str, str], int]:
     return counts
 
 
+def oldest_waiting_dead_letters() -> list[dict]:
+    """Per local consumer, the dead letter that has waited longest for an operator (none if none
+    waits): ``{"consumer", "message_id", "correlation_id", "reason", "age_seconds"}``. One indexed
+    query per consumer, so an alert can say which saga is stuck and why, not just how many."""
+    now = timezone.now()
+    oldest = []
+    for consumer in local_consumers():
+        letter = (
+            DeadLetter.objects.filter(consumer=consumer, replayed_at__isnull=True)
+            .order_by("last_failed_at", "id")
+            .only("message_id", "correlation_id", "reason", "last_failed_at")
+            .first()
+        )
+        if letter is not None:
+            oldest.append(
+                {
+                    "consumer": consumer,
+                    "message_id": letter.message_id,
+                    "correlation_id": letter.correlation_id,
+                    "reason": letter.reason,
+                    "age_seconds": max(0.0, (now - letter.last_failed_at).total_seconds()),
+                }
+            )
+    return oldest
+
+
 def outbox_backlog_history(*, until: datetime, minutes: int = 60) -> list[dict]:
     """The outbox backlog at the end of each of the last ``minutes`` minutes (the last point is
     ``until``): ``{"at", "waiting", "oldest_age"}``; waiting counts pending and parked rows.

@@ -2,7 +2,7 @@ from django.contrib import admin
 from django.utils import timezone
 from django.utils.html import format_html
 
-from kernel.templatetags.ops import age
+from kernel.templatetags.ops import age, compact_time, short
 from orders.admin_timeline import order_saga_view
 from orders.models import CheckoutRequest, Order, OrderLine, StorefrontProduct
 from orders.selectors import order_get
@@ -34,14 +34,28 @@ class OrderLineInline(admin.TabularInline):
 
 @admin.register(Order)
 class OrderAdmin(ReadOnlyAdmin):
-    list_display = ["id", "status", "pending_for", "failure_reason", "customer_id", "total", "created_at", "updated_at"]
+    list_display = ["order", "status", "pending_for", "failure_reason", "customer_id", "total", "created", "updated"]
+    list_display_links = ["order"]
     list_filter = ["status", "failure_reason"]
+    ordering = ["-created_at", "-id"]  # newest first (ids are random)
     search_fields = ["=id", "customer_id"]
     date_hierarchy = "created_at"
     inlines = [OrderLineInline]
 
     def has_view_permission(self, request, obj=None):
         return request.user.is_staff and super().has_view_permission(request, obj)
+
+    @admin.display(description="order id", ordering="id")
+    def order(self, obj):
+        return short(obj.id)
+
+    @admin.display(description="created (UTC)", ordering="created_at")
+    def created(self, obj):
+        return compact_time(obj.created_at)
+
+    @admin.display(description="updated (UTC)", ordering="updated_at")
+    def updated(self, obj):
+        return compact_time(obj.updated_at)
 
     @admin.display(description="pending for")
     def pending_for(self, obj):

@@ -5,7 +5,7 @@ import json
 from django.utils import timezone
 from django.utils.safestring import mark_safe
 
-from messaging.api import timeline_waiting
+from messaging.api import command_in_deployment, local_consumers, system_consumers, timeline_waiting
 from orders.models import Order
 from orders.selectors import order_timeline
 from orders.swimlane import saga_swimlane
@@ -26,9 +26,43 @@ def order_saga_view(order: Order) -> dict:
         for handled in entry["handled_by"]:
             handled["after"] = (handled["handled_at"] - entry["occurred_at"]).total_seconds()
     return {
+        "outcome": saga_outcome(order, waiting),
         "timeline": entries,
         "swimlane": picture,
         "waiting": waiting,
         "order_age": (now - order.created_at).total_seconds(),
         "pending": order.status == Order.Status.PENDING,
+    }
+
+
+# The banner's colour and words per final status: only a confirmed order is good news.
+OUTCOME_WORDS = {
+    Order.Status.CONFIRMED: ("ok", "The saga is complete: the order is confirmed"),
+    Order.Status.FAILED: ("failed", "The saga has ended: the order failed, no sale"),
+    Order.Status.CANCELLED: ("cancelled", "The saga has ended: the order was cancelled"),
+}
+
+
+def saga_outcome(order: Order, waiting: list[dict]) -> dict | None:
+    """What the banner says of an order nothing waits for: its outcome, what this deployment
+    saw, and, in a split, what it cannot know and where to look. None while anything waits
+    or the order is still PENDING (the banner lists the waits instead)."""
+    if waiting or order.status == Order.Status.PENDING:
+        return None
+    tone, headline = OUTCOME_WORDS[order.status]
+    here = local_consumers()
+    elsewhere = [c for c in system_consumers() if c not in here]
+    if not elsewhere:
+        known = "every event published and handled by every subscribed consumer."
+        return {"tone": tone, "headline": headline, "known": known}
+    return {
+        "tone": tone,
+        "headline": headline,
+        "known": f"every event published and handled by this deployment's consumers ({', '.join(here)}).",
+        # A handling that caused no event (an ignored duplicate, a refund of nothing) leaves no trace here.
+        "unknown": (
+            f"{', '.join(elsewhere)} run in other deployments: this one sees only the events they caused, "
+            "not their inboxes or dead letters. To look there:"
+        ),
+        "commands": [command_in_deployment(c, "dead_letters", "list", "--consumer", c) for c in elsewhere],
     }

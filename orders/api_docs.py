@@ -19,7 +19,9 @@ and any unknown token are declined."""
 
 @extend_schema_serializer(component_name="CheckoutItem")
 class CheckoutItemSerializer(serializers.Serializer):
-    sku = serializers.CharField(max_length=64, help_text="Each SKU at most once per order.")
+    sku = serializers.CharField(
+        max_length=64, help_text='Exactly as listed (never trimmed: `" WIDGET"` is unknown); each at most once.'
+    )
     quantity = serializers.IntegerField(min_value=1, max_value=1000)
 
 
@@ -27,7 +29,9 @@ class CheckoutItemSerializer(serializers.Serializer):
 class CheckoutBodySerializer(serializers.Serializer):
     """The checkout body as documented; ``CheckoutApi.InputSerializer`` validates it."""
 
-    customer_id = serializers.CharField(min_length=1, max_length=255)
+    customer_id = serializers.CharField(
+        min_length=1, max_length=255, help_text="Kept verbatim; a value beginning or ending with whitespace is refused."
+    )
     items = serializers.ListField(child=CheckoutItemSerializer(), min_length=1, max_length=50)
     payment_token = serializers.CharField(
         min_length=1, max_length=255, help_text="Shown only masked outside payments (`tok_****`)."

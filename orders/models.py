@@ -26,15 +26,16 @@ class StorefrontProduct(models.Model):
 
 class Order(models.Model):
     class Status(models.TextChoices):
-        PENDING = "PENDING"
-        CONFIRMED = "CONFIRMED"
-        FAILED = "FAILED"
-        CANCELLED = "CANCELLED"
+        # Labelled as the API spells them, so the admin and the API say the same words.
+        PENDING = "PENDING", "PENDING"
+        CONFIRMED = "CONFIRMED", "CONFIRMED"
+        FAILED = "FAILED", "FAILED"
+        CANCELLED = "CANCELLED", "CANCELLED"
 
     class FailureReason(models.TextChoices):
-        PAYMENT_DECLINED = "payment_declined"
-        OUT_OF_STOCK = "out_of_stock"
-        TIMEOUT = "timeout"
+        PAYMENT_DECLINED = "payment_declined", "payment_declined"
+        OUT_OF_STOCK = "out_of_stock", "out_of_stock"
+        TIMEOUT = "timeout", "timeout"
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     customer_id = models.CharField(max_length=255)
@@ -50,6 +51,7 @@ class Order(models.Model):
         indexes = [
             models.Index(fields=["status", "created_at"], name="order_status_created_idx"),
             models.Index(fields=["customer_id"], name="order_customer_idx"),
+            models.Index(fields=["-created_at"], name="order_created_idx"),  # the admin's list, newest first
         ]
 
     def __str__(self) -> str:

@@ -3,8 +3,14 @@
 - Test tokens: ``tok_visa`` is charged; ``tok_chargeDeclined`` and any unknown token are
   declined (a decline moves no money). ``tok_timeout`` is charged but the first response is
   lost (``GatewayTimeout``: the caller cannot know the outcome); ``tok_unavailable`` always
-  fails with ``GatewayUnavailable`` before charging; ``tok_slow`` is charged after
-  ``FAKE_GATEWAY_DELAY`` seconds (default 5), like a gateway having a bad day.
+  fails with ``GatewayUnavailable`` before charging; ``tok_slow`` is charged and answered
+  after ``FAKE_GATEWAY_DELAY`` seconds (default 5), like a gateway having a bad day; ``tok_hang`` is
+  charged and then never answered, like a gateway that took the request and hung: the caller
+  gives up after ``GATEWAY_TIMEOUT`` (``GatewayTimeout``) and a retry with the same key is
+  answered from the gateway's idempotency store, as for ``tok_timeout``.
+- The caller waits at most ``settings.GATEWAY_TIMEOUT`` for an answer, as a real client's read
+  timeout: an answer later than that (``tok_slow`` with a longer delay, ``tok_hang``) is a
+  ``GatewayTimeout`` after that long, the charge having been made on the gateway's side.
 - Every charge and refund carries an idempotency key: the same key returns the first result
   and moves no more money; the same key with other parameters is an error.
 - A charge is refunded at most once, whatever key the refund uses.
@@ -12,17 +18,19 @@
   caller's transaction does not undo a charge, as with a real card.
 """
 
+import math
 import os
 import time
 from dataclasses import dataclass
 from decimal import Decimal
 
+from django.conf import settings
 from django.db import IntegrityError
 
 from payments.models import GatewayOperation
 
 GATEWAY_DB = "gateway"
-CHARGEABLE_TOKENS = {"tok_visa", "tok_timeout", "tok_slow"}
+CHARGEABLE_TOKENS = {"tok_visa", "tok_timeout", "tok_slow", "tok_hang"}
 
 
 class GatewayError(Exception):
@@ -54,6 +62,16 @@ class GatewayResult:
     decline_code: str = ""
 
 
+def _answer_after(seconds: float) -> None:
+    """The answer takes this long to reach the caller, who waits at most GATEWAY_TIMEOUT."""
+    timeout = settings.GATEWAY_TIMEOUT
+    if seconds <= timeout:
+        time.sleep(seconds)
+        return
+    time.sleep(timeout)
+    raise GatewayTimeout(f"no answer within GATEWAY_TIMEOUT ({timeout:g} s)")
+
+
 def _result(op: GatewayOperation) -> GatewayResult:
     return GatewayResult(
         succeeded=op.outcome == GatewayOperation.Outcome.SUCCEEDED,
@@ -82,8 +100,6 @@ class FakeGateway:
             return _result(existing)
         if token == "tok_unavailable":
             raise GatewayUnavailable("the gateway is unavailable")
-        if token == "tok_slow":
-            time.sleep(float(os.environ.get("FAKE_GATEWAY_DELAY", "5")))
         chargeable = token in CHARGEABLE_TOKENS
         try:
             op = self._operations().create(
@@ -101,6 +117,10 @@ class FakeGateway:
             return _result(self._existing(idempotency_key, GatewayOperation.Kind.CHARGE, amount))
         if token == "tok_timeout":
             raise GatewayTimeout("charged, but the response was lost")
+        if token == "tok_slow":
+            _answer_after(float(os.environ.get("FAKE_GATEWAY_DELAY", "5")))
+        if token == "tok_hang":
+            _answer_after(math.inf)
         return _result(op)
 
     def find(self, idempotency_key: str) -> GatewayResult | None:

@@ -10,11 +10,14 @@ temporary folder, never your database), logs in as a throwaway superuser and che
 - an order's page draws the saga as a swimlane above its timeline: a confirmed order, a
   compensated one (out of stock, refunded), one waiting in the outbox and one whose payment
   became a dead letter; the swimlane also reads in a phone-sized window;
-- the outbox and dead-letter lists fit 1400 px without sideways scrolling; a dead letter's own
-  page offers replay and purge;
+- every list (orders, outbox, inbox, event log, dead letters) and every table of an order's page
+  fits its own box at 1400 px beside the sidebar (no table scrolls sideways, not only the page),
+  no two different ids look alike (a short id must tell them apart), no text (an event type) is
+  cut; a dead letter's own page offers replay and purge;
 - /api/docs/ renders Swagger UI from our own static files, with every operation;
-- the same order pages in a split deployment (orders, payments and inventory as three
-  deployments on three SQLite files sharing one filesystem broker).
+- no page reports a Content-Security-Policy violation in the browser's console;
+- the same order pages and lists in a split (orders, payments, inventory and shipping as four
+  deployments on four SQLite files sharing one filesystem broker), each deployment's admin.
 
 Screenshots go to var/browser-check/. Exit code 0 when every check passed.
 Drives ChromeDriver through the W3C WebDriver protocol over plain HTTP (no client library).
@@ -98,7 +101,7 @@ def wait_for(predicate, timeout: float, what: str):
 class Shop:
     """A throwaway shop in the embedded mode, in its own folder."""
 
-    def __init__(self, folder: Path, contexts: str = "orders,payments,inventory", database: str = "db.sqlite3"):
+    def __init__(self, folder: Path, contexts: str = "", database: str = "db.sqlite3"):
         self.env = {
             k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "BROKER_URL", "GATEWAY_DATABASE_URL")
         }
@@ -107,13 +110,13 @@ class Shop:
                 "DEBUG": "1",
                 "VAR_DIR": str(folder),  # one filesystem broker for every deployment of the folder
                 "DATABASE_URL": f"sqlite:///{folder / database}",
-                "CONTEXTS": contexts,
+                **({"CONTEXTS": contexts} if contexts else {}),  # none: every installed context
                 "PYTHONUNBUFFERED": "1",
                 "CHECKOUT_THROTTLE": "off",
                 "CONSUMER_MAX_ATTEMPTS": "2",  # tok_unavailable becomes a dead letter within one pass
             }
         )
-        self.contexts = contexts.split(",")
+        self.contexts = contexts.split(",") if contexts else []
         self.folder = folder
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
@@ -133,11 +136,7 @@ class Shop:
             raise RuntimeError(f"manage.py {' '.join(args)} failed:\n{result.stdout}{result.stderr}")
 
     def prepare(self) -> None:
-        self.manage("migrate", "--noinput")
-        if "payments" in self.contexts:  # the fake gateway's ledger
-            self.manage("migrate", "--database", "gateway", "--noinput")
-        if "inventory" in self.contexts:
-            self.manage("seed_catalog")
+        self.manage("prepare_deployment")  # migrations and seed data, as each context declares
 
     def serve(self) -> None:
         """A superuser and the development server (where the API is hosted: orders)."""
@@ -179,14 +178,17 @@ def build(folder: Path, split: bool) -> tuple[Shop, list[Shop], dict[str, str]]:
     """A shop (one deployment, or three), with an order on each path to look at."""
     folder.mkdir()
     if split:
-        deployments = [Shop(folder, c, f"{c}.sqlite3") for c in ("orders", "payments", "inventory")]
+        deployments = [Shop(folder, c, f"{c}.sqlite3") for c in ("orders", "payments", "inventory", "shipping")]
+        for deployment in deployments:  # as make run-split: each knows the others' databases
+            deployment.env.update({f"{d.contexts[0].upper()}_DATABASE_URL": d.env["DATABASE_URL"] for d in deployments})
     else:
         deployments = [Shop(folder)]
     api = deployments[0]
     for deployment in deployments:
         deployment.prepare()
     run_passes(deployments, passes=2)  # the storefront hears of the catalogue
-    api.serve()
+    for deployment in deployments:  # each its admin; orders also the API
+        deployment.serve()
     orders = {
         "confirmed": api.checkout(),
         "compensated": api.checkout("LIMITED-PRINT", 4),  # charged, out of stock, refunded
@@ -211,7 +213,15 @@ class Browser:
         status, reply = http(
             "POST",
             f"{self.base}/session",
-            {"capabilities": {"alwaysMatch": {"browserName": "chrome", "goog:chromeOptions": options}}},
+            {
+                "capabilities": {
+                    "alwaysMatch": {
+                        "browserName": "chrome",
+                        "goog:chromeOptions": options,
+                        "goog:loggingPrefs": {"browser": "ALL"},  # the console, for CSP violations
+                    }
+                }
+            },
             timeout=60,
         )
         if status != 200:
@@ -249,11 +259,53 @@ class Browser:
     def run(self, script: str):
         return self.command("POST", "/execute/sync", {"script": script, "args": []})
 
+    def csp_violations(self) -> list[str]:
+        """Console messages about the Content-Security-Policy since the last call (ChromeDriver
+        hands each console entry over once)."""
+        entries = self.command("POST", "/se/log", {"type": "browser"})
+        return [e["message"] for e in entries if "Content Security Policy" in e["message"]]
+
     def resize(self, width: int, height: int) -> None:
         self.command("POST", "/window/rect", {"width": width, "height": height})
 
     def fits_the_window(self) -> bool:
         return self.run("return document.documentElement.scrollWidth <= window.innerWidth")
+
+    def overflowing_tables(self) -> list[str]:
+        """Every table, and every box that scrolls sideways, wider than its box (Django's lists sit
+        in a box that scrolls: the page fits while the table does not)."""
+        return self.run(
+            "const name = e => e.tagName.toLowerCase() + (e.id ? '#' + e.id : '') + (typeof e.className"
+            "  === 'string' && e.className.trim() ? '.' + e.className.trim().split(/\\s+/)[0] : '');"
+            "const out = [];"
+            "for (const e of document.querySelectorAll('#content table, #content *')) {"
+            "  const scrolls = ['auto', 'scroll'].includes(getComputedStyle(e).overflowX);"
+            "  if (e.tagName !== 'TABLE' && !scrolls) continue;"
+            "  const box = scrolls ? e : e.parentElement;"
+            "  if (box.scrollWidth > box.clientWidth + 1)"
+            "    out.push(`${name(e)}: ${box.scrollWidth} px in a ${box.clientWidth} px box`); }"
+            "return [...new Set(out)];"
+        )
+
+    def ids_that_look_alike(self) -> list[str]:
+        """Short ids (the whole id on hover) that stand for more than one id."""
+        return self.run(
+            "const shown = new Map();"
+            "for (const e of document.querySelectorAll('#content [title]')) {"
+            "  const full = e.getAttribute('title'), text = e.textContent.trim();"
+            "  if (!/^[0-9a-f]{8}-[0-9a-f]{4}-/i.test(full) || !text || text === full) continue;"
+            "  if (!shown.has(text)) shown.set(text, new Set()); shown.get(text).add(full); }"
+            "return [...shown].filter(([t, s]) => s.size > 1).map(([t, s]) => `${t} stands for ${s.size} ids`);"
+        )
+
+    def cut_texts(self) -> list[str]:
+        """Words cut short with an ellipsis at their end (an event type, a timestamp prefix)."""
+        return self.run(
+            "const out = [];"
+            "for (const e of document.querySelectorAll('#result_list, #saga-status, #saga-timeline'))"
+            "  out.push(...(e.innerText.match(/[A-Za-z0-9_.]+…/g) || []));"
+            "return [...new Set(out)].slice(0, 5);"
+        )
 
     def widest(self) -> str:
         """The element reaching furthest right, for a page that does not fit."""
@@ -297,7 +349,7 @@ def check_order_pages(shop: Shop, browser: Browser, orders: dict[str, str], chec
     """The swimlane of each path, and what each must show."""
     expected = {
         "confirmed": ("saga-outcome", "saga is complete"),
-        "compensated": ("saga-compensation", "saga is complete"),
+        "compensated": ("saga-compensation", "the order failed, no sale"),
         "waiting": ("saga-waiting", "in the outbox"),
         # Split, the dead letter is in payments' database: orders only sees that no answer came.
         "dead-letter": ("saga-waiting", "no answer yet from payments" if split else "dead letter at payments"),
@@ -314,8 +366,39 @@ def check_order_pages(shop: Shop, browser: Browser, orders: dict[str, str], chec
             check("a dead-lettered handling is drawn", browser.find("#saga-swimlane svg g.saga-dead-letter"))
         fits = browser.fits_the_window()
         check(f"{path} order page fits 1400 px without sideways scrolling", fits, "" if fits else browser.widest())
+        check_readable(browser, check, f"{path} order page")
         browser.screenshot(f"{shots}-{n:02d}-swimlane-{path}", "#saga-swimlane")
         browser.screenshot(f"{shots}-{n:02d}-order-{path}")
+
+
+LISTS = {
+    "orders": "orders/order/",
+    "outbox": "messaging/outboxmessage/",
+    "inbox": "messaging/inboxmessage/",
+    "event log": "messaging/eventlogentry/",
+    "dead letters": "messaging/deadletter/",
+}
+
+
+def check_readable(browser: Browser, check, page: str) -> None:
+    """Every table fits its box, no two ids look alike, nothing is cut."""
+    wide = browser.overflowing_tables()
+    check(f"{page}: every table fits its box at 1400 px", not wide, "; ".join(wide))
+    alike = browser.ids_that_look_alike()
+    check(f"{page}: no two ids look alike", not alike, "; ".join(alike))
+    cut = browser.cut_texts()
+    check(f"{page}: no text cut short", not cut, ", ".join(cut))
+
+
+def check_lists(shop: Shop, browser: Browser, check, shots: str, names=tuple(LISTS)) -> None:
+    """Each list of this deployment's admin, at 1400 px with the sidebar open."""
+    for n, name in enumerate(names, start=1):
+        browser.open(f"{shop.url}/admin/{LISTS[name]}")
+        rows = len(browser.find("#result_list tbody tr"))
+        check(f"{name} list shows rows", rows > 0, f"{rows} rows")
+        check(f"{name} list page fits 1400 px", browser.fits_the_window(), browser.widest())
+        check_readable(browser, check, f"{name} list")
+        browser.screenshot(f"{shots}-{n:02d}-{name.replace(' ', '-')}-list")
 
 
 def run_checks(shop: Shop, browser: Browser, orders: dict[str, str]) -> Check:
@@ -341,10 +424,12 @@ def run_checks(shop: Shop, browser: Browser, orders: dict[str, str]) -> Check:
     fits = browser.run("const box = document.querySelector('.ops-swimlane'); return box.scrollWidth <= box.clientWidth")
     check("at 1400 px the swimlane fits its box, beside the admin's sidebar", fits)
 
-    for url, name in (("messaging/outboxmessage/", "outbox"), ("messaging/deadletter/", "dead letters")):
-        browser.open(f"{shop.url}/admin/{url}")
-        check(f"{name} list fits 1400 px without sideways scrolling", browser.fits_the_window())
-        browser.screenshot(f"04-{name.replace(' ', '-')}-list")
+    check_lists(shop, browser, check, "04")
+    browser.open(f"{shop.url}/admin/orders/order/")
+    shown = [e for e in browser.text("#result_list tbody").splitlines() if e.strip()]
+    newest = bool(shown) and orders["waiting"][-8:] in shown[0]
+    check("the newest order is on top of the orders list", newest, shown[0] if shown else "-")
+    browser.open(f"{shop.url}/admin/messaging/deadletter/")
     browser.click("#result_list tbody tr th a")
     check(
         "a dead letter's page offers replay and purge", browser.find("#action-replay") and browser.find("#action-purge")
@@ -378,22 +463,41 @@ def run_checks(shop: Shop, browser: Browser, orders: dict[str, str]) -> Check:
     wait_for(lambda: "Idempotency-Key" in browser.text("#operations-orders-checkout"), 10, "checkout's details")
     check("checkout documents Idempotency-Key", "Idempotency-Key" in browser.text("#operations-orders-checkout"))
     browser.screenshot("08-api-docs-checkout")
+    violations = browser.csp_violations()
+    check("no page broke the Content-Security-Policy (the console)", not violations, "; ".join(violations)[:600])
+    # The probe itself: an inline script, which the policy forbids, must show in the console.
+    browser.run("const s = document.createElement('script'); s.textContent = '1'; document.body.append(s)")
+    check("an inline script is refused and reported (the check above can fail)", browser.csp_violations())
     return results
 
 
-def run_split_checks(shop: Shop, browser: Browser, orders: dict[str, str]) -> Check:
-    """The orders deployment of a split: its pages show what it knows of the other two."""
+def run_split_checks(deployments: list[Shop], browser: Browser, orders: dict[str, str]) -> Check:
+    """The orders deployment of a split: its pages show what it knows of the other two; every
+    deployment's lists fit and tell ids apart."""
     results: Check = []
     check = checker(results, "split: ")
+    shop = deployments[0]
     log_in(shop, browser)
     check("the orders deployment hosts only orders", "Contexts hosted here: orders" in browser.text("#content"))
     check_order_pages(shop, browser, orders, check, "11-split", split=True)
     browser.open(f"{shop.url}/admin/orders/order/{orders['confirmed']}/change/")
     handled = browser.text("#saga-timeline")
     check("other contexts' handling known from the events they caused", "another deployment" in handled)
+    banner = browser.text("#saga-status")
+    check("the banner says what this deployment cannot know", "run in other deployments" in banner, banner)
     browser.open(f"{shop.url}/admin/overview/")
     check("the overview draws its charts", len(browser.find(".ops-chart svg")) == 3)
     browser.screenshot("12-split-overview")
+    check_lists(shop, browser, check, "13-split-orders", ("orders", "outbox", "inbox", "event log"))
+    for other in deployments[1:]:  # each its own login: cookies go by host and port
+        context = other.contexts[0]
+        log_in(other, browser)
+        hosted = browser.text("#content")
+        check(f"the {context} deployment's admin hosts {context}", f"Contexts hosted here: {context}" in hosted)
+        lists = ("outbox", "inbox", "dead letters") if context == "payments" else ("outbox", "inbox")
+        check_lists(other, browser, checker(results, f"split: {context}: "), f"14-split-{context}", lists)
+    violations = browser.csp_violations()
+    check("no page broke the Content-Security-Policy (the console)", not violations, "; ".join(violations)[:600])
     return results
 
 
@@ -409,12 +513,12 @@ def main() -> int:
         print(f"Throwaway shops in {work} ...", flush=True)
         monolith, deployments, orders = build(work / "monolith", split=False)
         shops += deployments
-        split_api, deployments, split_orders = build(work / "split", split=True)
-        shops += deployments
+        _, split_deployments, split_orders = build(work / "split", split=True)
+        shops += split_deployments
         print(f"Chromium {subprocess.run([CHROMIUM, '--version'], capture_output=True, text=True).stdout.strip()}")
         browser = Browser(work / "profile")
         results = run_checks(monolith, browser, orders)
-        results += run_split_checks(split_api, browser, split_orders)  # its own login: cookies go by host
+        results += run_split_checks(split_deployments, browser, split_orders)  # its own login: cookies go by host
     finally:
         if browser:
             browser.close()

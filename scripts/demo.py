@@ -9,12 +9,15 @@ and prints each order's timeline: which context published what, when, and who ha
 
 Run it with the environment of ``make run`` (it reads the same database and broker for the
 timelines, the gateway's ledger and the second delivery): ``make demo``, or
-``DEBUG=1 .venv/bin/python scripts/demo.py --base-url http://127.0.0.1:8000``.
+``DEBUG=1 .venv/bin/python scripts/demo.py --base-url http://127.0.0.1:8000``. Against
+``make run-split``: ``make demo SPLIT=1`` (the orders deployment's environment; the ledger is
+then read by the payments deployment's own ``gateway_ledger``).
 """
 
 import argparse
 import json
 import os
+import subprocess
 import sys
 import time
 import urllib.error
@@ -32,6 +35,7 @@ import django  # noqa: E402
 django.setup()
 
 from django.conf import settings  # noqa: E402
+from django.db import DatabaseError  # noqa: E402
 from kombu import Queue  # noqa: E402
 
 from messaging import broker  # noqa: E402
@@ -41,7 +45,11 @@ from messaging.envelope import envelope_for_outbox  # noqa: E402
 from messaging.models import InboxMessage, OutboxMessage  # noqa: E402
 from messaging.publisher import BatchPublisher  # noqa: E402
 from orders.swimlane import saga_swimlane  # noqa: E402
-from payments.gateway import gateway  # noqa: E402
+
+if "payments" in settings.CONTEXTS:
+    from payments.gateway import gateway
+else:  # a split: the ledger is in the payments deployment, asked through its own command
+    gateway = None
 
 SPINNER = "|/-\\"
 WAIT_SECONDS = 120
@@ -188,12 +196,43 @@ def dispatch(path: Story) -> None:
     )
 
 
+def ledger(order_id: str) -> list[str]:
+    """``charge 12.50``, ``refund 12.50``: the gateway's ledger of one order, read where it is."""
+    if gateway is not None:
+        return [f"{op.kind} {op.amount}" for op in gateway.ledger(order_id=order_id)]
+    url = settings.DEPLOYMENT_DATABASE_URLS.get("payments")
+    if url is None:
+        sys.exit("The ledger is in the payments deployment: set PAYMENTS_DATABASE_URL (make demo SPLIT=1 does).")
+    env = {**os.environ, "CONTEXTS": "payments", "DATABASE_URL": url}
+    argv = [sys.executable, "manage.py", "gateway_ledger", "--order", order_id]
+    done = subprocess.run(argv, cwd=settings.BASE_DIR, env=env, capture_output=True, text=True, timeout=60)
+    if done.returncode:
+        sys.exit(f"The payments deployment's gateway_ledger failed:\n{done.stderr.strip()}")
+    return [f"{op['kind']} {op['amount']}" for op in map(json.loads, done.stdout.splitlines())]
+
+
+def same_database(order_id: str) -> None:
+    """The timelines and the second delivery read this process's database: it must be the shop's."""
+    try:
+        if "orders" in settings.CONTEXTS and OutboxMessage.objects.filter(correlation_id=order_id).exists():
+            return
+    except DatabaseError:  # not even migrated: surely not the shop's database
+        pass
+    sys.exit(
+        f"The shop answering at this URL keeps its orders in another database than this demo reads "
+        f"(CONTEXTS={','.join(settings.CONTEXTS)}, DATABASE_URL={settings.DATABASES['default']['NAME']}).\n"
+        "Run the demo with the shop's environment: `make demo` against `make run`, `make demo SPLIT=1` against "
+        "`make run-split` (with the DATABASE_URL / BROKER_URL you gave it, if any)."
+    )
+
+
 # --- waiting, with a progress line --------------------------------------------------------
 def saga_state(api: Api, order_id: str) -> tuple[str, bool]:
     """The order's status, and whether its saga is done: decided, and nothing waiting."""
     status = api.call("GET", f"/api/orders/{order_id}/").body["status"]
     entries = timeline_for(order_id, detailed=True)
-    return status, status != "PENDING" and not timeline_waiting(entries)
+    # As the admin does: once decided, a context hosted elsewhere that had nothing to say is no wait.
+    return status, status != "PENDING" and not timeline_waiting(entries, expect_answers=status == "PENDING")
 
 
 def wait_all(api: Api, paths: list[Story], label: str) -> None:
@@ -245,7 +284,7 @@ def print_timeline(api: Api, path: Story, admin_url: str) -> None:
             f"   {seconds_after(entry['occurred_at'], origin):>9}  {entry['source']:<10} {entry['event_type']:<36} "
             f"{entry['message_id']:<36}  {seconds_after(entry['published_at'], origin):>9}  {handled or '-'}"
         )
-    money = [f"{op.kind} {op.amount}" for op in gateway.ledger(order_id=path.order_id)]
+    money = ledger(path.order_id)
     timeline_waiting(entries)  # marks what still waits, for the picture
     picture = PICTURES / f"{len(list(PICTURES.glob('*.svg'))) + 1:02d}-{slug(path.title)}.svg"
     picture.write_text(saga_swimlane(entries, started_at=entries[0]["occurred_at"], expect_answers=False))
@@ -275,6 +314,9 @@ def main() -> int:
             [{"sku": plenty["sku"], "quantity": 1}],
             "tok_visa",
         ),
+    ]
+    same_database(paths[0].order_id)
+    paths += [
         place(
             api,
             "Declined",
@@ -328,7 +370,7 @@ def main() -> int:
         twice.notes.append(
             f"{handled.consumer} handled it once, at {handled.handled_at:%H:%M:%S}, {when} the 2nd delivery"
         )
-    charges = sum(op.kind == "charge" for op in gateway.ledger(order_id=twice.order_id))
+    charges = sum(line.startswith("charge") for line in ledger(twice.order_id))
     twice.notes.append(f"charges for this order: {charges}")
     dispatch(paths[0])
     wait_all(api, [cancelled, paths[0]], "compensating the cancellation, dispatching")

@@ -8,12 +8,13 @@ it has any, and the processes its contexts declare. For a context ``name``:
 (default ``PORT`` + its place in the list) choose its database and port; ``BROKER_URL`` is
 shared (default: one filesystem broker under ``var/split/``).
 
-    python scripts/run_split.py [--port 8000] [--procfile-only]
+    python scripts/run_split.py [--port 8000] [--var-dir var/split] [--procfile-only]
 """
 
 import argparse
 import os
 import shlex
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -22,7 +23,7 @@ BASE_DIR = Path(__file__).resolve().parents[1]
 SPLIT_VAR = BASE_DIR / "var" / "split"
 
 
-def deployments(first_port: int, environ: dict[str, str]) -> list[dict]:
+def deployments(first_port: int, var_dir: Path, environ: dict[str, str]) -> list[dict]:
     """Each installed context's deployment: name, environment, port, the commands it runs."""
     sys.path.insert(0, str(BASE_DIR))
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
@@ -32,16 +33,28 @@ def deployments(first_port: int, environ: dict[str, str]) -> list[dict]:
     for place, declaration in enumerate(installed()):
         prefix = declaration.name.upper()
         port = int(environ.get(f"{prefix}_PORT") or first_port + place)
-        url = environ.get(f"{prefix}_DATABASE_URL") or f"sqlite:///{SPLIT_VAR / declaration.name}.sqlite3"
+        url = environ.get(f"{prefix}_DATABASE_URL") or f"sqlite:///{var_dir / declaration.name}.sqlite3"
         processes = {
             "web": f"runserver 127.0.0.1:{port} --noreload",
             "relay": "run_outbox_relay",
             **({"consumers": "run_consumers"} if declaration.runs_consumer else {}),
             **declaration.processes,
         }
-        env = {"CONTEXTS": declaration.name, "DATABASE_URL": url}
         result.append(
-            {"name": declaration.name, "port": port, "env": env, "processes": processes, "api": declaration.urls}
+            {
+                "name": declaration.name,
+                "port": port,
+                "url": url,
+                "env": {"CONTEXTS": declaration.name, "DATABASE_URL": url},
+                "processes": processes,
+                "api": declaration.urls,
+                # commands an operator runs by hand (not those run when preparing it or as its processes)
+                "commands": [
+                    c
+                    for c in declaration.commands
+                    if (c,) not in declaration.setup and c not in {p.split()[0] for p in declaration.processes.values()}
+                ],
+            }
         )
     return result
 
@@ -55,48 +68,65 @@ def procfile(split: list[dict]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def by_hand(deployment: dict, command: str, broker: str) -> str:
+    """A command as pasted in a clean shell, in ``deployment``."""
+    env = f"DEBUG=1 CONTEXTS={deployment['name']} DATABASE_URL={deployment['url']} "
+    return env + (f"BROKER_URL={broker} " if broker else "") + f".venv/bin/python manage.py {command}"
+
+
+def banner(split: list[dict], broker: str, port: int) -> list[str]:
+    lines = [""]
+    for deployment in split:
+        what = "the API, its docs, its admin" if deployment["api"] else "its admin, /metrics, /readyz"
+        page = "api/products/" if deployment["api"] else "admin/"
+        lines.append(f"  {deployment['name']:10} ({what}): http://127.0.0.1:{deployment['port']}/{page}")
+    first = split[0]
+    lines += ["  Each deployment has its own admin users, e.g. for " + first["name"] + ":"]
+    lines += ["      " + by_hand(first, "createsuperuser", broker)]
+    if example := next((d for d in split if d["commands"]), None):
+        lines += [
+            "  A command by hand takes its deployment's CONTEXTS and DATABASE_URL (an SQLite database has its",
+            f"  own files beside it), e.g. {example['name']}' {example['commands'][0]} and dead letters:",
+            "      " + by_hand(example, example["commands"][0], broker),
+            "      " + by_hand(example, "dead_letters list", broker),
+        ]
+    demo_port = f" PORT={port}" if port != 8000 else ""
+    lines += [f"  The guided demo, from another terminal: make demo SPLIT=1{demo_port}", ""]
+    return lines
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--port", type=int, default=int(os.environ.get("PORT") or 8000), help="the first deployment's")
+    parser.add_argument("--var-dir", type=Path, default=SPLIT_VAR, help="SQLite files and the filesystem broker")
     parser.add_argument("--procfile-only", action="store_true", help="print the Procfile, prepare and start nothing")
     args = parser.parse_args()
+    var_dir = args.var_dir.resolve()
     # Every deployment gets its CONTEXTS from here; the settings read while planning need DEBUG.
     os.environ.pop("CONTEXTS", None)
     os.environ.setdefault("DEBUG", "1")
-    os.environ.setdefault("VAR_DIR", str(SPLIT_VAR))
-    environ = dict(os.environ)
-    split = deployments(args.port, environ)
+    os.environ.setdefault("VAR_DIR", str(var_dir))
+    split = deployments(args.port, var_dir, dict(os.environ))
+    # Every deployment knows the others' databases: its order page prints commands that run as pasted.
+    environ = {**os.environ, **{f"{d['name'].upper()}_DATABASE_URL": d["url"] for d in split}}
     text = procfile(split)
     if args.procfile_only:
         sys.stdout.write(text)
         return 0
 
-    SPLIT_VAR.mkdir(parents=True, exist_ok=True)
+    var_dir.mkdir(parents=True, exist_ok=True)
     for deployment in split:
-        subprocess.run(
-            [sys.executable, "manage.py", "prepare_deployment"],
-            cwd=BASE_DIR,
-            env={**environ, **deployment["env"]},
-            check=True,
-        )
-    path = SPLIT_VAR / "Procfile"
+        prepare = [sys.executable, "manage.py", "prepare_deployment"]
+        subprocess.run(prepare, cwd=BASE_DIR, env={**environ, **deployment["env"]}, check=True)
+    path = var_dir / "Procfile"
     path.write_text(text)
-    print()
-    for deployment in split:
-        what = "the API, its docs, its admin" if deployment["api"] else "its admin, /metrics, /readyz"
-        page = "api/products/" if deployment["api"] else "admin/"
-        print(f"  {deployment['name']:10} ({what}): http://127.0.0.1:{deployment['port']}/{page}")
-    first = split[0]
-    print("  Each deployment has its own admin users, e.g. for", first["name"] + ":")
-    print(
-        f"      DEBUG=1 CONTEXTS={first['name']} DATABASE_URL={first['env']['DATABASE_URL']} "
-        ".venv/bin/python manage.py createsuperuser"
-    )
-    print(f"  The processes: {path.relative_to(BASE_DIR)}\n")
-    # honcho answers Ctrl-C with 130 even when every process stopped cleanly (each exits 0).
-    code = subprocess.run(
-        ["honcho", "start", "-f", str(path), "-d", str(BASE_DIR)], cwd=BASE_DIR, env=environ
-    ).returncode
+    print("\n".join(banner(split, os.environ.get("BROKER_URL", ""), args.port)), flush=True)
+    # Ctrl-C reaches honcho too (the terminal signals the whole group), which stops every process
+    # and answers 130 even when each exited 0. This process only waits for it: dying of Ctrl-C
+    # would make make say "Interrupt". (A handler, unlike ignoring it, is not inherited by honcho.)
+    signal.signal(signal.SIGINT, lambda signum, frame: None)
+    honcho = ["honcho", "start", "-f", str(path), "-d", str(BASE_DIR)]
+    code = subprocess.run(honcho, cwd=BASE_DIR, env=environ).returncode
     return 0 if code == 130 else code
 
 

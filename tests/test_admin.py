@@ -3,7 +3,7 @@
 import json
 import re
 import uuid
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
 import pytest
@@ -123,7 +123,60 @@ def test_a_complete_saga_says_nothing_is_waiting(staff, order_id):
     response = order_page(staff, order_id)
 
     assert waiting(response) == []
-    assert "The saga is complete" in response.content.decode()
+    html = response.content.decode()
+    assert 'class="ops-banner ok"' in html
+    assert "The saga is complete: the order is confirmed</span>: every event published and handled by every" in html
+
+
+def settled(order_id: str, status: str, reason: str | None = None) -> None:
+    """The order decided and its one event published and handled: nothing waits."""
+    created = created_row(order_id)
+    OutboxMessage.objects.filter(pk=created.pk).update(published_at=timezone.now())
+    for consumer in ("payments", "events"):
+        InboxMessage.objects.create(consumer=consumer, message_id=str(created.event_id))
+    Order.objects.filter(pk=order_id).update(status=status, failure_reason=reason)
+
+
+@pytest.mark.parametrize(
+    ("status", "reason", "tone", "headline"),
+    [
+        ("FAILED", "payment_declined", "failed", "The saga has ended: the order failed, no sale"),
+        ("CANCELLED", None, "cancelled", "The saga has ended: the order was cancelled"),
+    ],
+)
+def test_a_failed_or_cancelled_order_gets_its_own_colour_and_words(staff, order_id, status, reason, tone, headline):
+    settled(order_id, status, reason)
+
+    html = order_page(staff, order_id).content.decode()
+
+    assert f'<div id="saga-status" class="ops-banner {tone}">' in html
+    assert f'<span class="saga-outcome-headline">{headline}</span>' in html
+    assert "complete" not in html.split('id="saga-status"')[1].split("</div>")[0]
+
+
+def test_a_split_deployment_says_what_it_cannot_know_and_where_to_look(staff, order_id, monkeypatch, settings):
+    # Given: this process hosts only orders (and the event log); payments' database is known to it.
+    monkeypatch.setattr("orders.admin_timeline.local_consumers", lambda: ["orders", "events"])
+    settings.DEPLOYMENT_DATABASE_URLS = {
+        "payments": "sqlite:////srv/split/payments.sqlite3",
+        "inventory": "postgres://app:secret@db:5432/inventory",  # a password: never shown
+    }
+    settings.DEBUG = True
+    settled(order_id, "CONFIRMED")
+
+    response = order_page(staff, order_id)
+
+    outcome = response.context["saga"]["outcome"]
+    assert outcome["known"] == "every event published and handled by this deployment's consumers (orders, events)."
+    assert outcome["unknown"].startswith("payments, inventory, shipping run in other deployments: this one sees only")
+    # RabbitMQ here: its URL may carry a password, so a placeholder stands for it.
+    assert outcome["commands"][0] == (
+        "DEBUG=1 CONTEXTS=payments DATABASE_URL=sqlite:////srv/split/payments.sqlite3 BROKER_URL=<BROKER_URL> "
+        ".venv/bin/python manage.py dead_letters list --consumer payments"
+    )
+    assert "DATABASE_URL=<INVENTORY_DATABASE_URL>" in outcome["commands"][1]
+    assert "DATABASE_URL=<SHIPPING_DATABASE_URL>" in outcome["commands"][2]
+    assert "secret" not in response.content.decode()
 
 
 def admin_urls(order_id: str) -> list[str]:
@@ -322,6 +375,7 @@ def test_the_overview_counts_backlog_dead_letters_and_stuck_orders(staff, order_
         ("orders", 0, 0),
         ("payments", 1, 1),
         ("inventory", 0, 0),
+        ("shipping", 0, 0),
         ("events", 0, 0),
     ]
     [orders] = [part["data"] for part in context["sections"]]  # the orders context's section
@@ -342,6 +396,28 @@ def test_the_order_list_flags_an_order_pending_for_over_a_minute(staff, order_id
     assert re.search(r'<span class="ops-bad">2m 0[5-9]s</span>', html)
 
 
+def test_the_order_list_shows_the_newest_order_first_in_the_apis_words(staff, order_id):
+    older, newest = uuid.uuid4(), uuid.uuid4()
+    now = timezone.now()
+    for pk, minutes, status in ((older, 5, "FAILED"), (newest, -1, "PENDING")):
+        Order.objects.create(
+            id=pk, customer_id="c", total=Decimal("1.00"), currency="USD", status=status, failure_reason=None
+        )
+        Order.objects.filter(pk=pk).update(created_at=now - timedelta(minutes=minutes))
+    Order.objects.filter(pk=older).update(failure_reason="out_of_stock")
+
+    response = staff.get("/admin/orders/order/")
+
+    assert [o.pk for o in response.context["cl"].result_list] == [newest, uuid.UUID(order_id), older]
+    html = response.content.decode()
+    assert ">out_of_stock</a>" in html and "Out Of Stock" not in html  # the filter, as the API says it
+    assert '<td class="field-status">FAILED</td>' in html and ">Failed<" not in html
+
+
+def test_view_site_opens_the_overview(staff):
+    assert 'href="/admin/overview/">View site</a>' in staff.get("/admin/").content.decode()
+
+
 def test_the_admin_names_the_project_and_its_tables_in_good_english(staff):
     html = staff.get("/admin/").content.decode()
     assert "Saga shop operations" in html and "Django administration" not in html
@@ -356,7 +432,7 @@ def test_the_outbox_and_dead_letter_lists_show_short_ids_with_the_full_id_on_hov
 
     for url, full in full_ids.items():
         html = staff.get(url).content.decode()
-        assert f'title="{full}">{full[:8]}…</span>' in html, url
+        assert f'title="{full}">…{full[-8:]}</span>' in html, url
         assert f">{full}<" not in html, url  # never spelled out in a cell
 
 
@@ -422,3 +498,20 @@ def test_object_buttons_need_more_than_view_permission(order_id):
     for action in ("replay", "replay-new-id", "purge"):
         assert client.post(f"/admin/messaging/deadletter/{letter.pk}/{action}/", {"confirm": "yes"}).status_code == 403
     assert DeadLetter.objects.get(pk=letter.pk).replayed_at is None
+
+
+def test_every_page_writes_dates_one_way(staff, order_id):
+    letter = letter_for(order_id, str(uuid.uuid4()))
+    moment = datetime(2026, 11, 24, 17, 34, 28, tzinfo=UTC)
+    DeadLetter.objects.filter(pk=letter.pk).update(first_failed_at=moment, last_failed_at=moment)
+    Order.objects.filter(pk=order_id).update(created_at=moment)
+
+    pages = {
+        "/admin/messaging/deadletter/": '<span class="nowrap">2026-11-24</span> <span class="nowrap">17:34:28</span>',
+        f"/admin/messaging/deadletter/{letter.pk}/change/": "2026-11-24 17:34:28",  # a field of the object
+        "/admin/orders/order/": '<span class="nowrap">2026-11-24</span> <span class="nowrap">17:34:28</span>',
+    }
+    for url, written in pages.items():
+        html = staff.get(url).content.decode()
+        assert written in html, url
+        assert "Nov. 24, 2026" not in html and "11-24 17:34" not in html.replace("2026-11-24 17:34", ""), url

@@ -1,5 +1,6 @@
 """kernel.charts: the operator overview's inline SVG, checked as parsed XML (no database, no broker)."""
 
+import itertools
 import re
 import xml.etree.ElementTree as ET
 from datetime import UTC, datetime, timedelta
@@ -291,3 +292,26 @@ def test_horizontal_bars_with_no_rows_say_so():
     root = parse(hbars(rows=[]))
     assert texts(root) == ["Dead letters", "Nothing to show."]
     assert root[1].text == "Dead letters: 0 rows, 0 in total."
+
+
+@pytest.mark.parametrize("width", [360, 720, 1000])
+@pytest.mark.parametrize("minutes", [5, 59, 60, 61, 120])
+@pytest.mark.parametrize("seconds", [0, 30, 59])
+def test_time_labels_never_overlap(width, minutes, seconds):
+    """Each HH:MM label of the time axis (11px, about 34px wide) keeps clear of its neighbours."""
+    start = datetime(2026, 11, 24, 16, 0, seconds, tzinfo=UTC)
+    buckets = [start + timedelta(minutes=i) for i in range(minutes)]
+    for svg in (
+        stacked_bars(buckets=buckets, series={"a": [40] * minutes}, colors={}, title="t", width=width),
+        line_chart(
+            buckets=buckets,
+            series={"a": [1] * minutes, "b": [90] * minutes},
+            colors={},
+            title="t",
+            units={"b": "s"},
+            width=width,
+        ),  # fmt: skip
+    ):
+        labels = sorted(float(x) for x, text in re.findall(r'<text x="([\d.]+)"[^>]*>(\d\d:\d\d)</text>', svg))
+        assert labels, svg
+        assert all(b - a >= 40 for a, b in itertools.pairwise(labels)), labels

@@ -12,11 +12,13 @@ from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
 
 from messaging.dead_letters import dead_letter_record
-from messaging.models import OutboxMessage
+from messaging.models import DeadLetter, OutboxMessage
 from orders.models import Order
 from tests.conftest import ALL_DATABASES
 from tests.support.processes import free_port, wait_until
 from tests.support.saga import checkout, seed_catalog, wait_terminal
+
+OLDEST = "messaging_dead_letter_oldest_waiting_age_seconds"
 
 
 def samples(text: str) -> dict[tuple[str, tuple], float]:
@@ -143,3 +145,45 @@ def test_the_deadline_loop_counts_the_timeouts_it_decides(processes):
     assert got[("orders_checkout_to_terminal_seconds_count", (("status", "FAILED"),))] == 1
     assert got[("orders_checkout_to_terminal_seconds_bucket", (("le", "600.0"), ("status", "FAILED")))] == 0
     assert got[("orders_checkout_to_terminal_seconds_bucket", (("le", "1800.0"), ("status", "FAILED")))] == 1
+
+
+@pytest.mark.django_db
+def test_metrics_name_each_consumers_oldest_waiting_dead_letter():
+    def letter(consumer: str, message_id: str, order_id: str, reason: str, failed_minutes_ago: int, replayed=False):
+        record = dead_letter_record(
+            consumer=consumer,
+            body=b"{}",
+            properties={"message_id": message_id, "correlation_id": order_id},
+            headers={},
+            routing_key="",
+            reason=reason,
+        )
+        DeadLetter.objects.filter(pk=record.pk).update(
+            last_failed_at=timezone.now() - timedelta(minutes=failed_minutes_ago),
+            replayed_at=timezone.now() if replayed else None,
+        )
+
+    letter("payments", "m-new", "order-new", "handler_error", 1)
+    letter("payments", "m-old", "order-old", "invalid_payload", 7)
+    letter("payments", "m-replayed", "order-replayed", "handler_error", 60, replayed=True)
+    letter("inventory", "m-inv", "order-inv", "unknown_event_type", 2)
+
+    got = samples(Client().get("/metrics").content.decode())
+
+    oldest = {labels: value for (name, labels), value in got.items() if name == OLDEST}
+    assert set(oldest) == {
+        (
+            ("consumer", "inventory"),
+            ("correlation_id", "order-inv"),
+            ("message_id", "m-inv"),
+            ("reason", "unknown_event_type"),
+        ),
+        (
+            ("consumer", "payments"),
+            ("correlation_id", "order-old"),
+            ("message_id", "m-old"),
+            ("reason", "invalid_payload"),
+        ),
+    }
+    ages = sorted(oldest.values())
+    assert 120 <= ages[0] < 180 and 420 <= ages[1] < 480, ages

@@ -52,10 +52,14 @@ def test_list_show_replay_and_purge_dead_letters(processes, quiet_broker):
     letter = order_created_letter(order_id, message_id)
     anonymous = order_created_letter(str(uuid.uuid4()), None)
 
+    empty = processes.run("dead_letters", "list", "--consumer", "inventory")
+    assert (empty.returncode, empty.stdout) == (0, "")
+    assert empty.stderr.splitlines() == ["id\tconsumer\tmessage_id\treason\tstate", "no dead letters for inventory"]
     listing = processes.run("dead_letters", "list")
+    assert listing.stderr.splitlines() == ["id\tconsumer\tmessage_id\treason\tstate"]  # the header, not in stdout
     assert listing.stdout.splitlines() == [
-        f"{letter.pk}\tpayments\t{message_id}\thandler_error",
-        f"{anonymous.pk}\tpayments\t-\thandler_error",
+        f"{letter.pk}\tpayments\t{message_id}\thandler_error\twaiting",
+        f"{anonymous.pk}\tpayments\t-\thandler_error\twaiting",
     ]
     shown = processes.run("dead_letters", "show", str(letter.pk)).stdout
     assert "tok_****" in shown and "tok_visa" not in shown
@@ -66,6 +70,12 @@ def test_list_show_replay_and_purge_dead_letters(processes, quiet_broker):
     assert "replayed" in replay.stdout
     # Only the original consumer's queue got it.
     assert (queue_depth("payments_queue"), queue_depth("inventory_queue"), queue_depth("events_queue")) == (1, 0, 0)
+    letter.refresh_from_db()
+    assert processes.run("dead_letters", "list").stdout.splitlines()[0] == (
+        f"{letter.pk}\tpayments\t{message_id}\thandler_error\treplayed {letter.replayed_at:%Y-%m-%d %H:%M:%S}"
+    )
+    waiting = processes.run("dead_letters", "list", "--waiting")
+    assert waiting.stdout.splitlines() == [f"{anonymous.pk}\tpayments\t-\thandler_error\twaiting"]
     assert processes.run("run_consumers", "payments", "--once").returncode == 0
     assert ledger(order_id) == [("charge", Decimal("12.50"))]
     letter.refresh_from_db()

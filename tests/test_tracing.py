@@ -1,5 +1,7 @@
 """W3C trace context from the checkout request through every hop, and the JSON log lines
-that let one order be followed with one grep."""
+that let one order be followed with one grep, with tracing off (no OTEL_* variables): each hop is
+a span id of its own under the caller's trace, nothing is recorded. tests/test_opentelemetry.py
+runs the same saga exporting spans to an OTLP endpoint."""
 
 import json
 import re
@@ -10,7 +12,7 @@ import pytest
 from django.test import Client
 
 from inventory.models import Product
-from messaging.api import child_span as continue_trace
+from messaging.api import server_span, trace_headers
 from messaging.models import OutboxMessage
 from orders.models import Order, StorefrontProduct
 from tests.conftest import ALL_DATABASES
@@ -21,6 +23,11 @@ from tests.support.saga import ledger
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
 INCOMING = f"00-{TRACE_ID}-00f067aa0ba902b7-01"
 TRACEPARENT = re.compile(r"^00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$")
+
+
+def continue_trace(header: str | None) -> str:
+    """The traceparent of the span a request with this header is served in (tracing off)."""
+    return trace_headers(server_span({} if header is None else {"traceparent": header}))["traceparent"]
 
 
 def test_a_valid_traceparent_is_continued_with_a_span_of_our_own():

@@ -1,7 +1,10 @@
 """Template filters for the operator pages."""
 
+from datetime import UTC
+
 from django import template
-from django.utils.html import format_html
+from django.utils.html import format_html, format_html_join
+from django.utils.safestring import mark_safe
 
 from kernel.charts import format_duration
 
@@ -16,8 +19,34 @@ def age(seconds) -> str:
 
 @register.filter
 def short(value) -> str:
-    """An id as its first eight characters, the whole id on hover (as in the admin's lists)."""
+    """An id as its last eight characters, the whole id on hover (as in the admin's lists).
+
+    The last ones: a time-ordered UUID (version 7, the message ids) begins with its timestamp,
+    so ids of one minute share their first eight characters; their ends are random."""
     text = str(value or "")
     if len(text) <= 12:
         return text or "-"
-    return format_html('<span class="ops-mono" title="{}">{}…</span>', text, text[:8])
+    return format_html('<span class="ops-mono nowrap" title="{}">…{}</span>', text, text[-8:])
+
+
+@register.filter
+def compact_time(value) -> str:
+    """``2026-11-23 22:14:01`` in UTC (the one format of every page; it wraps between date and
+    time in a narrow column), the full timestamp on hover."""
+    if value is None:
+        return "-"
+    value = value.astimezone(UTC)
+    return format_html(
+        '<span title="{}"><span class="nowrap">{}</span> <span class="nowrap">{}</span></span>',
+        value.isoformat(),
+        value.strftime("%Y-%m-%d"),
+        value.strftime("%H:%M:%S"),
+    )
+
+
+@register.filter
+def breakable_key(value) -> str:
+    """A routing key that may wrap after its dots (``context.<wbr>aggregate.<wbr>event``),
+    never cut: narrow columns wrap it instead of scrolling sideways."""
+    parts = str(value or "").split(".")
+    return format_html_join(mark_safe(".<wbr>"), "{}", ((part,) for part in parts)) if value else "-"

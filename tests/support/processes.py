@@ -1,5 +1,6 @@
 """Real processes for end-to-end and crash tests: start ``manage.py`` commands, stop or kill them."""
 
+import json
 import os
 import signal
 import socket
@@ -76,6 +77,11 @@ class ProcessGroup:
                 self.kill(proc)
             except (ProcessLookupError, subprocess.TimeoutExpired):
                 pass
+
+    def log_lines(self, proc: subprocess.Popen) -> list[dict]:
+        """The JSON lines (``LOG_FORMAT=json``) ``proc`` has logged so far."""
+        log = next(log for _, p, log in self.procs if p is proc)
+        return [json.loads(line) for line in log.read_text(errors="replace").splitlines() if line.startswith('{"')]
 
     def logs(self, tail: int = 40) -> str:
         parts = []

@@ -19,8 +19,11 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         actions = parser.add_subparsers(dest="action", required=True)
-        listing = actions.add_parser("list", help="one line per dead letter: id, consumer, message_id, reason")
+        listing = actions.add_parser(
+            "list", help="one line per dead letter: id, consumer, message_id, reason, state (waiting or replayed)"
+        )
         listing.add_argument("--consumer", choices=consumers())
+        listing.add_argument("--waiting", action="store_true", help="only those not replayed since they failed")
         show = actions.add_parser("show", help="everything about one dead letter")
         show.add_argument("id", type=int)
         replay = actions.add_parser("replay", help="republish to the original consumer only")
@@ -34,9 +37,16 @@ class Command(BaseCommand):
     def handle(self, *args, action, **options):
         getattr(self, f"_{action}")(**options)
 
-    def _list(self, consumer=None, **options):
-        for letter in dead_letters_list(consumer=consumer):
-            self.stdout.write(f"{letter.pk}\t{letter.consumer}\t{letter.message_id or '-'}\t{letter.reason}")
+    def _list(self, consumer=None, waiting=False, **options):
+        # The header and "none" go to stderr: stdout stays one line per dead letter, for scripts.
+        letters = list(dead_letters_list(consumer=consumer, waiting=waiting))
+        self.stderr.write("id\tconsumer\tmessage_id\treason\tstate")
+        for letter in letters:
+            state = f"replayed {letter.replayed_at:%Y-%m-%d %H:%M:%S}" if letter.replayed_at else "waiting"
+            self.stdout.write(f"{letter.pk}\t{letter.consumer}\t{letter.message_id or '-'}\t{letter.reason}\t{state}")
+        if not letters:
+            which = " waiting" if waiting else ""
+            self.stderr.write(f"no{which} dead letters{f' for {consumer}' if consumer else ''}")
 
     def _show(self, id, **options):
         letter = DeadLetter.objects.filter(pk=id).first()

@@ -5,6 +5,7 @@ from messaging.consumer import ConsumerWorker
 from messaging.lifecycle import Stopper, use_dedicated_connections
 from messaging.registry import local_consumers
 from messaging.serve_metrics import serve_metrics
+from messaging.topology import EVENT_LOG_CONSUMER
 from messaging.topology import consumers as system_consumers
 
 
@@ -48,7 +49,10 @@ class Command(BaseCommand):
                 + (f" besides {', '.join(excluded)}" if excluded else "")
             )
         use_dedicated_connections()
-        serve_metrics(metrics_port)
+        # The Procfile's two consumer processes take their ports from two variables: the one
+        # that names the event log's consumer, and the one that takes the others.
+        variable = "ORDERS_CONSUMERS_METRICS_PORT" if EVENT_LOG_CONSUMER in consumers else "CONSUMERS_METRICS_PORT"
+        serve_metrics(metrics_port, variable=variable)
         worker = ConsumerWorker(chosen, stopper=Stopper().install())
         code = worker.run(once=once)
         if code:

@@ -19,7 +19,7 @@ class Command(BaseCommand):
 
     def handle(self, *args, batch_size=None, pipelines=None, once=False, metrics_port=None, **options):
         use_dedicated_connections()
-        serve_metrics(metrics_port)
+        serve_metrics(metrics_port, variable="RELAY_METRICS_PORT")
         count = max(1, pipelines or setting("RELAY_PIPELINES"))
         code = run_pipelines(count, batch_size=batch_size, stopper=Stopper().install(), once=once)
         if code:

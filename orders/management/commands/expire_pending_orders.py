@@ -21,8 +21,11 @@ class Command(BaseCommand):
         parser.add_argument("--metrics-port", type=int, default=None, help="serve Prometheus metrics on this port")
 
     def handle(self, *args, loop=False, metrics_port=None, **options):
-        use_dedicated_connections()
-        serve_metrics(metrics_port)  # timeouts counted here: orders_saga_outcomes_total{reason="timeout"}
+        # No workers' session limits: it never waits on anything outside the database inside a
+        # transaction, and its purge of expired keys may be one long statement after downtime.
+        use_dedicated_connections(session_limits=False)
+        # Timeouts are counted here: orders_saga_outcomes_total{reason="timeout"}.
+        serve_metrics(metrics_port, variable="DEADLINE_METRICS_PORT")
         stopper = Stopper().install()
         interval = min(settings.SAGA_TIMEOUT, 5.0)
         while True:

@@ -1,0 +1,176 @@
+"""Real Prometheus and Alertmanager for the alerting tests, and a webhook receiver to page.
+
+Both come from Debian's packages (scripts/ensure_prometheus.py, which ``make test`` runs); each is
+started on a free port of 127.0.0.1 with the test's own configuration and storage, and always
+stopped afterwards. Alertmanager's gossip port is switched off (``--cluster.listen-address=``), so
+nothing listens on its default ports 9093/9094.
+"""
+
+import json
+import shutil
+import signal
+import subprocess
+import threading
+import urllib.parse
+import urllib.request
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+from tests.support.processes import free_port, wait_until
+
+DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
+
+
+def http_json(url: str, data: bytes | None = None, headers: dict | None = None, timeout: float = 5):
+    request = urllib.request.Request(url, data=data, headers=headers or {}, method="POST" if data else "GET")
+    with urllib.request.urlopen(request, timeout=timeout) as response:
+        body = response.read()
+        return response.status, json.loads(body) if body else None
+
+
+def answers(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as response:
+            return response.status == 200
+    except OSError:
+        return False
+
+
+class Prometheus:
+    def __init__(self, base: str):
+        self.base = base
+
+    def api(self, path: str, **params) -> dict:
+        query = f"?{urllib.parse.urlencode(params)}" if params else ""
+        status, body = http_json(f"{self.base}/api/v1/{path}{query}")
+        assert (status, body["status"]) == (200, "success"), body
+        return body["data"]
+
+    def target_health(self) -> dict[str, str]:
+        return {t["labels"]["job"]: t["health"] for t in self.api("targets", state="active")["activeTargets"]}
+
+    def active_alerts(self) -> dict[tuple[str, str | None], dict]:
+        """Pending and firing alerts by (alertname, job); resolved ones are not listed."""
+        return {(a["labels"]["alertname"], a["labels"].get("job")): a for a in self.api("alerts")["alerts"]}
+
+    def rule_state(self, name: str) -> tuple[str, str]:
+        rules = [r for g in self.api("rules", type="alert")["groups"] for r in g["rules"] if r["name"] == name]
+        assert len(rules) == 1, rules
+        return rules[0]["state"], rules[0]["health"]
+
+
+class Alertmanager:
+    def __init__(self, base: str):
+        self.base = base
+
+    def alerts(self) -> list[dict]:
+        """Every alert it holds, with its status (``active`` or ``suppressed`` and by what)."""
+        return http_json(f"{self.base}/api/v2/alerts")[1]
+
+    def post_alerts(self, alerts: list[dict]) -> None:
+        """Send alerts as Prometheus does (labels, annotations)."""
+        status, _ = http_json(
+            f"{self.base}/api/v2/alerts", data=json.dumps(alerts).encode(), headers={"Content-Type": "application/json"}
+        )
+        assert status == 200
+
+
+class Daemons:
+    """Starts Prometheus and Alertmanager for one test; ``stop_all`` ends them and prints their logs."""
+
+    def __init__(self, folder: Path):
+        self.folder = folder
+        self.started: list[tuple[str, subprocess.Popen, Path]] = []
+
+    def _start(self, name: str, argv: list[str], ready_url: str) -> None:
+        log = self.folder / f"{name}-{len(self.started)}.log"
+        proc = subprocess.Popen(argv, stdout=log.open("wb"), stderr=subprocess.STDOUT, start_new_session=True)
+        self.started.append((name, proc, log))
+        wait_until(lambda: proc.poll() is not None or answers(ready_url), timeout=30, message=name)
+        assert proc.poll() is None, log.read_text(errors="replace")
+
+    def prometheus(self, config: Path) -> Prometheus:
+        binary = shutil.which("prometheus")
+        assert binary, "prometheus is missing: run scripts/ensure_prometheus.py as root"
+        port = free_port()
+        base = f"http://127.0.0.1:{port}"
+        storage = self.folder / f"tsdb-{len(self.started)}"
+        self._start(
+            "prometheus",
+            [
+                binary,
+                f"--config.file={config}",
+                f"--storage.tsdb.path={storage}",
+                f"--web.listen-address=127.0.0.1:{port}",
+                "--log.level=warn",
+            ],
+            f"{base}/-/ready",
+        )
+        return Prometheus(base)
+
+    def alertmanager(self, config: Path) -> Alertmanager:
+        binary = shutil.which("prometheus-alertmanager")
+        assert binary, "prometheus-alertmanager is missing: run scripts/ensure_prometheus.py as root"
+        port = free_port()
+        base = f"http://127.0.0.1:{port}"
+        storage = self.folder / f"alertmanager-{len(self.started)}"
+        self._start(
+            "alertmanager",
+            [
+                binary,
+                f"--config.file={config}",
+                f"--storage.path={storage}",
+                f"--web.listen-address=127.0.0.1:{port}",
+                "--cluster.listen-address=",
+                "--log.level=warn",
+            ],
+            f"{base}/-/ready",
+        )
+        return Alertmanager(base)
+
+    def stop_all(self) -> None:
+        for name, proc, log in self.started:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+                try:
+                    proc.wait(timeout=15)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait(timeout=10)
+            print(f"--- {name} (exit {proc.returncode}) ---\n{log.read_text(errors='replace')[-4000:]}")
+
+
+class WebhookReceiver:
+    """An HTTP server that records what Alertmanager posts to it, by path (e.g. /page, /ticket)."""
+
+    def __init__(self):
+        self.received: list[tuple[str, dict]] = []
+        lock = threading.Lock()
+        received = self.received
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):
+                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
+                with lock:
+                    received.append((self.path, body))
+                self.send_response(200)
+                self.end_headers()
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def notifications(self, path: str) -> list[dict]:
+        return [body for p, body in list(self.received) if p == path]
+
+    def alerts(self, path: str, status: str = "firing") -> list[dict]:
+        """Every alert posted to ``path`` with ``status``, across notifications."""
+        return [a for body in self.notifications(path) for a in body["alerts"] if a["status"] == status]
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
