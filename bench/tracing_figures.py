@@ -6,7 +6,7 @@ batching. The order alternates between rounds so that drift does not favour one 
 """
 
 from bench import bus
-from bench.app_figures import TICK, consumer_rate
+from bench.app_figures import consumer_rate
 from bench.common import Bench, median, progress
 from bench.otlp_sink import OtlpSink
 
@@ -17,7 +17,6 @@ OFF = {"OTEL_TRACES_EXPORTER": "none"}
 def tracing(bench: Bench) -> None:
     sink = OtlpSink()
     on = {"OTEL_EXPORTER_OTLP_ENDPOINT": sink.endpoint}
-    bus.bind("inventory_queue", TICK)
     rounds = []
     try:
         for n in range(1, bench.rounds + 1):

@@ -14,5 +14,11 @@ class ShopConfig(AppConfig):
     def ready(self) -> None:
         from config.telemetry import configure_tracing
         from kernel.contexts import installed, names
+        from messaging.api import local_consumers
 
-        configure_tracing(argv=sys.argv, hosted=list(settings.CONTEXTS), installed=names(installed()))
+        configure_tracing(
+            argv=sys.argv,
+            hosted=list(settings.CONTEXTS),
+            installed=names(installed()),
+            consumers=local_consumers(),
+        )

@@ -39,23 +39,35 @@ def tracing_requested(environ=os.environ) -> bool:
     return bool(endpoint or exporter == "otlp")
 
 
-def process_role(argv: list[str]) -> str:
+def process_role(argv: list[str], local_consumers: list[str] | None = None) -> str:
     """What this process is, from its command line: ``web``, ``relay``, ``deadline``,
-    ``consumers-<names>``, or the management command's name."""
+    ``consumers-<names>`` (``--except`` resolved against ``local_consumers``), or the command's name."""
     program = PurePath(argv[0]).name if argv else ""
     if "gunicorn" in program:
         return "web"
     command = argv[1] if len(argv) > 1 and program in ("manage.py", "django-admin") else program
-    if command == "run_consumers":  # its consumer names come before its options
-        names = []
-        for arg in argv[2:]:
-            if arg.startswith("-"):
-                break
-            names.append(arg)
-        return "-".join(["consumers", *names])
+    if command == "run_consumers":
+        return "-".join(["consumers", *_consumer_names(argv[2:], local_consumers or [])])
     return {"runserver": "web", "run_outbox_relay": "relay", "expire_pending_orders": "deadline"}.get(
         command, command or "python"
     )
+
+
+def _consumer_names(args: list[str], local_consumers: list[str]) -> list[str]:
+    """The consumers ``run_consumers`` was asked for: its names (before its options), or with
+    ``--except A,B`` every local consumer but those; none for all of them."""
+    names = []
+    for arg in args:
+        if arg.startswith("-"):
+            break
+        names.append(arg)
+    excepted = next((args[i + 1] for i, arg in enumerate(args[:-1]) if arg == "--except"), None)
+    if excepted is None:
+        excepted = next((arg.split("=", 1)[1] for arg in args if arg.startswith("--except=")), None)
+    if excepted is not None and not names:
+        left_out = {name.strip() for name in excepted.split(",")}
+        names = [name for name in local_consumers if name not in left_out]
+    return names
 
 
 def service_name(role: str, hosted: list[str], installed: list[str]) -> str:
@@ -63,7 +75,9 @@ def service_name(role: str, hosted: list[str], installed: list[str]) -> str:
     return "-".join([NAMESPACE, *contexts, role])
 
 
-def configure_tracing(*, argv: list[str], hosted: list[str], installed: list[str], environ=os.environ) -> bool:
+def configure_tracing(
+    *, argv: list[str], hosted: list[str], installed: list[str], consumers: list[str] | None = None, environ=os.environ
+) -> bool:
     """Set up the SDK, the exporter and the instrumentations when ``OTEL_*`` ask for it; True if so."""
     if not tracing_requested(environ):
         return False
@@ -88,7 +102,7 @@ def configure_tracing(*, argv: list[str], hosted: list[str], installed: list[str
 
     attributes = {"service.namespace": NAMESPACE, "shop.contexts": ",".join(hosted)}
     if not environ.get("OTEL_SERVICE_NAME") and "service.name=" not in environ.get("OTEL_RESOURCE_ATTRIBUTES", ""):
-        attributes[SERVICE_NAME] = service_name(process_role(argv), hosted, installed)
+        attributes[SERVICE_NAME] = service_name(process_role(argv, consumers), hosted, installed)
     provider = TracerProvider(resource=Resource.create(attributes), sampler=_no_orphan_queries())
     provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
     trace.set_tracer_provider(provider)

@@ -47,6 +47,11 @@ def test_nothing_is_set_up_without_the_variables():
             "consumers-payments-inventory",
         ),
         (["manage.py", "run_consumers", "--once"], "consumers"),
+        (
+            ["manage.py", "run_consumers", "--except", "orders,events", "--metrics-port", "9102"],
+            "consumers-payments-shipping",
+        ),
+        (["manage.py", "run_consumers", "--except=orders"], "consumers-events-payments-shipping"),
         (["manage.py", "expire_pending_orders", "--loop"], "deadline"),
         (["manage.py", "dead_letters", "replay", "--all"], "dead_letters"),
         (["/usr/bin/python3"], "python3"),
@@ -54,7 +59,7 @@ def test_nothing_is_set_up_without_the_variables():
     ],
 )
 def test_a_process_role_comes_from_its_command_line(argv, role):
-    assert process_role(argv) == role
+    assert process_role(argv, ["orders", "events", "payments", "shipping"]) == role
 
 
 def test_the_service_name_says_the_role_and_in_a_split_the_contexts():
