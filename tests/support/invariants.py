@@ -20,6 +20,7 @@ from django.db.models import CharField, Count, Exists, OuterRef, Sum
 from django.db.models.functions import Cast
 
 from inventory.models import Product, Reservation
+from messaging.contracts import schemas, validation_error
 from messaging.models import DeadLetter, InboxMessage, OutboxMessage
 from messaging.topology import ANY_EVENT, consumers, queue_bindings
 from orders.models import Order, OrderLine, StorefrontProduct
@@ -215,6 +216,7 @@ def check_invariants(
     if order_ids is None:
         _check_dead_letters(report, list(expected_dead_letters), tolerated_dead_letter)
     _check_outbox(report, scope if order_ids is not None else None)
+    _check_contracts(report, scope if order_ids is not None else None)
     if broker:
         depths = broker_queue_depths()
         if depths is None:
@@ -417,6 +419,29 @@ def _check_dead_letters(
         "every poison message is a dead letter with its reason, and nothing else is",
         problems,
         f"{len(letters)} dead letters ({len(expected)} expected)",
+    )
+
+
+def contract_problems(rows) -> list[str]:
+    """Each event (event_type, schema_version, payload) that its version's schema refuses."""
+    problems = []
+    for event_type, version, payload in rows:
+        if (event_type, version) not in schemas():
+            problems.append(f"{event_type} v{version} has no schema")
+        elif error := validation_error(event_type, version, payload):
+            problems.append(error)
+    return problems
+
+
+def _check_contracts(report: Report, scope: set[str] | None) -> None:
+    rows = OutboxMessage.objects.all()
+    if scope is not None:
+        rows = rows.filter(correlation_id__in=scope)
+    rows = list(rows.values_list("event_type", "schema_version", "payload"))
+    report.check(
+        "every event published validates against its version's schema",
+        contract_problems(rows),
+        f"{len(rows)} events",
     )
 
 

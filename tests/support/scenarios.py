@@ -209,6 +209,10 @@ def _poison(queue: str, body: bytes, event_type: str | None, *, with_id: bool = 
     return message_id
 
 
+def _product_named(name: str) -> dict:
+    return {"sku": "POISON", "name": name, "price": "1.00", "available": 1, "version": 10**9}
+
+
 # Each kind: (consumer, reason, how to make it). Covers every way a message can be unusable.
 POISON_KINDS: list[tuple[str, str, Callable[[], str]]] = [
     ("payments", "undecodable_body", lambda: _poison("payments_queue", b"\xff\xfe{not json", "orders.order.created")),
@@ -239,9 +243,9 @@ POISON_KINDS: list[tuple[str, str, Callable[[], str]]] = [
         ),
     ),
     (
-        "payments",
-        "handler_error",  # a bug that raises on every attempt (the gateway refuses a 7-letter currency)
-        lambda: _poison("payments_queue", as_json(order_created_payload(currency="TOOLONG")), "orders.order.created"),
+        "orders",
+        "handler_error",  # a bug that raises on every attempt (its schema allows a name its table refuses)
+        lambda: _poison("orders_queue", as_json(_product_named("x" * 300)), "inventory.product.updated"),
     ),
 ]
 
