@@ -89,16 +89,24 @@ class Report:
 
 
 def broker_queue_depths() -> dict[str, int] | None:
-    """Messages per queue of the test's vhost, ready and unacknowledged; None if unreachable."""
+    """Messages per queue of the test's vhost, ready and unacknowledged; None if unreachable.
+
+    ``TEST_BROKER_NODE``: the nodes of a test cluster (comma-separated), asked in turn; else the machine's node.
+    """
     vhost = os.environ["TEST_BROKER_VHOST"]
-    result = subprocess.run(
-        ["rabbitmqctl", "-q", "list_queues", "-p", vhost, "name", "messages", "--no-table-headers"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    if result.returncode:
+    nodes = [n for n in os.environ.get("TEST_BROKER_NODE", "").split(",") if n] or [None]
+    for node in nodes:
+        result = subprocess.run(
+            ["rabbitmqctl", "-q", *(["-n", node] if node else []), "list_queues", "-p", vhost, "name", "messages",
+             "--no-table-headers"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )  # fmt: skip
+        if not result.returncode:
+            break
+    else:
         return None
     depths = {}
     for line in result.stdout.splitlines():

@@ -254,7 +254,7 @@ def poison_past_delivery_limit() -> str:
     """A message that "crashes" the consumer on every delivery: requeued until RabbitMQ's limit.
 
     Quorum queues count every requeue; past ``x-delivery-limit`` the broker dead-letters it to
-    ``payments_queue_dlq``, from which the consumer moves it to the dead-letter table.
+    ``payments_queue_dead_letters``, from which the consumer moves it to the dead-letter table.
     """
     message_id = _poison("payments_queue", as_json(order_created_payload()), "orders.order.created")
     with broker_connection() as conn:
