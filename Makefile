@@ -8,7 +8,7 @@ SERVE_HOST ?= 0.0.0.0
 PYTEST_ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help install run run-split serve test test-unit lint chaos bench soak demo browser-check clean
+.PHONY: help install run run-split serve test test-unit upgrade-test lint chaos bench soak demo browser-check clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
@@ -45,12 +45,14 @@ run-split: export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 run-split: $(STAMP) ## run each installed context as its own deployment, each on its own database, one broker (embedded unless <CONTEXT>_DATABASE_URL and BROKER_URL are set; scripts/run_split.py)
 	python scripts/run_split.py --port $(PORT) --var-dir $(SPLIT_VAR)
 
-test: $(STAMP) ## import contracts + the whole suite on real PostgreSQL and RabbitMQ
+test: $(STAMP) ## import contracts, the frozen event schemas, the AsyncAPI parser + the whole suite on real PostgreSQL and RabbitMQ
 	$(VENV)/bin/lint-imports
 	$(VENV)/bin/ruff check --quiet .
 	$(PY) scripts/ensure_prometheus.py
 	amtool check-config deploy/alertmanager/alertmanager.yml
 	$(PY) scripts/ensure_nginx.py
+	$(PY) scripts/ensure_asyncapi_parser.py
+	DEBUG=1 $(PY) manage.py event_schemas
 	$(PY) scripts/with_test_services.py $(VENV)/bin/pytest $(PYTEST_ARGS)
 
 # No DATABASE_URL or BROKER_URL is read: the unit tier touches neither (pytest-django refuses any database access
@@ -58,6 +60,9 @@ test: $(STAMP) ## import contracts + the whole suite on real PostgreSQL and Rabb
 test-unit: export DEBUG ?= 1
 test-unit: $(STAMP) ## the unit tier only (tests/unit): no database, no broker, seconds; for charts, envelope, masking, parsers...
 	$(VENV)/bin/pytest tests/unit -p no:schemathesis $(PYTEST_ARGS)
+
+upgrade-test: $(STAMP) ## the rolling upgrade: the release before versioned events (git 83b4deb) as some deployments, this tree as the others, one broker, both ways (docs/evolving-events.md)
+	$(PY) scripts/with_test_services.py $(VENV)/bin/pytest -m upgrade tests/e2e/test_rolling_upgrade.py $(PYTEST_ARGS)
 
 lint: $(STAMP) ## ruff and import-linter
 	$(VENV)/bin/ruff check .

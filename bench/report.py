@@ -100,6 +100,10 @@ def rows(f: dict) -> list[list[str]]:
                     ratio=t[f"{part}_on_off_ratio"],
                 )
             )
+    if c := f.get("9_cluster"):
+        for part, name in (("relay", f"9 relay x1, {c['rows'] // 1000}k rows"), ("saga", "9 backlog drained")):
+            value = _pair(c[f"{part}_cluster_per_s"], c[f"{part}_single_per_s"], "/s")
+            out.append(_row(f"{name}, three-node cluster / one node", value, ratio=c[f"{part}_ratio"]))
     return out
 
 

@@ -3,7 +3,8 @@
 
 The same scenarios as the fault tests (``faultlib/scenarios.py``), longer and harder, plus
 two that ``make test`` never runs: a full broker restart (``rabbitmqctl stop_app`` /
-``start_app``, which disturbs every vhost of the broker) and every fault at once. Each scenario
+``start_app``, which disturbs every vhost of the broker) and every fault at once. ``cluster``
+runs on a three-node RabbitMQ cluster of its own (``tests/support/cluster.py``). Each scenario
 runs on a fresh database and prints what it injected and every invariant it checked; the run
 exits 1 if any scenario failed or broke an invariant.
 
@@ -106,11 +107,46 @@ def scenarios(scale: float) -> dict:
             "at any step, through the real dispatch",
             lambda g, r: shuffled(n(300), r),
         ),
+        "cluster": (
+            "a three-node RabbitMQ cluster of its own: 300 orders while each node is SIGKILLed in turn (node 1, "
+            "which every process is connected to, first; so every queue's leader dies once) and started again "
+            "15 s later, then the relay's node frozen (SIGSTOP) past the heartbeat and resumed",
+            lambda g, r: on_a_cluster(
+                g, r, orders=n(300), kill_after=n(30), down_for=15, kill_in_turn=(1, 2, 3), freeze_for=15, pace=0.25
+            ),
+        ),
         "mixed": (
             "everything at once: kills, fault points, cut connections, poison, cancellations, deadline",
             lambda g, r: s.mixed(g, r, rounds=n(8), max_orders=n(2000)),
         ),
     }
+
+
+# Run after a scenario's invariants were checked (the cluster scenario's nodes are checked, then stopped).
+AFTER_CHECK: list = []
+
+
+def on_a_cluster(group, rng: random.Random, **scenario):
+    """The node-loss scenario on a cluster started for it; the invariants read its vhost, then it stops."""
+    import contextlib
+
+    from tests.support.cluster import node_loss, observed_on, own_cluster, saga_durations
+
+    stack = contextlib.ExitStack()
+    AFTER_CHECK.append(stack.close)
+    cluster, vhost = stack.enter_context(own_cluster())
+    stack.enter_context(observed_on(cluster, vhost))
+    group.env = {**group.env, "BROKER_URL": cluster.url(vhost)}
+    outcome = node_loss(group, rng, cluster, **scenario)
+    queues = cluster.queues(vhost)
+    members = {(q["type"], len(set(q["members"]))) for q in queues}
+    print(f"   {len(queues)} queues on the cluster; (type, members): {sorted(members)}")
+    print("   saga durations (checkout to terminal):")
+    for line in saga_durations(outcome):
+        print(f"      {line}")
+    if members != {("quorum", 3)}:
+        raise AssertionError(f"every queue must be a quorum queue with a member on each node: {queues}")
+    return outcome
 
 
 def shuffled(examples: int, rng: random.Random) -> list:
@@ -151,6 +187,8 @@ def run_one(name: str, what: str, func, rng: random.Random, env: dict) -> Result
         except Exception:  # noqa: BLE001 - a failed scenario is reported, the others still run
             print(f"   FAILED: {traceback.format_exc()}")
             print("   last lines of each process:\n" + group.logs(tail=15))
+            while AFTER_CHECK:
+                AFTER_CHECK.pop()()
             return Result(name, False, time.monotonic() - started, "scenario failed (see above)")
         finally:
             group.stop_all()
@@ -180,6 +218,8 @@ def run_one(name: str, what: str, func, rng: random.Random, env: dict) -> Result
         [f"exit codes {outcome.exit_codes}"] if any(outcome.exit_codes) else [],
         f"{len(outcome.exit_codes)} processes",
     )
+    while AFTER_CHECK:
+        AFTER_CHECK.pop()()
     print("   invariants:")
     for line in report.lines():
         print(f"      {line}")

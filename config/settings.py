@@ -267,6 +267,9 @@ MESSAGING = {
     "CONSUMER_MAX_ATTEMPTS": env.int("CONSUMER_MAX_ATTEMPTS", default=5),
     "DELIVERY_LIMIT": env.int("CONSUMER_DELIVERY_LIMIT", default=20),
     "SENSITIVE_FIELDS": env.list("SENSITIVE_FIELDS", default=["payment_token"]),
+    # During a rollout, the older version a producer writes: "<routing key>=<N>,..." (empty: the
+    # newest of each event; docs/evolving-events.md).
+    "EVENT_VERSIONS": env.str("EVENT_VERSIONS", default=""),
     "OUTBOX_RETENTION": parse_duration(env.str("OUTBOX_RETENTION", default="7d")),
     "INBOX_RETENTION": parse_duration(env.str("INBOX_RETENTION", default="14d")),
     "EVENT_LOG_RETENTION": parse_duration(env.str("EVENT_LOG_RETENTION", default="90d")),

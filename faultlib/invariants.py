@@ -20,6 +20,7 @@ from django.db.models import CharField, Count, Exists, OuterRef, Sum
 from django.db.models.functions import Cast
 
 from inventory.models import Product, Reservation
+from messaging.contracts import schemas, validation_error
 from messaging.models import DeadLetter, InboxMessage, OutboxMessage
 from messaging.topology import ANY_EVENT, consumers, queue_bindings
 from orders.models import Order, OrderLine, StorefrontProduct
@@ -88,16 +89,24 @@ class Report:
 
 
 def broker_queue_depths() -> dict[str, int] | None:
-    """Messages per queue of the test's vhost, ready and unacknowledged; None if unreachable."""
+    """Messages per queue of the test's vhost, ready and unacknowledged; None if unreachable.
+
+    ``TEST_BROKER_NODE``: the nodes of a test cluster (comma-separated), asked in turn; else the machine's node.
+    """
     vhost = os.environ["TEST_BROKER_VHOST"]
-    result = subprocess.run(
-        ["rabbitmqctl", "-q", "list_queues", "-p", vhost, "name", "messages", "--no-table-headers"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    if result.returncode:
+    nodes = [n for n in os.environ.get("TEST_BROKER_NODE", "").split(",") if n] or [None]
+    for node in nodes:
+        result = subprocess.run(
+            ["rabbitmqctl", "-q", *(["-n", node] if node else []), "list_queues", "-p", vhost, "name", "messages",
+             "--no-table-headers"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )  # fmt: skip
+        if not result.returncode:
+            break
+    else:
         return None
     depths = {}
     for line in result.stdout.splitlines():
@@ -207,6 +216,7 @@ def check_invariants(
     if order_ids is None:
         _check_dead_letters(report, list(expected_dead_letters), tolerated_dead_letter)
     _check_outbox(report, scope if order_ids is not None else None)
+    _check_contracts(report, scope if order_ids is not None else None)
     if broker:
         depths = broker_queue_depths()
         if depths is None:
@@ -409,6 +419,29 @@ def _check_dead_letters(
         "every poison message is a dead letter with its reason, and nothing else is",
         problems,
         f"{len(letters)} dead letters ({len(expected)} expected)",
+    )
+
+
+def contract_problems(rows) -> list[str]:
+    """Each event (event_type, schema_version, payload) that its version's schema refuses."""
+    problems = []
+    for event_type, version, payload in rows:
+        if (event_type, version) not in schemas():
+            problems.append(f"{event_type} v{version} has no schema")
+        elif error := validation_error(event_type, version, payload):
+            problems.append(error)
+    return problems
+
+
+def _check_contracts(report: Report, scope: set[str] | None) -> None:
+    rows = OutboxMessage.objects.all()
+    if scope is not None:
+        rows = rows.filter(correlation_id__in=scope)
+    rows = list(rows.values_list("event_type", "schema_version", "payload"))
+    report.check(
+        "every event published validates against its version's schema",
+        contract_problems(rows),
+        f"{len(rows)} events",
     )
 
 

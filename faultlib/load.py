@@ -30,8 +30,9 @@ class OrderLoad:
         tokens: list[str] = SAFE_TOKENS,
         cancel_share: float = 0.0,
         cancel_within: float = 2.0,
+        rare_share: float = 0.25,
     ):
-        self.rng, self.tokens = rng, tokens
+        self.rng, self.tokens, self.rare_share = rng, tokens, rare_share
         self.cancel_share, self.cancel_within = cancel_share, cancel_within
         self.client = Client()
         self.orders: dict[str, str] = {}  # order id -> payment token
@@ -41,7 +42,7 @@ class OrderLoad:
 
     def place(self, token: str | None = None) -> str:
         items = [{"sku": "WIDGET", "quantity": self.rng.randint(1, 3)}]
-        if self.rng.random() < 0.25:
+        if self.rng.random() < self.rare_share:  # RARE runs out: those orders fail with out_of_stock
             items.append({"sku": "RARE", "quantity": 1})
         token = token or self.rng.choice(self.tokens)
         order_id = checkout(self.client, items, token=token, customer=f"cust-{self.rng.randint(1, 9)}")["id"]

@@ -205,6 +205,10 @@ def _poison(queue: str, body: bytes, event_type: str | None, *, with_id: bool = 
     return message_id
 
 
+def _product_named(name: str) -> dict:
+    return {"sku": "POISON", "name": name, "price": "1.00", "available": 1, "version": 10**9}
+
+
 # Each kind: (consumer, reason, how to make it). Covers every way a message can be unusable.
 POISON_KINDS: list[tuple[str, str, Callable[[], str]]] = [
     ("payments", "undecodable_body", lambda: _poison("payments_queue", b"\xff\xfe{not json", "orders.order.created")),
@@ -235,9 +239,9 @@ POISON_KINDS: list[tuple[str, str, Callable[[], str]]] = [
         ),
     ),
     (
-        "payments",
-        "handler_error",  # a bug that raises on every attempt (the gateway refuses a 7-letter currency)
-        lambda: _poison("payments_queue", as_json(order_created_payload(currency="TOOLONG")), "orders.order.created"),
+        "orders",
+        "handler_error",  # a bug that raises on every attempt (its schema allows a name its table refuses)
+        lambda: _poison("orders_queue", as_json(_product_named("x" * 300)), "inventory.product.updated"),
     ),
 ]
 
@@ -246,7 +250,7 @@ def poison_past_delivery_limit() -> str:
     """A message that "crashes" the consumer on every delivery: requeued until RabbitMQ's limit.
 
     Quorum queues count every requeue; past ``x-delivery-limit`` the broker dead-letters it to
-    ``payments_queue_dlq``, from which the consumer moves it to the dead-letter table.
+    ``payments_queue_dead_letters``, from which the consumer moves it to the dead-letter table.
     """
     message_id = _poison("payments_queue", as_json(order_created_payload()), "orders.order.created")
     with broker_connection() as conn:

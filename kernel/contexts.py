@@ -54,6 +54,14 @@ class ContextDeclaration:
     databases: tuple[str, ...] = ()
     setup: tuple[tuple[str, ...], ...] = ()
     processes: dict[str, str] = field(default_factory=dict)
+    # the folder (in this package) of its events' JSON Schemas, one file per event and version:
+    # <event type>.v<N>.json (docs/evolving-events.md); data every deployment's tree carries
+    schemas: str = ""
+    # routing key it consumes -> its upcasters, one per step: [v1 -> v2, v2 -> v3, ...]
+    upcasters: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    # event type it publishes -> its downcasters, one per step: [v2 -> v1, v3 -> v2, ...]
+    # (EVENT_VERSIONS pins an older version during a rollout)
+    downcasters: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     @property
     def queue(self) -> str:
@@ -102,6 +110,11 @@ def read_declaration(base_dir: Path, package: str) -> ContextDeclaration:
             fail(f"publishes {event_type!r}: a context publishes only '{name}.<aggregate>.<event>'")
         if kind not in EVENT_KINDS:
             fail(f"publishes {event_type!r}: kind {kind!r} is not one of {list(EVENT_KINDS)}")
+    upcasters = _functions_of(data.get("upcasters", {}), consumes, "upcasters", "consumes", package, fail)
+    downcasters = _functions_of(data.get("downcasters", {}), publishes, "downcasters", "publishes", package, fail)
+    schemas = data.get("schemas", "")
+    if not isinstance(schemas, str) or (schemas and not (path.parent / schemas).is_dir()):
+        fail(f"schemas {schemas!r}: the folder of its events' JSON Schemas, in its package")
     return ContextDeclaration(
         name=name,
         package=package,
@@ -113,7 +126,31 @@ def read_declaration(base_dir: Path, package: str) -> ContextDeclaration:
         databases=tuple(data.get("databases", ())),
         setup=tuple(tuple(command.split()) for command in data.get("setup", ())),
         processes=dict(data.get("processes", {})),
+        schemas=schemas,
+        upcasters=upcasters,
+        downcasters=downcasters,
     )
+
+
+def _functions_of(table, keys, what: str, where: str, package: str, fail) -> dict[str, tuple[str, ...]]:
+    """A table of event type -> a list of functions of this package, for event types under ``where``."""
+    functions = {}
+    for event_type, dotted in dict(table).items():
+        if event_type not in keys:
+            fail(f"{what} {event_type!r}: not under {where}")
+        if not isinstance(dotted, list) or not all(
+            isinstance(f, str) and f.startswith(f"{package}.") and f.count(".") >= 2 for f in dotted
+        ):
+            fail(f"{what} {event_type!r}: a list of '{package}.<module>.<function>', one per version step")
+        functions[event_type] = tuple(dotted)
+    return functions
+
+
+def schema_folder(base_dir: Path, declaration: ContextDeclaration) -> Path | None:
+    """Where ``declaration``'s event schemas are, if it declares them."""
+    if not declaration.schemas:
+        return None
+    return base_dir.joinpath(*declaration.package.split(".")) / declaration.schemas
 
 
 @cache

@@ -8,9 +8,11 @@ class MessagingConfig(AppConfig):
     def ready(self) -> None:
         # Every model is loaded by now, so the hosted contexts' handler modules can be imported.
         from kernel.contexts import hosted
+        from messaging.contracts import check_contracts
         from messaging.event_log import register_event_log
         from messaging.registry import register_declared
 
+        check_contracts()
         for declaration in hosted():
             register_declared(declaration)
         if any(d.event_log for d in hosted()):

@@ -4,19 +4,30 @@ Every process declares the whole topology of ``messaging.topology``, not only wh
 hosts, so deployments can start in any order. Per consumer ``C`` there:
 
 - ``C_queue``: quorum queue bound to ``ecommerce_events`` with exactly the keys C handles.
-  Its dead-letter exchange ``C_queue_dlx`` (fanout) feeds ``C_queue_dlq``; ``x-delivery-limit``
-  is the last guard against a message that kills the consumer on every delivery.
-- ``C_queue_retry_<ms>ms``: one delay queue per retry delay, each with a fixed TTL (a
+  Its dead-letter exchange ``C_queue_dlx`` (fanout) feeds ``C_queue_dead_letters``;
+  ``x-delivery-limit`` is the last guard against a message that kills the consumer on every
+  delivery.
+- ``C_queue_delay_<ms>ms``: one delay queue per retry delay, each with a fixed TTL (a
   per-message TTL would wait behind older messages). Expired messages go back through the
   default exchange to ``C_queue`` only, never through the topic exchange.
 
-Queue arguments cannot change once declared, and every deployment declares every queue: the
-settings behind them (``CONSUMER_DELIVERY_LIMIT``, ``CONSUMER_RETRY_DELAYS``) must be the same
-in every deployment, or RabbitMQ refuses the declaration (406). A different delay gets a new
-queue name.
+Every queue is a quorum queue, so on a cluster each has a member on every node and survives the
+loss of any one of them (a classic queue lives on one node: while that node is down, it and
+every declaration of it fail with ``NOT_FOUND``). Since RabbitMQ 3.10 quorum queues take a
+message TTL, and they dead-letter at-least-once with ``x-overflow=reject-publish`` (at-most-once
+otherwise: an expired retry could be lost if a leader died while moving it).
+
+Queue arguments, and a queue's type, cannot change once declared, and every deployment declares
+every queue: the settings behind them (``CONSUMER_DELIVERY_LIMIT``, ``CONSUMER_RETRY_DELAYS``)
+must be the same in every deployment, or RabbitMQ refuses the declaration (406). A different
+delay gets a new queue name. The releases before the cluster work had classic ``C_queue_dlq``
+and ``C_queue_retry_<ms>ms`` queues (``legacy_*`` below); ``messaging.queue_upgrade`` drains and
+removes them (``manage.py upgrade_broker_queues``).
 """
 
 import logging
+import time
+from urllib.parse import urlsplit
 
 from django.conf import settings
 from kombu import Connection, Exchange, Queue, binding
@@ -25,6 +36,28 @@ from messaging.conf import exchange_name, queue_name, setting
 from messaging.topology import queue_bindings
 
 logger = logging.getLogger(__name__)
+
+# Node URL -> when a connection of this process to it last failed. A frozen node accepts TCP
+# connections and never answers: trying it first again would cost a connect timeout each time.
+_failed_at: dict[str, float] = {}
+
+
+def node_urls() -> list[str]:
+    """The nodes of ``BROKER_URL`` in the order to try them: as configured, except that the nodes
+    this process last lost a connection to come last (the most recent last)."""
+    urls = settings.BROKER_URL.split(";")
+    return sorted(urls, key=lambda url: _failed_at.get(url, 0.0))  # stable: untouched nodes keep their order
+
+
+def note_failure(connection: Connection | None) -> None:
+    """The node ``connection`` is on failed: try the others first from now on."""
+    if connection is None or not connection.alt:
+        return
+    for url in connection.alt:
+        parts = urlsplit(url)
+        if (parts.hostname, parts.port or 5672) == (connection.hostname, connection.port or 5672):
+            _failed_at[url] = time.monotonic()
+            return
 
 
 def connect() -> Connection:
@@ -47,7 +80,25 @@ def connect() -> Connection:
                 "polling_interval": 0.05,
             },
         )
-    return Connection(url, heartbeat=settings.BROKER_HEARTBEAT, connect_timeout=5)
+    return Connection(";".join(node_urls()), heartbeat=settings.BROKER_HEARTBEAT, connect_timeout=5)
+
+
+def node_count(connection: Connection) -> int:
+    """How many nodes ``BROKER_URL`` names (``amqp://..:5701/vh;amqp://..:5702/vh;..``): 1 or more."""
+    return max(1, len(connection.alt))
+
+
+def connect_to_a_node(connection: Connection) -> Connection:
+    """Connect to the first node of ``BROKER_URL`` that answers, trying each once, in order.
+
+    kombu's own ``connect()`` tries two nodes at most and wraps errors in its own types; each
+    node here gets one attempt of ``connect_timeout`` (a refused connection fails at once, a
+    frozen node after the timeout), and the last node's error is raised as the transport's
+    own, which the loops recognise as "broker unavailable" and retry with backoff.
+    """
+    return connection.ensure_connection(
+        max_retries=node_count(connection) - 1, interval_start=0, interval_step=0, reraise_as_library_errors=False
+    )
 
 
 def describe(connection: Connection) -> str:
@@ -66,8 +117,35 @@ def events_exchange() -> Exchange:
     return Exchange(exchange_name(), type="topic", durable=True)
 
 
+# Replicated on every node, at-least-once dead-lettering (needs reject-publish): see above.
+QUORUM = {"x-queue-type": "quorum"}
+AT_LEAST_ONCE_DEAD_LETTERING = {"x-dead-letter-strategy": "at-least-once", "x-overflow": "reject-publish"}
+
+
+def _milliseconds(delay_seconds: float) -> int:
+    return int(round(delay_seconds * 1000))
+
+
 def retry_queue_name(consumer: str, delay_seconds: float) -> str:
-    return f"{queue_name(consumer)}_retry_{int(round(delay_seconds * 1000))}ms"
+    return f"{queue_name(consumer)}_delay_{_milliseconds(delay_seconds)}ms"
+
+
+def dead_letter_queue_name(consumer: str) -> str:
+    return f"{queue_name(consumer)}_dead_letters"
+
+
+def dead_letter_exchange(consumer: str) -> Exchange:
+    return Exchange(f"{queue_name(consumer)}_dlx", type="fanout", durable=True)
+
+
+def legacy_retry_queue_name(consumer: str, delay_seconds: float) -> str:
+    """The classic delay queue of the releases before the cluster work."""
+    return f"{queue_name(consumer)}_retry_{_milliseconds(delay_seconds)}ms"
+
+
+def legacy_dead_letter_queue_name(consumer: str) -> str:
+    """The classic dead-letter queue of the releases before the cluster work."""
+    return f"{queue_name(consumer)}_dlq"
 
 
 def main_queue(consumer: str) -> Queue:
@@ -78,18 +156,22 @@ def main_queue(consumer: str) -> Queue:
         bindings=[binding(exchange, routing_key=key) for key in queue_bindings()[consumer]],
         durable=True,
         queue_arguments={
-            "x-queue-type": "quorum",
+            **QUORUM,
             "x-dead-letter-exchange": f"{name}_dlx",
-            "x-dead-letter-strategy": "at-least-once",
-            "x-overflow": "reject-publish",
+            **AT_LEAST_ONCE_DEAD_LETTERING,
             "x-delivery-limit": setting("DELIVERY_LIMIT"),
         },
     )
 
 
 def dead_letter_queue(consumer: str) -> Queue:
-    name = queue_name(consumer)
-    return Queue(f"{name}_dlq", Exchange(f"{name}_dlx", type="fanout", durable=True), routing_key="", durable=True)
+    return Queue(
+        dead_letter_queue_name(consumer),
+        dead_letter_exchange(consumer),
+        routing_key="",
+        durable=True,
+        queue_arguments=QUORUM,
+    )
 
 
 def retry_queues(consumer: str) -> list[Queue]:
@@ -98,9 +180,11 @@ def retry_queues(consumer: str) -> list[Queue]:
             retry_queue_name(consumer, delay),
             durable=True,
             queue_arguments={
-                "x-message-ttl": int(round(delay * 1000)),
+                **QUORUM,
+                "x-message-ttl": _milliseconds(delay),
                 "x-dead-letter-exchange": "",
                 "x-dead-letter-routing-key": queue_name(consumer),
+                **AT_LEAST_ONCE_DEAD_LETTERING,
             },
         )
         for delay in setting("CONSUMER_RETRY_DELAYS")

@@ -7,12 +7,12 @@ fill: at light load a batch is the one message that arrived. Nothing is acked be
 commit. A failing message is retried through a delay queue (a confirmed publish, then the ack)
 until its budget is spent, then stored as a dead letter and acked: never dropped, never
 requeued forever, never in the way of the messages behind it. Messages that RabbitMQ itself
-dead-letters (delivery limit, rejects) land in ``<queue>_dlq`` and are moved to the dead-letter
+dead-letters (delivery limit, rejects) land in ``<queue>_dead_letters`` and are moved to the dead-letter
 table by the same process.
 
 Acks: one ack with ``multiple`` covers a whole batch when every delivery still unsettled on the
 channel up to its last tag belongs to the batch (one channel carries several consumers, and
-their ``_dlq`` consumers); otherwise each message is acked alone. The filesystem broker
+their ``_dead_letters`` consumers); otherwise each message is acked alone. The filesystem broker
 ignores ``multiple``, so there every message is acked alone.
 """
 
@@ -153,7 +153,10 @@ class ConsumerWorker:
                     on_message=functools.partial(self._on_dead_lettered, consumer),
                     auto_declare=False,
                 ).consume()
-        logger.info("consuming", extra={"consumers": self.consumers, "batch_size": self.batch_size})
+        logger.info(
+            "consuming",
+            extra={"consumers": self.consumers, "batch_size": self.batch_size, "broker": broker.describe(connection)},
+        )
 
     def _disconnect(self, *, graceful: bool = True) -> None:
         """Close the broker connection; after an error, drop it without waiting for the broker."""
@@ -314,7 +317,7 @@ class ConsumerWorker:
             )
         except DatabaseError:
             if self.session.amqp:
-                self._reject(message)  # the broker keeps it in <queue>_dlq until the database is back
+                self._reject(message)  # the broker keeps it in <queue>_dead_letters until the database is back
             else:
                 self._requeue(message)
             raise DatabaseDown("could not store a dead letter") from None

@@ -31,14 +31,14 @@ import logging
 import traceback as tb
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, NamedTuple
 
 from django.db import DatabaseError, InterfaceError, OperationalError, connection, transaction
 from psycopg import pq
 
 from kernel.exceptions import sqlstate_of
-from messaging import registry
+from messaging import contracts, registry
 from messaging.envelope import IncomingEvent, InvalidMessage, parse_incoming
 from messaging.faults import fault_point
 from messaging.health import database_reachable
@@ -127,16 +127,39 @@ def _prepare(consumer: str, body: bytes, properties: dict, headers: dict, routin
             Decision(Outcome.DEAD_LETTER, event, "unknown_event_type", f"{consumer} does not handle {event.event_type}")
         )
     if spec.schema_versions and event.schema_version not in spec.schema_versions:
-        raise Refused(
-            Decision(
-                Outcome.DEAD_LETTER,
-                event,
-                "unsupported_schema_version",
-                f"{consumer} handles {event.event_type} versions {list(spec.schema_versions)}, "
-                f"not {event.schema_version}",
-            )
-        )
+        raise Refused(Decision(Outcome.DEAD_LETTER, event, "unsupported_schema_version", _unsupported(spec, event)))
+    if spec.reading is not None:
+        return _read(spec, event)
     return Prepared(event, spec)
+
+
+def _unsupported(spec, event: IncomingEvent) -> str:
+    newest = max(spec.schema_versions)
+    if event.schema_version > newest:
+        return (
+            f"{event.event_type} v{event.schema_version} is newer than {spec.consumer} reads (v1..v{newest}): "
+            f"upgrade this deployment, then replay this dead letter (docs/evolving-events.md)"
+        )
+    return f"{event.event_type} has no version {event.schema_version}: {spec.consumer} reads v1..v{newest}"
+
+
+def _read(spec, event: IncomingEvent) -> Prepared:
+    """The message checked against its schema and brought to the newest version its reader knows
+    (what the handler sees); ``Refused`` with the dead letter that says why not."""
+    if error := contracts.validation_error(event.event_type, event.schema_version, event.payload):
+        raise Refused(Decision(Outcome.DEAD_LETTER, event, "invalid_payload", error))
+    if event.schema_version == spec.reading.newest:
+        return Prepared(event, spec)
+    try:
+        payload = spec.reading.upcast(event.schema_version, event.payload)
+    except Exception as exc:  # noqa: BLE001 - an upcaster that cannot read a valid payload is a bug to fix, then replay
+        raise Refused(_failure(Outcome.DEAD_LETTER, "upcast_failed", exc, event)) from None
+    upcast = replace(event, payload=payload, schema_version=spec.reading.newest)
+    if error := contracts.validation_error(upcast.event_type, upcast.schema_version, upcast.payload):
+        raise Refused(
+            Decision(Outcome.DEAD_LETTER, event, "upcast_failed", f"the upcast payload is not valid: {error}")
+        )
+    return Prepared(upcast, spec)
 
 
 def _run_handler(spec, event: IncomingEvent, span) -> None:

@@ -12,6 +12,7 @@ from django.utils import timezone
 
 from kernel.contexts import context_of
 from kernel.sql import Statement, insert_row, insert_rows, rows_statement
+from messaging.contracts import version_to_write
 from messaging.envelope import IncomingEvent
 from messaging.ids import new_event_id
 from messaging.models import OutboxMessage
@@ -34,19 +35,23 @@ def publish(
     aggregate_type: str,
     aggregate_id: str,
     correlation_id: str | None = None,
-    schema_version: int = 1,
+    schema_version: int | None = None,
     occurred_at: datetime | None = None,
     using: str = "default",
 ) -> uuid.UUID:
     """Write an event to the outbox in the current transaction and return its message id.
 
     ``occurred_at`` (default: now) is the time of the change it announces; the event's
-    ``occurred_at`` header and its place in the timeline come from it.
+    ``occurred_at`` header and its place in the timeline come from it. ``payload`` is the
+    newest version's shape: it is written in the version ``EVENT_VERSIONS`` pins, if any
+    (``schema_version`` given: written as it is, in that version).
     """
     if not transaction.get_connection(using).in_atomic_block:
         raise OutsideTransactionError(
             f"publish({event_type}) must run inside transaction.atomic() with the change it announces"
         )
+    if schema_version is None:
+        schema_version, payload = version_to_write(event_type, payload)
     cause = _handling.get()
     event_id = new_event_id()
     # The span this event is written in (the request's, or the handled message's): the relay's

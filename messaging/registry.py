@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from importlib import import_module
 
 from kernel.contexts import ContextDeclaration
+from messaging.contracts import Reading, reading_of
 from messaging.topology import ANY_EVENT, consumers, queue_bindings
 
 
@@ -21,6 +22,9 @@ class HandlerSpec:
     schema_versions: tuple[int, ...]
     # Optional: handles many events at once (in a batch), e.g. with one bulk insert.
     bulk_handler: Callable | None = None
+    # A context's reader: its messages are validated against their schema and upcast to the
+    # newest version before the handler (messaging.contracts); the event log records them as they came.
+    reading: Reading | None = None
 
 
 _handlers: dict[str, dict[str, HandlerSpec]] = {}
@@ -31,7 +35,13 @@ class UnknownConsumer(ValueError):
 
 
 def register_handler(
-    *, consumer: str, event_type: str, handler: Callable, schema_versions=(1,), bulk_handler: Callable | None = None
+    *,
+    consumer: str,
+    event_type: str,
+    handler: Callable,
+    schema_versions=(1,),
+    bulk_handler: Callable | None = None,
+    reading: Reading | None = None,
 ) -> None:
     bindings = queue_bindings()
     if consumer not in bindings:
@@ -42,7 +52,9 @@ def register_handler(
     existing = handlers.get(event_type)
     if existing and existing.handler is not handler:
         raise ValueError(f"{consumer} already has a handler for {event_type}")
-    handlers[event_type] = HandlerSpec(consumer, event_type, handler, tuple(schema_versions), bulk_handler)
+    if reading is not None:
+        schema_versions = reading.versions
+    handlers[event_type] = HandlerSpec(consumer, event_type, handler, tuple(schema_versions), bulk_handler, reading)
 
 
 def resolve(dotted: str) -> Callable:
@@ -57,7 +69,12 @@ def resolve(dotted: str) -> Callable:
 def register_declared(declaration: ContextDeclaration) -> None:
     """Subscribe a hosted context's handlers, as its declaration names them."""
     for event_type, handler in declaration.consumes.items():
-        register_handler(consumer=declaration.name, event_type=event_type, handler=resolve(handler))
+        register_handler(
+            consumer=declaration.name,
+            event_type=event_type,
+            handler=resolve(handler),
+            reading=reading_of(declaration, event_type),
+        )
 
 
 def local_consumers() -> list[str]:

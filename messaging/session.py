@@ -31,9 +31,13 @@ class BrokerSession:
             return self.connection
         self.drop()
         connection = broker.connect()
-        connection.connect()
-        if self.declare_topology:
-            broker.declare_topology(connection)
+        try:
+            broker.connect_to_a_node(connection)
+            if self.declare_topology:
+                broker.declare_topology(connection)
+        except BaseException:
+            broker.drop(connection)  # a node that answered the connect may have failed the declaration
+            raise
         self.connection = connection
         return connection
 
@@ -58,13 +62,18 @@ class BrokerSession:
         return sock.fileno() if sock is not None else None
 
     def errors(self) -> tuple[type[BaseException], ...]:
-        """What a failing broker raises through this connection (with OSError, always)."""
-        if self.connection is None:
-            return (OSError,)
-        return (OSError, *self.connection.connection_errors, *self.connection.channel_errors)
+        """What a failing broker raises (with OSError, always), also before a connection exists.
+
+        A channel error while declaring the topology (a node answering ``NOT_FOUND`` while a
+        queue's leader moves) happens before ``open`` returns: it must count as a broker
+        failure too, retried, not as a crash of the loop.
+        """
+        connection = self.connection or broker.connect()  # not connected: only its transport's error types
+        return (OSError, *connection.connection_errors, *connection.channel_errors)
 
     def drop(self) -> None:
-        """After a failure: abandon the connection without the close handshake."""
+        """After a failure: abandon the connection without the close handshake (its node is tried last next time)."""
+        broker.note_failure(self.connection)
         broker.drop(self.connection)
         self.connection = None
 

@@ -10,14 +10,25 @@ def order_id_of(event: IncomingEvent) -> uuid.UUID:
     return payload_uuid(event, "order_id")
 
 
-def amount_of(event: IncomingEvent) -> Decimal:
+def total_of(event: IncomingEvent) -> tuple[Decimal, str]:
+    """An order's total and its currency (orders.order.created v2: ``{"amount", "currency"}``)."""
     try:
-        amount = Decimal(str(event.payload["total"]))
-    except (KeyError, InvalidOperation):
-        raise InvalidPayload("total missing or not a decimal") from None
+        total = event.payload["total"]
+        amount, currency = Decimal(str(total["amount"])), total["currency"]
+    except (KeyError, TypeError, InvalidOperation):
+        raise InvalidPayload("total missing or not an amount with its currency") from None
     if amount <= 0:
         raise InvalidPayload(f"total must be positive, not {amount}")
-    return amount
+    return amount, currency
+
+
+def lines_of(event: IncomingEvent) -> list[dict]:
+    """An order's lines as payments.payment.succeeded v1 passes them on: sku, quantity and
+    the unit price as a decimal string (the currency is the payment's)."""
+    return [
+        {"sku": item["sku"], "quantity": item["quantity"], "unit_price": item["unit_price"]["amount"]}
+        for item in items_of(event)
+    ]
 
 
 def text_of(event: IncomingEvent, field: str) -> str:

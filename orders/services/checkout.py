@@ -146,6 +146,11 @@ def order_place(*, customer_id: str, lines: list[Line], payment_token: str) -> O
     return written.placed.order
 
 
+def _money(amount: Decimal, currency: str) -> dict:
+    """Money as orders.order.created v2 writes it (orders/schemas/)."""
+    return {"amount": f"{amount:.2f}", "currency": currency}
+
+
 @dataclass(frozen=True)
 class _OrderWrite:
     placed: PlacedOrder
@@ -175,7 +180,10 @@ def _order_write(*, customer_id: str, lines: list[Line], payment_token: str) -> 
     order_lines = [
         OrderLine(order=order, sku=line.sku, quantity=line.quantity, unit_price=price) for line, price in priced
     ]
-    items = [{"sku": line.sku, "quantity": line.quantity, "unit_price": f"{price:.2f}"} for line, price in priced]
+    items = [
+        {"sku": line.sku, "quantity": line.quantity, "unit_price": _money(price, order.currency)}
+        for line, price in priced
+    ]
     event_type = "orders.order.created"
     with collecting() as published:
         event_id = publish(
@@ -186,8 +194,7 @@ def _order_write(*, customer_id: str, lines: list[Line], payment_token: str) -> 
             payload={
                 "order_id": str(order.id),
                 "customer_id": customer_id,
-                "total": f"{total:.2f}",
-                "currency": order.currency,
+                "total": _money(total, order.currency),
                 "items": items,
                 "payment_token": payment_token,
             },

@@ -34,6 +34,17 @@ def order_created(order_id: str, token: str = "tok_visa") -> dict:
     return order_created_payload(order_id, payment_token=token)
 
 
+def payment_succeeded(order_id: str, sku: str) -> dict:
+    """A payments.payment.succeeded v1 payload (payments/schemas/) for one unit of ``sku``."""
+    return {
+        "order_id": order_id,
+        "amount": "1.00",
+        "currency": "USD",
+        "charge_id": f"ch_{order_id}",
+        "items": [{"sku": sku, "quantity": 1}],
+    }
+
+
 def send(event_type: str, payload: dict, message_id: str | None = None) -> str:
     message_id = message_id or str(uuid.uuid4())
     publish_raw(
@@ -159,7 +170,7 @@ def test_two_consumer_processes_whose_batches_lock_the_same_products_never_deadl
     orders = [str(uuid.uuid4()) for _ in range(300)]
     for n, order_id in enumerate(orders):
         sku = "HOT-A" if n % 2 else "HOT-B"
-        send("payments.payment.succeeded", {"order_id": order_id, "items": [{"sku": sku, "quantity": 1}]})
+        send("payments.payment.succeeded", payment_succeeded(order_id, sku))
     wait_until(lambda: (broker_queue_depths() or {}).get("inventory_queue") == 300, timeout=60, message="queued")
 
     ports = [free_port(), free_port()]

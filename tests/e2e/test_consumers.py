@@ -155,7 +155,7 @@ def test_what_rabbitmq_dead_letters_is_moved_to_the_dead_letter_table(processes,
     message_id = str(uuid.uuid4())
     # As RabbitMQ leaves a message that hit the quorum queue's delivery limit.
     publish_raw(
-        "payments_queue_dlq",
+        "payments_queue_dead_letters",
         json.dumps(order_created(str(uuid.uuid4()))).encode(),
         properties={"message_id": message_id},
         headers={

@@ -84,7 +84,7 @@ def test_a_deployment_has_no_code_of_another_context_and_says_so(split):
         assert importable.stdout.strip() == f"['{deployment.context}']", importable.stderr
         # Of the others, only their declarations: data every deployment reads for the topology.
         for other in set(contexts) - {deployment.context}:
-            assert sorted(p.name for p in (deployment.tree / other).iterdir()) == ["context.toml"]
+            assert sorted(p.name for p in (deployment.tree / other).iterdir()) == ["context.toml", "schemas"]
 
     refused = {
         "gateway_ledger": (orders, "payments"),

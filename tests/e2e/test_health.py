@@ -63,6 +63,23 @@ def test_readyz_is_503_within_its_timeout_when_the_broker_is_down(settings):
     assert time.monotonic() - started < 2.5
 
 
+def test_readyz_is_200_when_the_first_node_of_a_cluster_url_is_down_and_another_answers(settings):
+    live = settings.BROKER_URL
+    settings.BROKER_URL = f"{CLOSED_PORT_BROKER};{CLOSED_PORT_BROKER.replace(':1/', ':2/')};{live}"
+
+    response = Client().get("/readyz")
+
+    assert (response.status_code, response.json()) == (200, {"database": "ok", "broker": "ok"})
+
+
+def test_readyz_is_503_when_every_node_of_a_cluster_url_is_down(settings):
+    settings.BROKER_URL = f"{CLOSED_PORT_BROKER};{CLOSED_PORT_BROKER.replace(':1/', ':2/')}"
+
+    response = Client().get("/readyz")
+
+    assert (response.status_code, response.json()) == (503, {"database": "ok", "broker": "down"})
+
+
 def test_readyz_is_503_when_the_database_is_down():
     env = production_env(DATABASE_URL=CLOSED_PORT_DATABASE, GATEWAY_DATABASE_URL=CLOSED_PORT_DATABASE)
     result = in_subprocess(

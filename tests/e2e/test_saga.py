@@ -5,8 +5,10 @@ from decimal import Decimal
 import pytest
 from django.test import Client
 
+from faultlib.invariants import contract_problems
 from faultlib.processes import wait_until
 from faultlib.saga import checkout, ledger, seed_catalog, stock, wait_terminal
+from messaging.models import OutboxMessage
 from orders.models import Order
 from tests.conftest import ALL_DATABASES
 
@@ -66,6 +68,22 @@ def test_confirmed_declined_and_out_of_stock_with_refund(running_saga):
         "orders.order.failed",
         "payments.payment.refunded",
     }
+
+    # Every message these paths published is valid for its event type and version.
+    published = list(OutboxMessage.objects.values_list("event_type", "schema_version", "payload"))
+    assert contract_problems(published) == []
+    assert sorted({(event_type, version) for event_type, version, _ in published}) == [
+        ("inventory.product.updated", 1),
+        ("inventory.stock.reservation_failed", 1),
+        ("inventory.stock.reserved", 1),
+        ("orders.order.confirmed", 1),
+        ("orders.order.created", 2),
+        ("orders.order.failed", 1),
+        ("payments.payment.failed", 1),
+        ("payments.payment.refunded", 1),
+        ("payments.payment.succeeded", 1),
+        ("shipping.shipment.created", 1),
+    ]
 
 
 def test_the_storefront_follows_inventory(running_saga):

@@ -53,10 +53,11 @@ def test_the_trace_id_travels_from_checkout_through_every_hop_and_every_consumer
     wait_until(
         lambda: (
             Order.objects.get(pk=order_id).status == "CONFIRMED"
+            and OutboxMessage.objects.filter(correlation_id=order_id).count() == 5  # with the shipment's
             and OutboxMessage.objects.filter(correlation_id=order_id, published_at__isnull=True).count() == 0
         ),
         timeout=30,
-        message="the order to be confirmed and its events published",
+        message="the order to be confirmed, its shipment created and their events published",
     )
     rows = OutboxMessage.objects.filter(correlation_id=order_id).order_by("created_at")
     assert [row.event_type for row in rows] == [
@@ -64,11 +65,12 @@ def test_the_trace_id_travels_from_checkout_through_every_hop_and_every_consumer
         "payments.payment.succeeded",
         "inventory.stock.reserved",
         "orders.order.confirmed",
+        "shipping.shipment.created",
     ]
     # The request's own span on the first event; every later hop keeps the trace id.
     assert rows[0].traceparent == served_by
     assert {row.traceparent.split("-")[1] for row in rows} == {TRACE_ID}
-    assert len({row.traceparent for row in rows}) == 4  # each hop is a span of its own
+    assert len({row.traceparent for row in rows}) == 5  # each hop is a span of its own
     on_the_wire = {mid: headers for mid, headers, _ in wire.drain()}
     assert {on_the_wire[str(row.event_id)]["traceparent"] for row in rows} == {row.traceparent for row in rows}
 
@@ -78,7 +80,7 @@ def test_the_trace_id_travels_from_checkout_through_every_hop_and_every_consumer
         "payments_queue",
         json.dumps(created.payload).encode(),
         properties={"message_id": str(created.event_id), "correlation_id": order_id},
-        headers={"event_type": created.event_type, "schema_version": 1},
+        headers={"event_type": created.event_type, "schema_version": created.schema_version},
         exchange="",
     )
     consumers_log = next(log for name, _, log in processes.procs if name == "consumers")
@@ -103,6 +105,7 @@ def test_the_trace_id_travels_from_checkout_through_every_hop_and_every_consumer
             ("payments", "orders.order.created"),
             ("inventory", "payments.payment.succeeded"),
             ("orders", "inventory.stock.reserved"),
+            ("shipping", "orders.order.confirmed"),
         ]
         + [("events", row.event_type) for row in rows]
     )

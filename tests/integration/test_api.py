@@ -67,7 +67,12 @@ def test_checkout_creates_a_pending_order_and_its_event_in_one_go(client, storef
     assert row.event_type == "orders.order.created"
     assert row.correlation_id == order["id"]
     assert row.payload["payment_token"] == "tok_visa"
-    assert row.payload["total"] == "89.48"
+    assert row.schema_version == 2
+    assert row.payload["total"] == {"amount": "89.48", "currency": "USD"}
+    assert [item["unit_price"] for item in row.payload["items"]] == [
+        {"amount": "19.99", "currency": "USD"},
+        {"amount": "49.50", "currency": "USD"},
+    ]
     assert [(e["event_type"], e["message_id"], e["published_at"]) for e in order["timeline"]] == [
         ("orders.order.created", str(row.event_id), None)
     ]

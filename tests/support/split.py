@@ -26,7 +26,7 @@ import psycopg
 from faultlib.faults import rabbitmqctl
 from faultlib.invariants import ONCE_PER_ORDER, Report, shipment_problems, wait_quiet
 from faultlib.processes import BASE_DIR, ProcessGroup
-from kernel.contexts import DECLARATION_FILE, installed
+from kernel.contexts import DECLARATION_FILE, installed, read_declaration, schema_folder
 from messaging.topology import ANY_EVENT, EVENT_LOG_CONSUMER, queue_bindings
 
 # Not part of a deployment: development tooling, and the other contexts (added per tree).
@@ -64,6 +64,9 @@ def make_tree(root: Path, context: str, packages: list[str] | None = None) -> Pa
             declaration = Path(*package.split(".")) / DECLARATION_FILE
             (tree / declaration).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy(BASE_DIR / declaration, tree / declaration)
+            schemas = schema_folder(BASE_DIR, read_declaration(BASE_DIR, package))
+            if schemas is not None:  # its events' schemas: data, like its declaration
+                shutil.copytree(schemas, tree / schemas.relative_to(BASE_DIR))
     return tree
 
 
@@ -124,7 +127,17 @@ class SplitSystem:
     created: list[str] = field(default_factory=list)
 
     @classmethod
-    def create(cls, root: Path, run_id: str) -> "SplitSystem":
+    def create(
+        cls,
+        root: Path,
+        run_id: str,
+        *,
+        trees: dict[str, Path] | None = None,
+        extra_env: dict[str, dict[str, str]] | None = None,
+    ) -> "SplitSystem":
+        """``trees`` runs some contexts from another tree (a past release's, whole, hosting only
+        that context); ``extra_env`` adds settings to some deployments (EVENT_VERSIONS, say)."""
+        trees, extra_env = trees or {}, extra_env or {}
         vhost = f"{os.environ['TEST_BROKER_VHOST']}_split_{run_id}"
         rabbitmqctl("add_vhost", vhost)
         rabbitmqctl("set_permissions", "-p", vhost, "guest", ".*", ".*", ".*")
@@ -148,8 +161,10 @@ class SplitSystem:
                     "PYTHONUNBUFFERED": "1",
                     "VAR_DIR": str(root / f"var-{context}"),
                     **FAST_RETRIES,
+                    **extra_env.get(context, {}),
                 }
-                system.deployments[context] = Deployment(context, make_tree(root, context), name, env)
+                tree = trees.get(context) or make_tree(root, context)
+                system.deployments[context] = Deployment(context, tree, name, env)
         return system
 
     def __getitem__(self, context: str) -> Deployment:

@@ -1,0 +1,15 @@
+"""What orders writes for a reader not yet upgraded (``EVENT_VERSIONS`` pins an older version):
+each function turns version N+1 of an event into version N (declared under ``downcasters``)."""
+
+
+def order_created_v2_to_v1(payload: dict) -> dict:
+    """v2's money objects back to v1's decimal strings, and the order's currency beside its total."""
+    total = payload["total"]
+    return {
+        "order_id": payload["order_id"],
+        "customer_id": payload["customer_id"],
+        "total": total["amount"],
+        "currency": total["currency"],
+        "items": [{**item, "unit_price": item["unit_price"]["amount"]} for item in payload["items"]],
+        "payment_token": payload["payment_token"],
+    }
