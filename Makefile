@@ -8,7 +8,7 @@ SERVE_HOST ?= 0.0.0.0
 PYTEST_ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help install run run-split serve test upgrade-test lint chaos bench soak demo browser-check clean
+.PHONY: help install run run-split serve test test-unit upgrade-test lint chaos bench soak demo browser-check clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
@@ -55,8 +55,14 @@ test: $(STAMP) ## import contracts, the frozen event schemas, the AsyncAPI parse
 	DEBUG=1 $(PY) manage.py event_schemas
 	$(PY) scripts/with_test_services.py $(VENV)/bin/pytest $(PYTEST_ARGS)
 
+# No DATABASE_URL or BROKER_URL is read: the unit tier touches neither (pytest-django refuses any database access
+# outside a django_db test, and tests/e2e/test_unit_tier.py runs this target with both pointing at closed ports).
+test-unit: export DEBUG ?= 1
+test-unit: $(STAMP) ## the unit tier only (tests/unit): no database, no broker, seconds; for charts, envelope, masking, parsers...
+	$(VENV)/bin/pytest tests/unit -p no:schemathesis $(PYTEST_ARGS)
+
 upgrade-test: $(STAMP) ## the rolling upgrade: the release before versioned events (git 83b4deb) as some deployments, this tree as the others, one broker, both ways (docs/evolving-events.md)
-	$(PY) scripts/with_test_services.py $(VENV)/bin/pytest -m upgrade tests/test_rolling_upgrade.py $(PYTEST_ARGS)
+	$(PY) scripts/with_test_services.py $(VENV)/bin/pytest -m upgrade tests/e2e/test_rolling_upgrade.py $(PYTEST_ARGS)
 
 lint: $(STAMP) ## ruff and import-linter
 	$(VENV)/bin/ruff check .

@@ -1,9 +1,10 @@
 """Looking at the bench's RabbitMQ vhost from outside: queue depths, purges, capture queues."""
 
 import os
-import time
 
 from kombu import Connection, Exchange, Queue
+
+from faultlib.processes import wait_until
 
 EXCHANGE = os.environ.get("MESSAGING_EXCHANGE", "ecommerce_events")
 TOPOLOGY_QUEUES = ("orders_queue", "payments_queue", "inventory_queue", "shipping_queue", "bench_queue", "events_queue")
@@ -52,8 +53,4 @@ def delete(name: str) -> None:
 
 
 def wait_depth(queue: str, count: int, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while depth(queue) < count:
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{queue} holds {depth(queue)} of {count} messages after {timeout:.0f}s")
-        time.sleep(0.1)
+    wait_until(lambda: depth(queue) >= count, timeout=timeout, message=f"{queue} to hold {count} messages")

@@ -16,6 +16,8 @@ from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 
+from faultlib.processes import wait_until
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 PY = sys.executable
 BENCH_KEY = "bench.thing.happened"  # routed only to the event-log queue (bound to "#")
@@ -121,12 +123,7 @@ class Db:
         )[0]
 
     def wait(self, predicate: Callable[[], bool], timeout: float, what: str, interval: float = 0.05) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if predicate():
-                return
-            time.sleep(interval)
-        raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}")
+        wait_until(predicate, timeout=timeout, interval=interval, message=what)
 
     def close(self) -> None:
         self.conn.close()

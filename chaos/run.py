@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """``make chaos``: the long fault-injection run on real PostgreSQL, RabbitMQ and processes.
 
-The same scenarios as the fault tests (``tests/support/scenarios.py``), longer and harder, plus
+The same scenarios as the fault tests (``faultlib/scenarios.py``), longer and harder, plus
 two that ``make test`` never runs: a full broker restart (``rabbitmqctl stop_app`` /
 ``start_app``, which disturbs every vhost of the broker) and every fault at once. ``cluster``
 runs on a three-node RabbitMQ cluster of its own (``tests/support/cluster.py``). Each scenario
@@ -16,6 +16,7 @@ vhost and test database name. Options: ``--seed N`` to replay a run's random cho
 import argparse
 import os
 import random
+import subprocess
 import sys
 import tempfile
 import time
@@ -30,6 +31,24 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 PROCESS_LOG_LEVEL = os.environ.get("LOG_LEVEL", "INFO")
 os.environ["LOG_LEVEL"] = "CRITICAL"
 
+import django  # noqa: E402 - the fault library reads the models, so Django is set up first
+
+django.setup()
+
+from django.core.management import call_command  # noqa: E402
+from django.db import connections  # noqa: E402
+from django.test.utils import setup_databases, setup_test_environment, teardown_databases  # noqa: E402
+from hypothesis import HealthCheck, given, seed, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from faultlib import scenarios as s  # noqa: E402
+from faultlib.faults import with_application_name  # noqa: E402
+from faultlib.invariants import broker_queue_depths, check_invariants  # noqa: E402
+from faultlib.load import INITIAL_STOCK  # noqa: E402
+from faultlib.processes import ProcessGroup, database_url, process_environment  # noqa: E402
+from faultlib.scenarios import Outcome  # noqa: E402
+from faultlib.simulation import shuffled_sagas  # noqa: E402
+
 
 @dataclass
 class Result:
@@ -41,7 +60,6 @@ class Result:
 
 def scenarios(scale: float) -> dict:
     """name -> (what it does, function(group, rng) -> Outcome or None)."""
-    from tests.support import scenarios as s
 
     def n(count: int) -> int:
         return max(1, round(count * scale))
@@ -132,11 +150,6 @@ def on_a_cluster(group, rng: random.Random, **scenario):
 
 
 def shuffled(examples: int, rng: random.Random) -> list:
-    from hypothesis import HealthCheck, given, seed, settings
-    from hypothesis import strategies as st
-
-    from tests.support.simulation import shuffled_sagas
-
     reports = []
 
     @seed(rng.randrange(2**32))
@@ -150,30 +163,12 @@ def shuffled(examples: int, rng: random.Random) -> list:
 
 
 def process_env() -> dict[str, str]:
-    from tests.conftest import database_url
-    from tests.support.faults import with_application_name
-
     url = with_application_name(database_url())
-    return {
-        **os.environ,
-        "DATABASE_URL": url,
-        "GATEWAY_DATABASE_URL": url,
-        "DEBUG": "1",
-        "RELAY_POLL_INTERVAL": "0.2",
-        "PYTHONUNBUFFERED": "1",
-        "LOG_FORMAT": "json",
-        "LOG_LEVEL": PROCESS_LOG_LEVEL,
-    }
+    return process_environment(url, LOG_FORMAT="json", LOG_LEVEL=PROCESS_LOG_LEVEL)
 
 
 def reset() -> None:
     """A fresh database and empty queues for the next scenario."""
-    import subprocess
-
-    from django.core.management import call_command
-
-    from tests.support.invariants import broker_queue_depths
-
     call_command("flush", interactive=False, verbosity=0)
     vhost = os.environ["TEST_BROKER_VHOST"]
     for name, count in (broker_queue_depths() or {}).items():
@@ -182,11 +177,6 @@ def reset() -> None:
 
 
 def run_one(name: str, what: str, func, rng: random.Random, env: dict) -> Result:
-    from tests.support.invariants import check_invariants
-    from tests.support.load import INITIAL_STOCK
-    from tests.support.processes import ProcessGroup
-    from tests.support.scenarios import Outcome
-
     print(f"\n-- {name}: {what}", flush=True)
     started = time.monotonic()
     reset()
@@ -248,12 +238,6 @@ def main() -> int:
     sys.stdout.reconfigure(line_buffering=True)  # progress shows as it happens, also in a log file
     if "TEST_BROKER_VHOST" not in os.environ:
         sys.exit("run it with `make chaos` (scripts/with_test_services.py gives it a vhost and a test database)")
-
-    import django
-
-    django.setup()
-    from django.db import connections
-    from django.test.utils import setup_databases, setup_test_environment, teardown_databases
 
     seed = args.seed if args.seed is not None else random.randrange(1_000_000)
     chosen = scenarios(args.scale)

@@ -6,28 +6,16 @@ Each dependency gets one short attempt: a probe must answer well inside its own 
 
 import logging
 
-from django.db import DatabaseError, connection
 from drf_spectacular.utils import OpenApiExample, extend_schema, inline_serializer
 from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from messaging.api import broker_reachable
+from messaging.api import broker_reachable, database_reachable
 
 logger = logging.getLogger(__name__)
 
 BROKER_TIMEOUT = 2.0  # seconds; PostgreSQL's own connect_timeout is set in settings
-
-
-def database_reachable() -> bool:
-    try:
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT 1")
-        return True
-    except DatabaseError as exc:
-        logger.warning("readiness: database unreachable: %s", exc)
-        connection.close()  # the next request starts with a fresh connection
-        return False
 
 
 class HealthApi(APIView):

@@ -2,6 +2,7 @@ from django.contrib import admin
 
 from inventory.models import Product, Reservation
 from inventory.services import product_upsert
+from kernel.admin import ReadOnlyAdmin
 
 
 @admin.register(Product)
@@ -22,16 +23,7 @@ class ProductAdmin(admin.ModelAdmin):
 
 
 @admin.register(Reservation)
-class ReservationAdmin(admin.ModelAdmin):
+class ReservationAdmin(ReadOnlyAdmin):
     list_display = ["order_id", "status", "reason", "created_at", "updated_at"]
     list_filter = ["status"]
     search_fields = ["order_id"]
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False

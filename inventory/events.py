@@ -3,7 +3,7 @@
 import uuid
 from dataclasses import dataclass
 
-from messaging.api import IncomingEvent, InvalidPayload
+from messaging.api import IncomingEvent, InvalidPayload, payload_uuid
 
 
 @dataclass(frozen=True)
@@ -13,10 +13,7 @@ class Line:
 
 
 def order_id_of(event: IncomingEvent) -> uuid.UUID:
-    try:
-        return uuid.UUID(str(event.payload["order_id"]))
-    except (KeyError, ValueError) as exc:
-        raise InvalidPayload(f"order_id missing or not a UUID: {exc}") from None
+    return payload_uuid(event, "order_id")
 
 
 def lines_of(event: IncomingEvent) -> list[Line]:

@@ -3,7 +3,7 @@
 ``Model.objects.create`` costs a model instance, signals and SQL compilation per row; on the
 paths every message and every checkout takes, that was a large share of the time. Values go
 through each field's own ``get_db_prep_save``, so UUIDs, JSON and datetimes are stored exactly
-as the ORM would store them, on PostgreSQL and SQLite alike (``tests/test_sql.py``).
+as the ORM would store them, on PostgreSQL and SQLite alike (``tests/integration/test_sql.py``).
 """
 
 import json

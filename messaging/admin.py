@@ -8,6 +8,7 @@ from django.contrib import admin, messages
 from django.template.response import TemplateResponse
 from django.utils.html import format_html
 
+from kernel.admin import ReadOnlyAdmin
 from kernel.templatetags.ops import breakable_key
 from kernel.templatetags.ops import short as short_id
 from messaging.admin_tools import ObjectAction, ObjectActionsMixin, compact_time, correlation_link
@@ -22,26 +23,12 @@ def pretty(data) -> str:
     return format_html('<pre class="ops-pre">{}</pre>', json.dumps(mask_sensitive(data), indent=2, sort_keys=True))
 
 
-class ReadOnlyAdmin(admin.ModelAdmin):
+class MessageTableAdmin(ReadOnlyAdmin):
     """These tables are the delivery guarantees: an edit here would break them."""
 
     @admin.display(description="event type", ordering="event_type")
     def event(self, obj):
         return breakable_key(obj.event_type)
-
-    def has_add_permission(self, request, obj=None):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
-
-    def has_operate_permission(self, request) -> bool:
-        """Actions (retry, replay, purge) need the model's change permission, not only view."""
-        opts = self.model._meta
-        return request.user.has_perm(f"{opts.app_label}.change_{opts.model_name}")
 
 
 class PublishedFilter(admin.SimpleListFilter):
@@ -68,7 +55,7 @@ def retry_parked_row(model_admin, request, row) -> tuple[int, str]:
 
 
 @admin.register(OutboxMessage)
-class OutboxMessageAdmin(ObjectActionsMixin, ReadOnlyAdmin):
+class OutboxMessageAdmin(ObjectActionsMixin, MessageTableAdmin):
     list_display = ["id", "message", "state_badge", "event", "aggregate", "created", "published", "attempts"]
     list_display_links = ["id", "message"]
     list_filter = [PublishedFilter, "source", "event_type"]
@@ -150,7 +137,7 @@ class OutboxMessageAdmin(ObjectActionsMixin, ReadOnlyAdmin):
 
 
 @admin.register(InboxMessage)
-class InboxMessageAdmin(ReadOnlyAdmin):
+class InboxMessageAdmin(MessageTableAdmin):
     list_display = ["consumer", "message", "event", "correlation", "handled"]
     list_filter = ["consumer", "event_type"]
     search_fields = ["=message_id", "=correlation_id"]
@@ -170,7 +157,7 @@ class InboxMessageAdmin(ReadOnlyAdmin):
 
 
 @admin.register(EventLogEntry)
-class EventLogEntryAdmin(ReadOnlyAdmin):
+class EventLogEntryAdmin(MessageTableAdmin):
     list_display = ["message", "event", "correlation", "occurred", "recorded"]
     list_display_links = ["message"]
     list_filter = ["event_type"]
@@ -228,7 +215,7 @@ def purge_letter(model_admin, request, letter) -> tuple[int, str]:
 
 
 @admin.register(DeadLetter)
-class DeadLetterAdmin(ObjectActionsMixin, ReadOnlyAdmin):
+class DeadLetterAdmin(ObjectActionsMixin, MessageTableAdmin):
     list_display = ["id", "consumer", "reason", "message", "event", "attempts", "last_failed", "replayed"]
     object_actions = [
         ObjectAction(

@@ -30,6 +30,11 @@ class ObjectAction:
 class ObjectActionsMixin:
     object_actions: list[ObjectAction] = []
 
+    def has_operate_permission(self, request) -> bool:
+        """Actions (retry, replay, purge) need the model's change permission, not only view."""
+        opts = self.model._meta
+        return request.user.has_perm(f"{opts.app_label}.change_{opts.model_name}")
+
     def allowed_object_actions(self, request) -> list[ObjectAction]:
         return [a for a in self.object_actions if getattr(self, f"has_{a.permission}_permission")(request)]
 

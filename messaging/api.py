@@ -23,10 +23,11 @@
 from messaging.diagnosis import command_in_deployment, timeline_waiting
 from messaging.dispatch import InvalidPayload, TransientError
 from messaging.envelope import IncomingEvent
-from messaging.health import broker_reachable
+from messaging.health import broker_reachable, database_reachable
 from messaging.lifecycle import Stopper, use_dedicated_connections
 from messaging.masking import mask_sensitive, mask_text
 from messaging.outbox import OutsideTransactionError, collecting, outbox_statements, publish
+from messaging.payloads import payload_uuid
 from messaging.registry import local_consumers
 from messaging.selectors import (
     dead_letter_counts,
@@ -54,6 +55,7 @@ __all__ = [
     "collecting",
     "command_in_deployment",
     "dead_letter_counts",
+    "database_reachable",
     "dead_letter_counts_by_state",
     "enable_tracing",
     "local_consumers",
@@ -63,6 +65,7 @@ __all__ = [
     "outbox_backlog",
     "outbox_backlog_history",
     "outbox_statements",
+    "payload_uuid",
     "publish",
     "serve_metrics",
     "server_span",

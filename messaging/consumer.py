@@ -30,9 +30,10 @@ from kombu import Consumer
 from messaging import broker, metrics, telemetry
 from messaging.conf import queue_name, setting
 from messaging.dead_letters import dead_letter_record
-from messaging.dispatch import Decision, Delivery, Outcome, database_reachable, decide_batch
+from messaging.dispatch import Decision, Delivery, Outcome, decide_batch
 from messaging.envelope import ATTEMPT_HEADER, Envelope
 from messaging.faults import fault_point
+from messaging.health import database_reachable
 from messaging.heartbeat import HandlerHeartbeat
 from messaging.lifecycle import Backoff, Stopper, drop_broken_db_connections
 from messaging.publisher import BatchPublisher, ConfirmTimeout
@@ -162,12 +163,7 @@ class ConsumerWorker:
         if self._heartbeat is not None:
             self._heartbeat.stop()
             self._heartbeat = None
-        if graceful and self._retry_publisher is not None:
-            self._retry_publisher.close()
-        if graceful:
-            self.session.close()
-        else:
-            self.session.drop()
+        self.session.end(self._retry_publisher, graceful=graceful)
         self._retry_publisher = None
         # Deliveries of a closed channel go back to the queue: none of them can be settled now.
         self._arrived.clear()

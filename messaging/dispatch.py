@@ -32,7 +32,7 @@ import traceback as tb
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, NamedTuple
 
 from django.db import DatabaseError, InterfaceError, OperationalError, connection, transaction
 from psycopg import pq
@@ -41,6 +41,7 @@ from kernel.exceptions import sqlstate_of
 from messaging import contracts, registry
 from messaging.envelope import IncomingEvent, InvalidMessage, parse_incoming
 from messaging.faults import fault_point
+from messaging.health import database_reachable
 from messaging.inbox import inbox_claim, inbox_claim_in_savepoint, inbox_claim_many
 from messaging.outbox import collecting, handling, write_collected
 from messaging.telemetry import current
@@ -101,33 +102,35 @@ def _failure(outcome: Outcome, reason: str, exc: BaseException, event: IncomingE
     )
 
 
-def database_reachable() -> bool:
-    try:
-        connection.close_if_unusable_or_obsolete()
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT 1")
-        return True
-    except DatabaseError:
-        connection.close()
-        return False
+class Refused(Exception):
+    """A message that can never be handled, with the decision about it (a dead letter)."""
+
+    def __init__(self, decision: Decision):
+        super().__init__(decision.reason)
+        self.decision = decision
 
 
-def _prepare(consumer: str, body: bytes, properties: dict, headers: dict, routing_key: str):
-    """The event and its handler, or the ``Decision`` for a message that can never be handled."""
+class Prepared(NamedTuple):
+    event: IncomingEvent
+    spec: registry.HandlerSpec
+
+
+def _prepare(consumer: str, body: bytes, properties: dict, headers: dict, routing_key: str) -> Prepared:
+    """The event and its handler; ``Refused`` for a message that can never be handled."""
     try:
         event = parse_incoming(body, properties, headers, routing_key)
     except InvalidMessage as exc:
-        return Decision(Outcome.DEAD_LETTER, reason=exc.reason, error=exc.detail)
+        raise Refused(Decision(Outcome.DEAD_LETTER, reason=exc.reason, error=exc.detail)) from None
     spec = registry.handler_for(consumer, event.event_type)
     if spec is None:
-        return Decision(
-            Outcome.DEAD_LETTER, event, "unknown_event_type", f"{consumer} does not handle {event.event_type}"
+        raise Refused(
+            Decision(Outcome.DEAD_LETTER, event, "unknown_event_type", f"{consumer} does not handle {event.event_type}")
         )
     if spec.schema_versions and event.schema_version not in spec.schema_versions:
-        return Decision(Outcome.DEAD_LETTER, event, "unsupported_schema_version", _unsupported(spec, event))
+        raise Refused(Decision(Outcome.DEAD_LETTER, event, "unsupported_schema_version", _unsupported(spec, event)))
     if spec.reading is not None:
         return _read(spec, event)
-    return event, spec
+    return Prepared(event, spec)
 
 
 def _unsupported(spec, event: IncomingEvent) -> str:
@@ -140,21 +143,23 @@ def _unsupported(spec, event: IncomingEvent) -> str:
     return f"{event.event_type} has no version {event.schema_version}: {spec.consumer} reads v1..v{newest}"
 
 
-def _read(spec, event: IncomingEvent):
+def _read(spec, event: IncomingEvent) -> Prepared:
     """The message checked against its schema and brought to the newest version its reader knows
-    (what the handler sees), or the dead letter that says why not."""
+    (what the handler sees); ``Refused`` with the dead letter that says why not."""
     if error := contracts.validation_error(event.event_type, event.schema_version, event.payload):
-        return Decision(Outcome.DEAD_LETTER, event, "invalid_payload", error)
+        raise Refused(Decision(Outcome.DEAD_LETTER, event, "invalid_payload", error))
     if event.schema_version == spec.reading.newest:
-        return event, spec
+        return Prepared(event, spec)
     try:
         payload = spec.reading.upcast(event.schema_version, event.payload)
     except Exception as exc:  # noqa: BLE001 - an upcaster that cannot read a valid payload is a bug to fix, then replay
-        return _failure(Outcome.DEAD_LETTER, "upcast_failed", exc, event)
+        raise Refused(_failure(Outcome.DEAD_LETTER, "upcast_failed", exc, event)) from None
     upcast = replace(event, payload=payload, schema_version=spec.reading.newest)
     if error := contracts.validation_error(upcast.event_type, upcast.schema_version, upcast.payload):
-        return Decision(Outcome.DEAD_LETTER, event, "upcast_failed", f"the upcast payload is not valid: {error}")
-    return upcast, spec
+        raise Refused(
+            Decision(Outcome.DEAD_LETTER, event, "upcast_failed", f"the upcast payload is not valid: {error}")
+        )
+    return Prepared(upcast, spec)
 
 
 def _run_handler(spec, event: IncomingEvent, span) -> None:
@@ -167,10 +172,10 @@ def decide(
     consumer: str, *, body: bytes, properties: dict, headers: dict, routing_key: str, span: Any = None
 ) -> Decision:
     """One delivery in a transaction of its own (its handler inside ``span`` when given)."""
-    prepared = _prepare(consumer, body, properties, headers, routing_key)
-    if isinstance(prepared, Decision):
-        return prepared
-    event, spec = prepared
+    try:
+        event, spec = _prepare(consumer, body, properties, headers, routing_key)
+    except Refused as refused:
+        return refused.decision
     try:
         with transaction.atomic():
             if not inbox_claim(consumer=consumer, event=event):
@@ -196,11 +201,10 @@ def decide_batch(deliveries: list[Delivery]) -> list[Decision]:
     decisions: list[Decision | None] = [None] * len(deliveries)
     ready = []
     for i, d in enumerate(deliveries):
-        prepared = _prepare(d.consumer, d.body, d.properties, d.headers, d.routing_key)
-        if isinstance(prepared, Decision):
-            decisions[i] = prepared
-        else:
-            ready.append((i, *prepared))
+        try:
+            ready.append((i, *_prepare(d.consumer, d.body, d.properties, d.headers, d.routing_key)))
+        except Refused as refused:
+            decisions[i] = refused.decision
     # One lock order for every batch: the saga's id, then arrival.
     ready.sort(key=lambda item: (item[1].correlation_id, item[0]))
     try:

@@ -1,13 +1,32 @@
-"""Is the broker reachable? For ``/readyz``: one short connection attempt per node, never a retry loop."""
+"""Are the database and the broker reachable? For ``/readyz`` and for a consumer deciding whether a
+failure was an outage: one short attempt each (the broker: per node), never a retry loop."""
 
 import logging
 
 from django.conf import settings
+from django.db import DatabaseError, connection
 from kombu import Connection
 
 from messaging import broker
 
 logger = logging.getLogger(__name__)
+
+
+def database_reachable() -> bool:
+    """One ``SELECT 1`` on the default connection. A connection that an error broke is replaced
+    first (a failed handler may have broken it while the database is fine), and one that fails
+    is closed, so the next use starts afresh. A healthy connection is kept, inside a request or
+    a transaction too."""
+    try:
+        if connection.connection is not None and connection.errors_occurred and not connection.is_usable():
+            connection.close()
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT 1")
+        return True
+    except DatabaseError as exc:
+        logger.warning("database unreachable: %s", exc)
+        connection.close()
+        return False
 
 
 def broker_reachable(*, timeout: float) -> bool:

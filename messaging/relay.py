@@ -310,12 +310,7 @@ class OutboxRelay:
 
     def _reset_broker(self, *, graceful: bool = True) -> None:
         """Close the broker connection; after an error, drop it without waiting for the broker."""
-        if graceful and self._publisher is not None:
-            self._publisher.close()
-        if graceful:
-            self.session.close()
-        else:
-            self.session.drop()
+        self.session.end(self._publisher, graceful=graceful)
         self._publisher = None
 
 

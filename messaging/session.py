@@ -81,3 +81,13 @@ class BrokerSession:
         """When done: close the connection properly."""
         broker.close_quietly(self.connection)
         self.connection = None
+
+    def end(self, publisher, *, graceful: bool) -> None:
+        """The relay's and the consumer's teardown: when done, close the publisher's channel, then
+        the connection; after an error, drop the connection without waiting for the broker."""
+        if graceful:
+            if publisher is not None:
+                publisher.close()
+            self.close()
+        else:
+            self.drop()

@@ -2,23 +2,11 @@ from django.contrib import admin
 from django.utils import timezone
 from django.utils.html import format_html
 
+from kernel.admin import ReadOnlyAdmin
 from kernel.templatetags.ops import age, compact_time, short
 from orders.admin_timeline import order_saga_view
 from orders.models import CheckoutRequest, Order, OrderLine, StorefrontProduct
 from orders.selectors import order_get
-
-
-class ReadOnlyAdmin(admin.ModelAdmin):
-    """Orders change only through the saga's services, which also publish the events."""
-
-    def has_add_permission(self, request, obj=None):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
 
 
 class OrderLineInline(admin.TabularInline):

@@ -7,6 +7,7 @@ return the first result instead of moving money again.
 
 import logging
 import uuid
+from contextlib import contextmanager
 from decimal import Decimal
 
 from django.db import transaction
@@ -26,6 +27,16 @@ def refund_key(order_id: uuid.UUID) -> str:
     return f"refund-{order_id}"
 
 
+@contextmanager
+def gateway_call():
+    """A gateway that timed out or is unavailable: the message is retried later with the same
+    idempotency key, and the gateway then tells what happened."""
+    try:
+        yield
+    except (GatewayTimeout, GatewayUnavailable) as exc:
+        raise TransientError(f"gateway: {exc}") from exc
+
+
 def _lock_payment(order_id: uuid.UUID) -> Payment:
     """Lock this order's record, creating it first: all handlers of one order take turns."""
     Payment.objects.bulk_create([Payment(order_id=order_id)], ignore_conflicts=True)
@@ -38,13 +49,10 @@ def payment_charge(*, order_id: uuid.UUID, amount: Decimal, currency: str, token
     if payment.status != Payment.Status.NEW:
         logger.info("charge ignored: payment is already %s", payment.status)
         return
-    try:
+    with gateway_call():
         result = gateway.charge(
             idempotency_key=charge_key(order_id), order_id=str(order_id), amount=amount, currency=currency, token=token
         )
-    except (GatewayTimeout, GatewayUnavailable) as exc:
-        # Retried later with the same key: the gateway then tells what happened.
-        raise TransientError(f"gateway: {exc}") from exc
     payment.amount, payment.currency = amount, currency
     if result.succeeded:
         payment.status, payment.charge_id = Payment.Status.CHARGED, result.operation_id
@@ -81,10 +89,8 @@ def payment_refund(*, order_id: uuid.UUID, reason: str) -> None:
     """
     payment = _lock_payment(order_id)
     if payment.status == Payment.Status.NEW:
-        try:
+        with gateway_call():
             charge = gateway.find(charge_key(order_id))
-        except GatewayUnavailable as exc:
-            raise TransientError(f"gateway: {exc}") from exc
         if charge is None or not charge.succeeded:
             payment.status = Payment.Status.VOIDED
             payment.save()
@@ -95,12 +101,10 @@ def payment_refund(*, order_id: uuid.UUID, reason: str) -> None:
     if payment.status != Payment.Status.CHARGED:
         logger.info("refund ignored: payment is %s", payment.status)
         return
-    try:
+    with gateway_call():
         result = gateway.refund(
             idempotency_key=refund_key(order_id), charge_key=charge_key(order_id), amount=payment.amount
         )
-    except (GatewayTimeout, GatewayUnavailable) as exc:
-        raise TransientError(f"gateway: {exc}") from exc
     payment.status, payment.refund_id = Payment.Status.REFUNDED, result.operation_id
     payment.save()
     publish(

@@ -2,8 +2,8 @@
 """Make sure Prometheus and Alertmanager (Debian's ``prometheus`` and ``prometheus-alertmanager``
 packages) are installed: ``prometheus``, ``promtool``, ``prometheus-alertmanager`` and ``amtool``.
 
-The alert-rule tests (tests/test_prometheus_rules.py, tests/test_alertmanager.py) and the
-alerting tests (tests/test_prometheus_alerting.py) run them. Installs a package with apt-get
+The alert-rule tests (tests/e2e/test_prometheus_rules.py, tests/e2e/test_alertmanager.py) and the
+alerting tests (tests/e2e/test_prometheus_alerting.py) run them. Installs a package with apt-get
 when one of its binaries is missing (root only), without recommends (the node exporter), and
 makes sure the daemon the package may start (``/usr/bin/prometheus`` on :9090,
 ``/usr/bin/prometheus-alertmanager`` on :9093, as the ``prometheus`` user) is stopped and

@@ -82,7 +82,7 @@ def remove_stale_vhosts() -> None:
                 rabbitmqctl("delete_vhost", name)
 
 
-# tests/support/faults.py (memory_alarm) raises a memory alarm with this watermark and always lowers it again;
+# faultlib/faults.py (memory_alarm) raises a memory alarm with this watermark and always lowers it again;
 # a run killed in between (SIGKILL) would leave the node blocking every publisher.
 TEST_ALARM_WATERMARK = "1.0e-6"
 RABBITMQ_DEFAULT_WATERMARK = "0.4"

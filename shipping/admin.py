@@ -1,11 +1,12 @@
 from django.contrib import admin, messages
 
+from kernel.admin import ReadOnlyAdmin
 from shipping.models import Shipment
 from shipping.services import shipments_dispatch
 
 
 @admin.register(Shipment)
-class ShipmentAdmin(admin.ModelAdmin):
+class ShipmentAdmin(ReadOnlyAdmin):
     """Read-only: a shipment changes only through the saga's events and the dispatch action."""
 
     list_display = ["order_id", "status", "created_at", "dispatched_at", "updated_at"]
@@ -26,12 +27,3 @@ class ShipmentAdmin(admin.ModelAdmin):
 
     def has_dispatch_permission(self, request):
         return request.user.has_perm("shipping.change_shipment")
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False

@@ -2,14 +2,11 @@
 
 import uuid
 
-from messaging.api import IncomingEvent, InvalidPayload
+from messaging.api import IncomingEvent, InvalidPayload, payload_uuid
 
 
 def order_id_of(event: IncomingEvent) -> uuid.UUID:
-    try:
-        return uuid.UUID(str(event.payload["order_id"]))
-    except (KeyError, ValueError) as exc:
-        raise InvalidPayload(f"order_id missing or not a UUID: {exc}") from None
+    return payload_uuid(event, "order_id")
 
 
 def was_confirmed(event: IncomingEvent) -> bool:

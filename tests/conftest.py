@@ -1,43 +1,35 @@
-"""Shared fixtures. The suite runs on real PostgreSQL and RabbitMQ (``make test`` provides both)."""
+"""Shared fixtures. tests/unit needs no service; tests/integration and tests/e2e run on real PostgreSQL
+and RabbitMQ (``make test`` provides both)."""
 
-import os
+from pathlib import Path
 
 import pytest
 from django.conf import settings
-from django.db import connection
 
-from tests.support import broker as broker_support
-from tests.support.processes import ProcessGroup
+from faultlib import broker as broker_support
+from faultlib.processes import ProcessGroup, database_url, process_environment
 
 ALL_DATABASES = ["default", "gateway"]
 
 
-def pytest_configure(config):
+UNIT_TIER = Path(__file__).parent / "unit"
+
+
+def pytest_collection_modifyitems(config, items):
+    """tests/unit needs no service; the integration and end-to-end tiers refuse to run without both."""
+    if all(UNIT_TIER in item.path.parents for item in items):
+        return
     engine = settings.DATABASES["default"]["ENGINE"]
     if "postgresql" not in engine or not settings.BROKER_URL.startswith("amqp"):
         raise pytest.UsageError(
-            "The suite needs real PostgreSQL and RabbitMQ: run it with `make test` "
-            "(or scripts/with_test_services.py .venv/bin/pytest ...)."
+            "tests/integration and tests/e2e need real PostgreSQL and RabbitMQ: run them with `make test` "
+            "(or scripts/with_test_services.py .venv/bin/pytest ...); `make test-unit` needs neither."
         )
-
-
-def database_url() -> str:
-    """The URL of the test database, for processes started by a test."""
-    s = connection.settings_dict
-    return f"postgres://{s['USER']}@{s['HOST'] or '127.0.0.1'}:{s['PORT'] or 5432}/{s['NAME']}"
 
 
 @pytest.fixture
 def process_env() -> dict[str, str]:
-    url = database_url()
-    return {
-        **os.environ,
-        "DATABASE_URL": url,
-        "GATEWAY_DATABASE_URL": url,
-        "DEBUG": "1",
-        "RELAY_POLL_INTERVAL": "0.2",
-        "PYTHONUNBUFFERED": "1",
-    }
+    return process_environment(database_url())
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ from datetime import timedelta
 from django.db import transaction
 from django.utils import timezone
 
-from messaging.api import InvalidPayload, publish
+from messaging.api import publish
 from orders.metrics import saga_outcome_observed
 from orders.models import Order
 
@@ -20,7 +20,9 @@ logger = logging.getLogger(__name__)
 
 
 class OrderNotFound(Exception):
-    pass
+    def __init__(self, order_id: uuid.UUID):
+        super().__init__(f"no order {order_id}")
+        self.order_id = order_id
 
 
 class InvalidOrderState(Exception):
@@ -32,7 +34,7 @@ class InvalidOrderState(Exception):
 def _lock_order(order_id: uuid.UUID) -> Order:
     order = Order.objects.select_for_update().filter(pk=order_id).first()
     if order is None:
-        raise InvalidPayload(f"no order {order_id}")
+        raise OrderNotFound(order_id)
     return order
 
 
@@ -76,9 +78,7 @@ def _fail(order: Order, reason: str) -> None:
 @transaction.atomic(savepoint=False)
 def order_cancel(*, order_id: uuid.UUID) -> Order:
     """Cancel a pending or confirmed order now; payments and inventory compensate."""
-    order = Order.objects.select_for_update().filter(pk=order_id).first()
-    if order is None:
-        raise OrderNotFound(order_id)
+    order = _lock_order(order_id)
     if order.status not in (Order.Status.PENDING, Order.Status.CONFIRMED):
         raise InvalidOrderState(order)
     previous = order.status

@@ -15,11 +15,11 @@ import time
 import uuid
 from collections.abc import Iterator
 
-from tests.support.faults import Injection
-from tests.support.load import CATALOG, OrderLoad
-from tests.support.processes import BASE_DIR, ProcessGroup, wait_until
-from tests.support.saga import seed_catalog
-from tests.support.scenarios import FAST_RETRIES, Outcome, _settle
+from faultlib.faults import Injection
+from faultlib.load import CATALOG, OrderLoad
+from faultlib.processes import BASE_DIR, ProcessGroup, wait_until
+from faultlib.saga import seed_catalog
+from faultlib.scenarios import FAST_RETRIES, Outcome, _settle
 
 _spec = importlib.util.spec_from_file_location("rabbitmq_cluster", BASE_DIR / "scripts" / "rabbitmq_cluster.py")
 rabbitmq_cluster = importlib.util.module_from_spec(_spec)
@@ -63,7 +63,7 @@ def own_cluster() -> Iterator[tuple[Cluster, str]]:
 
 @contextlib.contextmanager
 def observed_on(cluster: Cluster, vhost: str) -> Iterator[None]:
-    """``tests.support.invariants`` reads queue depths from this cluster's vhost meanwhile."""
+    """``faultlib.invariants`` reads queue depths from this cluster's vhost meanwhile."""
     saved = {k: os.environ.get(k) for k in ("TEST_BROKER_VHOST", "TEST_BROKER_NODE")}
     os.environ["TEST_BROKER_VHOST"] = vhost
     os.environ["TEST_BROKER_NODE"] = ",".join(n.name for n in cluster.nodes)
@@ -117,7 +117,7 @@ def node_loss(
     the relay moved to is frozen (SIGSTOP) that long, longer than the heartbeat, and resumed.
     Orders come one per ``pace`` seconds (plus the checkout's own time) until ``orders`` are placed.
     Every order must end CONFIRMED without a process restarted by hand."""
-    from tests.support.faults import Restartable
+    from faultlib.faults import Restartable
 
     env = {**FAST_RETRIES, "BROKER_HEARTBEAT": HEARTBEAT}
     running = [

@@ -5,7 +5,7 @@ import random
 
 import pytest
 
-from tests.support.faults import with_application_name
+from faultlib.faults import with_application_name
 
 
 @pytest.fixture

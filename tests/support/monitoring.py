@@ -16,7 +16,7 @@ import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-from tests.support.processes import free_port, wait_until
+from faultlib.processes import free_port, wait_until
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 

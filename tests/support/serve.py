@@ -14,7 +14,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.support.processes import ProcessGroup, free_port, wait_until
+from faultlib.processes import ProcessGroup, free_port, wait_until
 
 
 @dataclass

@@ -6,7 +6,7 @@ RabbitMQ vhost (of their own, apart from the rest of the suite) and nothing else
 from a copy of the project in which the other contexts' packages are deleted but for their
 declarations (``context.toml``, data), so an import of another context fails there.
 
-The invariants of ``tests/support/invariants.py`` are checked here across the databases:
+The invariants of ``faultlib/invariants.py`` are checked here across the databases:
 orders' statuses against payments' gateway ledger, inventory's stock and shipping's
 shipments, and every event of every outbox handled by every consumer bound to it, in that
 consumer's own database.
@@ -23,14 +23,16 @@ from pathlib import Path
 
 import psycopg
 
+from faultlib.faults import rabbitmqctl
+from faultlib.invariants import ONCE_PER_ORDER, Report, shipment_problems, wait_quiet
+from faultlib.processes import BASE_DIR, ProcessGroup
 from kernel.contexts import DECLARATION_FILE, installed, read_declaration, schema_folder
 from messaging.topology import ANY_EVENT, EVENT_LOG_CONSUMER, queue_bindings
-from tests.support.faults import rabbitmqctl
-from tests.support.invariants import ONCE_PER_ORDER, Report, shipment_problems, wait_quiet
-from tests.support.processes import BASE_DIR, ProcessGroup
 
 # Not part of a deployment: development tooling, and the other contexts (added per tree).
-NOT_SHIPPED = {".git", ".venv", "var", "tests", "bench", "chaos", "docs", "deploy", "scripts", "node_modules"}
+NOT_SHIPPED = {
+    *(".git", ".venv", "var", "tests", "faultlib", "bench", "chaos", "docs", "deploy", "scripts", "node_modules"),
+}
 CACHES = {"__pycache__", ".pytest_cache", ".ruff_cache", ".hypothesis"}
 FAST_RETRIES = {"CONSUMER_RETRY_DELAYS": "0.2,0.5,1", "CONSUMER_MAX_ATTEMPTS": "5"}
 

@@ -12,7 +12,7 @@ import urllib.request
 import uuid
 from dataclasses import dataclass, field
 
-from tests.support.processes import ProcessGroup, free_port, wait_until
+from faultlib.processes import ProcessGroup, free_port, wait_until
 
 MODES = ("runserver-debug", "gunicorn-production")
 

@@ -1,0 +1,146 @@
+"""Real processes for end-to-end and crash tests: start ``manage.py`` commands, stop or kill them."""
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from django.db import connection
+
+BASE_DIR = Path(__file__).resolve().parents[1]
+
+
+def database_url() -> str:
+    """The URL of the test database, for processes started by a test or a chaos scenario."""
+    s = connection.settings_dict
+    return f"postgres://{s['USER']}@{s['HOST'] or '127.0.0.1'}:{s['PORT'] or 5432}/{s['NAME']}"
+
+
+def process_environment(database: str, **extra: str) -> dict[str, str]:
+    """The environment of the processes a test or a chaos scenario starts, on ``database``."""
+    return {
+        **os.environ,
+        "DATABASE_URL": database,
+        "GATEWAY_DATABASE_URL": database,
+        "DEBUG": "1",
+        "RELAY_POLL_INTERVAL": "0.2",
+        "PYTHONUNBUFFERED": "1",
+        **extra,
+    }
+
+
+class ProcessGroup:
+    """Processes started by one test; whatever is still alive at the end is killed."""
+
+    def __init__(self, log_dir: Path, env: dict[str, str]):
+        self.log_dir = log_dir
+        self.env = env
+        self.procs: list[tuple[str, subprocess.Popen, Path]] = []
+
+    def start(self, name: str, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen:
+        """Start ``manage.py <args>``."""
+        return self.spawn(name, [sys.executable, "manage.py", *args], env=env)
+
+    def spawn(
+        self, name: str, argv: list[str], env: dict[str, str] | None = None, cwd: Path = BASE_DIR
+    ) -> subprocess.Popen:
+        log = self.log_dir / f"{name}-{len(self.procs)}.log"
+        proc = subprocess.Popen(
+            argv,
+            cwd=cwd,
+            env={**self.env, **(env or {})},
+            stdout=log.open("wb"),
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        self.procs.append((name, proc, log))
+        return proc
+
+    def run(self, *args: str, env: dict[str, str] | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, "manage.py", *args],
+            cwd=BASE_DIR,
+            env={**self.env, **(env or {})},
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+
+    def stop(self, proc: subprocess.Popen, timeout: float = 30) -> int:
+        """SIGTERM, and the exit code once it has finished what it had in hand."""
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+        return proc.wait(timeout=timeout)
+
+    def kill(self, proc: subprocess.Popen) -> None:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+
+    def stop_all(self) -> None:
+        for _, proc, _ in self.procs:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + 20
+        for _, proc, _ in self.procs:
+            try:
+                proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                self.kill(proc)
+
+    def kill_all(self) -> None:
+        for _, proc, _ in self.procs:
+            try:
+                self.kill(proc)
+            except (ProcessLookupError, subprocess.TimeoutExpired):
+                pass
+
+    def log_lines(self, proc: subprocess.Popen) -> list[dict]:
+        """The JSON lines (``LOG_FORMAT=json``) ``proc`` has logged so far."""
+        log = next(log for _, p, log in self.procs if p is proc)
+        return [json.loads(line) for line in log.read_text(errors="replace").splitlines() if line.startswith('{"')]
+
+    def logs(self, tail: int = 40) -> str:
+        parts = []
+        for name, proc, log in self.procs:
+            lines = log.read_text(errors="replace").splitlines() if log.exists() else []
+            parts.append(f"--- {name} (pid {proc.pid}, exit {proc.poll()}) ---\n" + "\n".join(lines[-tail:]))
+        return "\n".join(parts)
+
+
+def wait_until(predicate, *, timeout: float, interval: float = 0.1, message: str = "condition") -> None:
+    """Poll ``predicate`` until it is true; ``TimeoutError`` after ``timeout`` seconds (the tests,
+    ``make chaos`` and ``make bench`` all wait this way)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(interval)
+    raise TimeoutError(f"timed out after {timeout}s waiting for {message}")
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def procfile_commands(path: Path = BASE_DIR / "Procfile", *, skip: tuple[str, ...] = ("web",)) -> dict[str, list[str]]:
+    """The ``manage.py`` arguments of each Procfile line, as ``make run`` starts them, less the
+    ``--metrics-port`` each takes (a test's processes must not compete for fixed ports)."""
+    commands = {}
+    for line in path.read_text().splitlines():
+        name, sep, command = line.partition(":")
+        if line.startswith("#") or not sep or name in skip:
+            continue
+        words = command.split("manage.py", 1)[1].split()
+        if "--metrics-port" in words:
+            at = words.index("--metrics-port")
+            del words[at : at + 2]
+        commands[name] = words
+    return commands

@@ -1,0 +1,51 @@
+"""Helpers for tests that drive whole sagas through the API and real processes."""
+
+import json
+import uuid
+from decimal import Decimal
+
+from django.test import Client
+
+from faultlib.processes import wait_until
+from inventory.models import Product
+from inventory.services import product_upsert
+from orders.models import Order, StorefrontProduct
+from payments.gateway import gateway
+
+CATALOG = [("WIDGET", "Widget", Decimal("19.99"), 1000), ("RARE", "Rare print", Decimal("250.00"), 3)]
+
+
+def seed_catalog(processes_running: bool = True, catalog=CATALOG) -> None:
+    """Create products in inventory; with the saga running, wait for the storefront copy."""
+    for sku, name, price, stock in catalog:
+        product_upsert(sku=sku, name=name, price=price, stock=stock)
+    if processes_running:
+        wait_until(lambda: StorefrontProduct.objects.count() == len(catalog), timeout=30, message="the storefront copy")
+
+
+def checkout(client: Client, items, token="tok_visa", customer="cust", key=None) -> dict:
+    response = client.post(
+        "/api/checkout/",
+        json.dumps({"customer_id": customer, "items": items, "payment_token": token}),
+        content_type="application/json",
+        headers={"Idempotency-Key": key or str(uuid.uuid4())},
+    )
+    assert response.status_code == 201, response.content
+    return response.json()
+
+
+def wait_terminal(order_ids, timeout: float = 60) -> None:
+    ids = [uuid.UUID(str(i)) for i in order_ids]
+    wait_until(
+        lambda: not Order.objects.filter(pk__in=ids, status=Order.Status.PENDING).exists(),
+        timeout=timeout,
+        message=f"{len(ids)} order(s) to reach a terminal state",
+    )
+
+
+def ledger(order_id) -> list[tuple[str, Decimal]]:
+    return [(op.kind, op.amount) for op in gateway.ledger(order_id=str(order_id))]
+
+
+def stock(sku: str) -> int:
+    return Product.objects.get(sku=sku).stock

@@ -1,0 +1,217 @@
+"""Batched consumers: deliveries already waiting are decided in one transaction.
+
+The consumer counts its batches (``messaging_consumer_batch_size``, on ``--metrics-port``). Rows
+written inside a savepoint carry the savepoint's own transaction id (``xmin``), so only rows of the
+savepoint-free attempt share one: the last test uses that.
+"""
+
+import json
+import urllib.request
+import uuid
+from collections import Counter
+from decimal import Decimal
+
+import pytest
+from django.db import connection
+from prometheus_client.parser import text_string_to_metric_families
+
+from faultlib.broker import publish_raw
+from faultlib.invariants import broker_queue_depths
+from faultlib.load import order_created_payload
+from faultlib.processes import free_port, wait_until
+from faultlib.saga import ledger
+from inventory.models import Product, Reservation
+from messaging.models import DeadLetter, EventLogEntry, InboxMessage, OutboxMessage
+from payments.models import Payment
+from tests.conftest import ALL_DATABASES
+
+pytestmark = pytest.mark.django_db(transaction=True, databases=ALL_DATABASES)
+
+FAST_RETRIES = {"CONSUMER_RETRY_DELAYS": "0.2", "CONSUMER_MAX_ATTEMPTS": "2"}
+
+
+def order_created(order_id: str, token: str = "tok_visa") -> dict:
+    return order_created_payload(order_id, payment_token=token)
+
+
+def payment_succeeded(order_id: str, sku: str) -> dict:
+    """A payments.payment.succeeded v1 payload (payments/schemas/) for one unit of ``sku``."""
+    return {
+        "order_id": order_id,
+        "amount": "1.00",
+        "currency": "USD",
+        "charge_id": f"ch_{order_id}",
+        "items": [{"sku": sku, "quantity": 1}],
+    }
+
+
+def send(event_type: str, payload: dict, message_id: str | None = None) -> str:
+    message_id = message_id or str(uuid.uuid4())
+    publish_raw(
+        event_type,
+        json.dumps(payload).encode(),
+        properties={"message_id": message_id, "correlation_id": payload["order_id"]},
+        headers={"event_type": event_type, "schema_version": 1, "occurred_at": "2026-01-01T00:00:00+00:00"},
+    )
+    return message_id
+
+
+def scrape(port: int) -> dict[tuple[str, tuple], float]:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+        text = response.read().decode()
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
+
+
+def outcomes(samples: dict, consumer: str) -> dict[str, float]:
+    found: Counter = Counter()
+    for (name, labels), value in samples.items():
+        labels = dict(labels)
+        if name == "messaging_consumer_messages_total" and labels["consumer"] == consumer:
+            found[labels["outcome"]] += value
+    return dict(found)
+
+
+def queue_empty(name: str) -> bool:
+    return (broker_queue_depths() or {}).get(name) == 0
+
+
+def test_deliveries_already_waiting_are_handled_in_one_transaction(processes, quiet_broker):
+    orders = [str(uuid.uuid4()) for _ in range(40)]
+    for order_id in orders:
+        send("orders.order.created", order_created(order_id))
+    wait_until(lambda: (broker_queue_depths() or {}).get("payments_queue") == 40, timeout=30, message="40 queued")
+    port = free_port()
+
+    consumer = processes.start(
+        "payments", "run_consumers", "payments", "--metrics-port", str(port), env={"CONSUMER_BATCH_SIZE": "40"}
+    )
+    wait_until(lambda: InboxMessage.objects.filter(consumer="payments").count() == 40, timeout=60, message="40 handled")
+    wait_until(lambda: queue_empty("payments_queue"), timeout=30, message="every delivery acked")
+    samples = scrape(port)
+    assert processes.stop(consumer) == 0
+
+    batches = samples[("messaging_consumer_batch_size_count", ())]
+    assert samples[("messaging_consumer_batch_size_sum", ())] == 40
+    assert batches <= 10  # 40 messages: one transaction each before batching
+    assert outcomes(samples, "payments") == {"handled": 40}
+    assert Payment.objects.filter(status=Payment.Status.CHARGED).count() == 40
+    assert OutboxMessage.objects.filter(event_type="payments.payment.succeeded").count() == 40
+    assert "broker unavailable" not in processes.logs()  # no ack the broker refused
+
+
+def test_a_failing_message_rolls_back_alone_and_its_retry_is_not_a_duplicate(processes, quiet_broker):
+    good = [str(uuid.uuid4()) for _ in range(6)]
+    failing = str(uuid.uuid4())
+    for order_id in good[:3]:
+        send("orders.order.created", order_created(order_id))
+    failing_message = send("orders.order.created", order_created(failing, token="tok_unavailable"))
+    for order_id in good[3:]:
+        send("orders.order.created", order_created(order_id))
+    wait_until(lambda: (broker_queue_depths() or {}).get("payments_queue") == 7, timeout=30, message="7 queued")
+    port = free_port()
+
+    consumer = processes.start(
+        "payments", "run_consumers", "payments", "--metrics-port", str(port), env={**FAST_RETRIES, "LOG_FORMAT": "json"}
+    )
+    wait_until(lambda: DeadLetter.objects.filter(consumer="payments").exists(), timeout=60, message="a dead letter")
+    wait_until(lambda: queue_empty("payments_queue"), timeout=30, message="every delivery settled")
+    samples = scrape(port)
+    assert processes.stop(consumer) == 0
+
+    # They shared a batch, whose first attempt the failing member abandoned for the savepoint one.
+    assert samples[("messaging_consumer_batch_size_count", ())] < 7 + 1  # the 7, then the retry alone
+    assert "a member of the batch failed" in processes.logs(tail=100_000)
+
+    # The six around it committed; the failing one was retried once (handled again, not a duplicate), then
+    # dead-lettered, its inbox claim rolled back each time with its handler.
+    assert [ledger(o) for o in good] == [[("charge", Decimal("10.00"))]] * 6
+    assert outcomes(samples, "payments") == {"handled": 6, "retry": 1, "dead_letter": 1}
+    letter = DeadLetter.objects.get(consumer="payments")
+    assert (letter.message_id, letter.reason, letter.attempts) == (failing_message, "handler_error", 2)
+    assert not InboxMessage.objects.filter(message_id=failing_message).exists()
+    assert not Payment.objects.filter(order_id=failing).exists()
+
+
+def test_the_same_message_twice_in_one_batch_takes_effect_once(processes, quiet_broker):
+    order_id, twice = str(uuid.uuid4()), str(uuid.uuid4())
+    others = [str(uuid.uuid4()) for _ in range(4)]
+    send("orders.order.created", order_created(others[0]))
+    send("orders.order.created", order_created(order_id), twice)
+    send("orders.order.created", order_created(others[1]))
+    send("orders.order.created", order_created(order_id), twice)
+    for other in others[2:]:
+        send("orders.order.created", order_created(other))
+    wait_until(lambda: (broker_queue_depths() or {}).get("payments_queue") == 6, timeout=30, message="6 queued")
+    port = free_port()
+
+    consumer = processes.start("payments", "run_consumers", "payments", "--metrics-port", str(port))
+    wait_until(lambda: queue_empty("payments_queue"), timeout=60, message="every delivery acked")
+    samples = scrape(port)
+    assert processes.stop(consumer) == 0
+
+    assert samples[("messaging_consumer_batch_size_count", ())] < 5  # they did share a batch
+    assert ledger(order_id) == [("charge", Decimal("10.00"))]
+    assert InboxMessage.objects.filter(consumer="payments", message_id=twice).count() == 1
+    assert outcomes(samples, "payments") == {"handled": 5, "duplicate": 1}
+    assert OutboxMessage.objects.filter(event_type="payments.payment.succeeded", correlation_id=order_id).count() == 1
+
+
+def test_two_consumer_processes_whose_batches_lock_the_same_products_never_deadlock_for_good(processes, quiet_broker):
+    # Orders of one SKU each, alternating between two hot products: two batches can each hold one
+    # product and want the other. PostgreSQL breaks such a cycle (40P01); the loser is decided alone.
+    Product.objects.bulk_create(
+        [Product(sku="HOT-A", name="A", price=Decimal("1.00"), stock=10_000),
+         Product(sku="HOT-B", name="B", price=Decimal("1.00"), stock=10_000)]
+    )  # fmt: skip
+    orders = [str(uuid.uuid4()) for _ in range(300)]
+    for n, order_id in enumerate(orders):
+        sku = "HOT-A" if n % 2 else "HOT-B"
+        send("payments.payment.succeeded", payment_succeeded(order_id, sku))
+    wait_until(lambda: (broker_queue_depths() or {}).get("inventory_queue") == 300, timeout=60, message="queued")
+
+    ports = [free_port(), free_port()]
+    workers = [
+        processes.start(
+            "inventory", "run_consumers", "inventory", "--metrics-port", str(port), env={"CONSUMER_BATCH_SIZE": "20"}
+        )
+        for port in ports
+    ]
+    wait_until(lambda: InboxMessage.objects.filter(consumer="inventory").count() == 300, timeout=180, message="300")
+    wait_until(lambda: queue_empty("inventory_queue"), timeout=30, message="every delivery acked")
+    batches = [scrape(port) for port in ports]
+    assert [processes.stop(w) for w in workers] == [0, 0]
+
+    assert Reservation.objects.filter(status=Reservation.Status.RESERVED).count() == 300
+    assert sorted(Product.objects.values_list("sku", "stock")) == [("HOT-A", 10_000 - 150), ("HOT-B", 10_000 - 150)]
+    assert OutboxMessage.objects.filter(event_type="inventory.stock.reserved").count() == 300
+    assert not DeadLetter.objects.exists()
+    # Both took batches larger than one, and PostgreSQL did break deadlocks between them (dozens
+    # per run here): the path that decides a deadlock's loser again was taken.
+    for samples in batches:
+        assert samples[("messaging_consumer_batch_size_sum", ())] > samples[("messaging_consumer_batch_size_count", ())]
+    assert processes.logs(tail=100_000).count("deadlock detected") >= 1
+
+
+def test_the_event_log_records_a_batch_with_one_insert(processes, quiet_broker):
+    message_ids = [send("orders.order.confirmed", {"order_id": str(uuid.uuid4())}) for _ in range(30)]
+    send("orders.order.confirmed", {"order_id": str(uuid.uuid4())}, message_ids[3])  # once more, same id
+    wait_until(lambda: (broker_queue_depths() or {}).get("events_queue") == 31, timeout=30, message="31 queued")
+    port = free_port()
+
+    consumer = processes.start("events", "run_consumers", "events", "--metrics-port", str(port))
+    wait_until(lambda: queue_empty("events_queue"), timeout=60, message="every delivery acked")
+    samples = scrape(port)
+    assert processes.stop(consumer) == 0
+
+    assert sorted(EventLogEntry.objects.values_list("message_id", flat=True)) == sorted(message_ids)
+    assert InboxMessage.objects.filter(consumer="events").count() == 30
+    assert outcomes(samples, "events") == {"handled": 30, "duplicate": 1}
+    # Rows written by one statement inside one savepoint share its transaction id (xmin): far fewer
+    # distinct ones than rows means the batches went in whole, not a savepoint per message.
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(DISTINCT xmin::text) FROM messaging_event_log")
+        assert cursor.fetchone()[0] <= samples[("messaging_consumer_batch_size_count", ())] < 30

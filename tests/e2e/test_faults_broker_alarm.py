@@ -1,0 +1,39 @@
+"""A broker in a memory alarm blocks the relay's publishes: the relay times out, rolls the
+batch back, marks nothing published, and publishes everything once the alarm clears."""
+
+import pytest
+
+from faultlib.faults import memory_alarm
+from faultlib.processes import wait_until
+from messaging.models import OutboxMessage
+from tests.conftest import ALL_DATABASES
+from tests.e2e.test_relay import publish_things, unpublished
+
+pytestmark = pytest.mark.django_db(transaction=True, databases=ALL_DATABASES)
+
+
+def test_a_blocked_broker_times_the_relay_out_and_nothing_is_marked_published_until_it_confirms(
+    processes, capture, quiet_broker
+):
+    captured = capture("test.#")
+    relay = processes.start("relay", "run_outbox_relay", env={"RELAY_CONFIRM_TIMEOUT": "2"})
+    wait_until(lambda: "relay listening" in processes.logs(), timeout=30, message="the relay to start")
+
+    with memory_alarm():
+        # when rows are written while RabbitMQ blocks every publisher
+        message_ids = publish_things(50)
+        wait_until(
+            lambda: processes.logs().count("ConfirmTimeout") >= 2,
+            timeout=60,
+            message="the relay to time out twice",
+        )
+        # then the relay is still running and has marked nothing published
+        assert relay.poll() is None, processes.logs()
+        assert unpublished() == 50
+
+    # and once the alarm clears, every row is published and reaches the queue
+    wait_until(lambda: unpublished() == 0, timeout=60, message="the rows published after the alarm")
+    assert processes.stop(relay) == 0
+    received = {message_id for message_id, _, _ in captured.drain()}
+    assert received == set(message_ids)
+    assert OutboxMessage.objects.filter(published_at__isnull=False).count() == 50

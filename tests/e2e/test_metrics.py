@@ -1,0 +1,189 @@
+"""Prometheus metrics: the web's /metrics (database gauges, token guard) and the relay's and
+consumers' own ports (counters where the work is done)."""
+
+import urllib.request
+import uuid
+from datetime import timedelta
+from decimal import Decimal
+
+import pytest
+from django.test import Client
+from django.utils import timezone
+from prometheus_client.parser import text_string_to_metric_families
+
+from faultlib.processes import free_port, wait_until
+from faultlib.saga import checkout, seed_catalog, wait_terminal
+from messaging.dead_letters import dead_letter_record
+from messaging.models import DeadLetter, OutboxMessage
+from orders.models import Order
+from tests.conftest import ALL_DATABASES
+
+OLDEST = "messaging_dead_letter_oldest_waiting_age_seconds"
+
+
+def samples(text: str) -> dict[tuple[str, tuple], float]:
+    """Every sample as ``{(name, sorted labels): value}``."""
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
+
+
+def outbox_row(**fields) -> OutboxMessage:
+    order_id = str(uuid.uuid4())
+    return OutboxMessage.objects.create(
+        source="orders",
+        event_type="orders.order.created",
+        aggregate_type="order",
+        aggregate_id=order_id,
+        correlation_id=order_id,
+        payload={},
+        **fields,
+    )
+
+
+@pytest.mark.django_db
+def test_metrics_reads_backlog_dead_letters_and_pending_orders_from_the_database():
+    now = timezone.now()
+    outbox_row(created_at=now - timedelta(seconds=90))
+    outbox_row()
+    outbox_row(parked_at=now)
+    outbox_row(published_at=now)
+    dead_letter_record(
+        consumer="payments", body=b"{}", properties={"message_id": "m"}, headers={}, routing_key="", reason="x"
+    )
+    Order.objects.create(customer_id="c", total=Decimal("1.00"), currency="USD")
+    Order.objects.filter(pk=Order.objects.create(customer_id="c", total=Decimal("1.00"), currency="USD").pk).update(
+        created_at=now - timedelta(minutes=5)
+    )
+
+    response = Client().get("/metrics")
+
+    assert response.status_code == 200
+    assert response["Content-Type"].startswith("text/plain; version=")
+    got = samples(response.content.decode())
+    assert got[("shop_database_up", ())] == 1
+    assert got[("messaging_outbox_pending", ())] == 2
+    assert 90 <= got[("messaging_outbox_oldest_pending_age_seconds", ())] < 120
+    assert got[("messaging_outbox_parked", ())] == 1
+    assert {labels: value for (name, labels), value in got.items() if name == "messaging_dead_letters"} == {
+        (("consumer", consumer), ("state", state)): (1 if (consumer, state) == ("payments", "waiting") else 0)
+        for consumer in ("orders", "payments", "inventory", "shipping", "events")
+        for state in ("waiting", "replayed")
+    }
+    assert (got[("orders_pending", ())], got[("orders_pending_stuck", ())]) == (2, 1)
+    assert 300 <= got[("orders_oldest_pending_age_seconds", ())] < 330
+    # The saga outcome metrics are registered in the web process too (cancellations happen here).
+    names = {family.name for family in text_string_to_metric_families(response.content.decode())}
+    assert {"orders_saga_outcomes", "orders_checkout_to_terminal_seconds"} <= names
+
+
+@pytest.mark.django_db
+def test_metrics_token_is_required_when_set(settings):
+    settings.METRICS_TOKEN = "s3cret"
+    assert Client().get("/metrics").status_code == 401
+    assert Client().get("/metrics", headers={"Authorization": "Bearer wrong"}).status_code == 401
+    refused = Client().get("/metrics", headers={"Authorization": "s3cret"})
+    assert (refused.status_code, refused["WWW-Authenticate"]) == (401, "Bearer")
+    assert Client().get("/metrics", headers={"Authorization": "Bearer s3cret"}).status_code == 200
+
+
+def scrape(port: int) -> dict[tuple[str, tuple], float]:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+        return samples(response.read().decode())
+
+
+def scrape_when_up(port: int) -> dict[tuple[str, tuple], float]:
+    try:
+        return scrape(port)
+    except OSError:  # the process is still starting
+        return {}
+
+
+def published() -> int:
+    return OutboxMessage.objects.filter(published_at__isnull=False).count()
+
+
+@pytest.mark.django_db(transaction=True, databases=ALL_DATABASES)
+def test_relay_and_consumers_serve_their_counters_on_their_own_ports(processes, quiet_broker):
+    relay_port, consumers_port = free_port(), free_port()
+    processes.start("relay", "run_outbox_relay", "--metrics-port", str(relay_port))
+    processes.start("consumers", "run_consumers", "--metrics-port", str(consumers_port))
+    seed_catalog()
+
+    order = checkout(Client(), [{"sku": "WIDGET", "quantity": 1}])
+    wait_terminal([order["id"]])
+    wait_until(lambda: not OutboxMessage.objects.filter(published_at__isnull=True).exists(), timeout=30)
+    relayed = ("messaging_relay_published_total", ())
+    wait_until(lambda: scrape_when_up(relay_port).get(relayed) == published(), timeout=10)
+
+    relay = scrape(relay_port)
+    assert relay[("messaging_relay_published_total", ())] == published()
+    assert relay[("messaging_relay_batch_seconds_count", ())] >= 1
+    consumers = scrape(consumers_port)
+    handled = (("consumer", "payments"), ("event_type", "orders.order.created"), ("outcome", "handled"))
+    assert consumers[("messaging_consumer_messages_total", handled)] == 1
+    assert consumers[("messaging_consumer_handle_seconds_count", (("consumer", "payments"),))] >= 1
+    # The orders consumer decided the outcome, so it counted it.
+    assert consumers[("orders_saga_outcomes_total", (("reason", "none"), ("status", "CONFIRMED")))] == 1
+    assert consumers[("orders_checkout_to_terminal_seconds_count", (("status", "CONFIRMED"),))] == 1
+
+
+@pytest.mark.django_db(transaction=True, databases=ALL_DATABASES)
+def test_the_deadline_loop_counts_the_timeouts_it_decides(processes):
+    order = Order.objects.create(customer_id="c", total=Decimal("1.00"), currency="USD")
+    Order.objects.filter(pk=order.pk).update(created_at=timezone.now() - timedelta(minutes=10))
+    port = free_port()
+
+    processes.start("deadline", "expire_pending_orders", "--loop", "--metrics-port", str(port))
+    timeouts = ("orders_saga_outcomes_total", (("reason", "timeout"), ("status", "FAILED")))
+    wait_until(lambda: scrape_when_up(port).get(timeouts) == 1, timeout=20, message="the timeout to be counted")
+
+    got = scrape(port)
+    assert Order.objects.get(pk=order.pk).failure_reason == "timeout"
+    assert got[("orders_checkout_to_terminal_seconds_count", (("status", "FAILED"),))] == 1
+    assert got[("orders_checkout_to_terminal_seconds_bucket", (("le", "600.0"), ("status", "FAILED")))] == 0
+    assert got[("orders_checkout_to_terminal_seconds_bucket", (("le", "1800.0"), ("status", "FAILED")))] == 1
+
+
+@pytest.mark.django_db
+def test_metrics_name_each_consumers_oldest_waiting_dead_letter():
+    def letter(consumer: str, message_id: str, order_id: str, reason: str, failed_minutes_ago: int, replayed=False):
+        record = dead_letter_record(
+            consumer=consumer,
+            body=b"{}",
+            properties={"message_id": message_id, "correlation_id": order_id},
+            headers={},
+            routing_key="",
+            reason=reason,
+        )
+        DeadLetter.objects.filter(pk=record.pk).update(
+            last_failed_at=timezone.now() - timedelta(minutes=failed_minutes_ago),
+            replayed_at=timezone.now() if replayed else None,
+        )
+
+    letter("payments", "m-new", "order-new", "handler_error", 1)
+    letter("payments", "m-old", "order-old", "invalid_payload", 7)
+    letter("payments", "m-replayed", "order-replayed", "handler_error", 60, replayed=True)
+    letter("inventory", "m-inv", "order-inv", "unknown_event_type", 2)
+
+    got = samples(Client().get("/metrics").content.decode())
+
+    oldest = {labels: value for (name, labels), value in got.items() if name == OLDEST}
+    assert set(oldest) == {
+        (
+            ("consumer", "inventory"),
+            ("correlation_id", "order-inv"),
+            ("message_id", "m-inv"),
+            ("reason", "unknown_event_type"),
+        ),
+        (
+            ("consumer", "payments"),
+            ("correlation_id", "order-old"),
+            ("message_id", "m-old"),
+            ("reason", "invalid_payload"),
+        ),
+    }
+    ages = sorted(oldest.values())
+    assert 120 <= ages[0] < 180 and 420 <= ages[1] < 480, ages

@@ -1,0 +1,263 @@
+"""What a newcomer pastes and an operator reads, run for real: the README's "Try it" block
+against `make run`, the commands `make run-split` and the order page print, and the one-line
+answers to a taken metrics port and a missing SECRET_KEY. Embedded mode, each in a temp folder.
+"""
+
+import html
+import http.cookiejar
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import urllib.error
+import urllib.parse
+import urllib.request
+import uuid
+from pathlib import Path
+
+import pytest
+
+from faultlib.processes import BASE_DIR, ProcessGroup, free_port, wait_until
+
+pytestmark = pytest.mark.embedded
+
+README = BASE_DIR / "README.md"
+SERVICE_VARIABLES = {"DATABASE_URL", "BROKER_URL", "GATEWAY_DATABASE_URL", "TEST_DATABASE_NAME", "VAR_DIR", "DEBUG"}
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    """This machine's environment without the test run's database and broker: the embedded mode."""
+    env = {k: v for k, v in os.environ.items() if k not in SERVICE_VARIABLES and not k.endswith("_DATABASE_URL")}
+    return {**env, "PYTHONUNBUFFERED": "1", **extra}
+
+
+def get_json(url: str):
+    try:
+        with urllib.request.urlopen(url, timeout=5) as response:
+            return json.load(response)
+    except (urllib.error.URLError, ConnectionError):
+        return None
+
+
+def checkout(base: str, token: str) -> str:
+    body = {"customer_id": "newcomer", "items": [{"sku": "WIDGET", "quantity": 1}], "payment_token": token}
+    request = urllib.request.Request(
+        f"{base}/api/checkout/",
+        data=json.dumps(body).encode(),
+        headers={"Content-Type": "application/json", "Idempotency-Key": str(uuid.uuid4())},
+        method="POST",
+    )
+    with urllib.request.urlopen(request, timeout=10) as response:
+        assert response.status == 201
+        return json.load(response)["id"]
+
+
+def status_of(base: str, order_id: str) -> str | None:
+    return (get_json(f"{base}/api/orders/{order_id}/") or {}).get("status")
+
+
+def ctrl_c(group: ProcessGroup, proc: subprocess.Popen) -> str:
+    """Ctrl-C as a terminal sends it (to the whole process group); the output once it has ended."""
+    os.killpg(proc.pid, signal.SIGINT)
+    proc.wait(timeout=60)
+    return group.logs(tail=100_000)
+
+
+def shell(command: str, **env: str) -> subprocess.CompletedProcess:
+    """``command`` pasted into bash in the project's folder, with only ``env`` added to a clean one."""
+    return subprocess.run(
+        ["bash", "-c", command], cwd=BASE_DIR, env=clean_env(**env), capture_output=True, text=True, timeout=120
+    )
+
+
+def try_it_block() -> str:
+    text = README.read_text()
+    after = text[text.index("Try it once `make run` is up") :]
+    return after[after.index("```sh\n") + 6 : after.index("```\n")]
+
+
+def test_the_readmes_try_it_block_as_pasted_against_make_run(tmp_path):
+    port = free_port()
+    metrics = {
+        name: str(free_port())
+        for name in ("RELAY_METRICS_PORT", "CONSUMERS_METRICS_PORT", "ORDERS_CONSUMERS_METRICS_PORT")
+    }
+    env = clean_env(VAR_DIR=str(tmp_path / "var"), DEADLINE_METRICS_PORT=str(free_port()), **metrics)
+    group = ProcessGroup(tmp_path, env)
+    make = group.spawn("make-run", ["make", "run", f"PORT={port}"])
+    base = f"http://127.0.0.1:{port}"
+    try:
+        wait_until(lambda: len(get_json(f"{base}/api/products/") or []) == 4, timeout=120, message="make run's API")
+
+        # The block as written, only on this test's port; VAR_DIR (make run's folder) as its shell has it.
+        pasted = shell(try_it_block().replace("localhost:8000", f"localhost:{port}"), VAR_DIR=str(tmp_path / "var"))
+
+        assert pasted.returncode == 0, pasted.stderr
+        products, order, replayed, ledger = pasted.stdout.splitlines()
+        assert {p["sku"] for p in json.loads(products)} == {"WIDGET", "GADGET", "GIZMO", "LIMITED-PRINT"}
+        order = json.loads(order)
+        assert (order["status"], order["total"]) == ("CONFIRMED", "39.98")  # as the comment promises
+        assert replayed.strip() == "Idempotent-Replayed: true"
+        charge = json.loads(ledger)
+        assert (charge["order_id"], charge["kind"], charge["amount"]) == (order["id"], "charge", "39.98")
+        assert json.loads(pasted.stderr)["status"] == "PENDING"  # the checkout's answer, shown by tee
+
+        # Embedded retries happen at once, and the log says so (no delay queues without RabbitMQ).
+        stuck = checkout(base, "tok_unavailable")
+        listing = "DEBUG=1 .venv/bin/python manage.py dead_letters list --consumer payments"
+        wait_until(
+            lambda: "handler_error" in shell(listing, VAR_DIR=str(tmp_path / "var")).stdout,
+            timeout=60,
+            interval=0.5,
+            message=f"order {stuck}'s payment to become a dead letter",
+        )
+    finally:
+        output = ctrl_c(group, make)
+    assert "handler failed, retry 1 of 4 now (the embedded broker cannot delay it)" in output
+    assert "retry 1 of 4 in " not in output
+    # The cosmetic list: clean access lines, no kombu warning, the broker as a folder, a quiet Ctrl-C.
+    assert '"GET /api/products/ HTTP/1.1" 200' in output and "request=<socket" not in output
+    assert "No hostname was supplied" not in output
+    assert f"broker=filesystem://{tmp_path / 'var' / 'broker'}" in output
+    assert "Interrupt" not in output and output.count("stopped (rc=0)") == 5, output[-3000:]
+
+
+def split_free_ports() -> int:
+    """A port with the next ones free as well: make run-split serves on PORT, PORT+1, ... one per
+    installed context."""
+    while True:
+        port = free_port()
+        try:
+            with socket.socket() as one, socket.socket() as two, socket.socket() as three:
+                one.bind(("127.0.0.1", port + 1))
+                two.bind(("127.0.0.1", port + 2))
+                three.bind(("127.0.0.1", port + 3))
+            return port
+        except OSError:
+            continue
+
+
+class AdminSession:
+    """A staff login over HTTP, as a browser keeps it."""
+
+    def __init__(self, base: str, username: str, password: str):
+        self.base = base
+        self.opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(http.cookiejar.CookieJar()))
+        page = self.get("/admin/login/")
+        token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page).group(1)
+        form = {"username": username, "password": password, "csrfmiddlewaretoken": token, "next": "/admin/"}
+        self.opener.open(f"{base}/admin/login/", urllib.parse.urlencode(form).encode(), timeout=10).read()
+
+    def get(self, path: str) -> str:
+        return self.opener.open(self.base + path, timeout=10).read().decode()
+
+
+def test_the_splits_hand_run_commands_as_make_and_the_order_page_print_them(tmp_path):
+    port, split_var = split_free_ports(), tmp_path / "split"
+    group = ProcessGroup(tmp_path, clean_env(CONSUMER_MAX_ATTEMPTS="2"))
+    make = group.spawn("make-run-split", ["make", "run-split", f"PORT={port}", f"SPLIT_VAR={split_var}"])
+    base = f"http://127.0.0.1:{port}"
+    try:
+        wait_until(lambda: len(get_json(f"{base}/api/products/") or []) == 4, timeout=180, message="the split's API")
+        banner = group.logs(tail=100_000)
+        printed = [line.strip() for line in banner.splitlines() if line.strip().startswith("DEBUG=1 CONTEXTS=")]
+        create_user, ledger_cmd, dead_letters_cmd = printed
+        assert ledger_cmd.endswith("manage.py gateway_ledger") and f"DATABASE_URL=sqlite:///{split_var}/" in ledger_cmd
+
+        paid, stuck = checkout(base, "tok_visa"), checkout(base, "tok_unavailable")
+        wait_until(lambda: status_of(base, paid) == "CONFIRMED", timeout=60, message="the paid order to be confirmed")
+
+        # As printed, in a clean shell: payments' own ledger and dead letters, not the monolith's.
+        ledger = shell(ledger_cmd)
+        assert ledger.returncode == 0, ledger.stderr
+        assert [(e["order_id"], e["kind"]) for e in map(json.loads, ledger.stdout.splitlines())] == [(paid, "charge")]
+        wait_until(
+            lambda: "\tpayments\t" in shell(dead_letters_cmd).stdout, timeout=60, message="payments' dead letter"
+        )
+
+        # The orders deployment's page of the stuck order prints where to look, and that runs too.
+        made = shell(f"{create_user} --noinput --username ops --email ops@example.com", DJANGO_SUPERUSER_PASSWORD="pw")
+        assert made.returncode == 0, made.stderr
+        page = AdminSession(base, "ops", "pw").get(f"/admin/orders/order/{stuck}/change/")
+        banner_commands = {html.unescape(c) for c in re.findall(r'<code class="ops-command">([^<]+)</code>', page)}
+        assert len(banner_commands) == 1, banner_commands
+        [look_there] = banner_commands
+        assert look_there == dead_letters_cmd + " --consumer payments"
+        listed = shell(look_there)
+        assert listed.returncode == 0 and len(listed.stdout.splitlines()) == 1, listed
+        assert listed.stdout.split("\t")[1:4:2] == ["payments", "handler_error"]
+
+        # make demo against the split: as the banner says, and without SPLIT=1 one clear line, no traceback.
+        demo = shell(f"make demo SPLIT=1 PORT={port} SPLIT_VAR={split_var}")
+        assert demo.returncode == 0, demo.stdout[-3000:] + demo.stderr[-3000:]
+        assert "   - charges for this order: 1" in demo.stdout
+        assert re.search(r"money moved \(the gateway's ledger\): charge (\d+\.\d\d), refund \1\n", demo.stdout)
+        wrong = shell(f"make demo PORT={port}", VAR_DIR=str(tmp_path / "elsewhere"))
+        assert wrong.returncode != 0 and "Traceback" not in wrong.stderr
+        assert "`make demo SPLIT=1` against `make run-split`" in wrong.stderr
+    finally:
+        output = ctrl_c(group, make)
+    assert "Interrupt" not in output and output.count("stopped (rc=0)") == 13, output[-3000:]
+
+
+@pytest.mark.parametrize(
+    ("command", "variable"),
+    [
+        (["run_outbox_relay"], "RELAY_METRICS_PORT"),
+        (["run_consumers", "payments", "inventory"], "CONSUMERS_METRICS_PORT"),
+        (["run_consumers", "orders", "events"], "ORDERS_CONSUMERS_METRICS_PORT"),
+        (["expire_pending_orders", "--loop"], "DEADLINE_METRICS_PORT"),
+    ],
+)
+def test_a_taken_metrics_port_is_one_line_naming_the_port_and_its_variable(tmp_path, command, variable):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = subprocess.run(
+            [sys.executable, "manage.py", *command, "--metrics-port", str(port)],
+            cwd=BASE_DIR,
+            env=clean_env(DEBUG="1", VAR_DIR=str(tmp_path)),
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    assert result.returncode == 1
+    assert result.stderr.splitlines() == [
+        f"CommandError: metrics port {port} is already in use on 127.0.0.1: set {variable} (make run) "
+        "or --metrics-port to a free port, or stop what listens there"
+    ]
+
+
+def test_a_missing_secret_key_without_debug_is_one_line(tmp_path):
+    result = subprocess.run(
+        [sys.executable, "manage.py", "check"],
+        cwd=BASE_DIR,
+        env=clean_env(VAR_DIR=str(tmp_path), ALLOWED_HOSTS="shop.example.com"),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert (result.returncode, result.stdout) == (1, "")
+    assert result.stderr.splitlines() == [
+        "Configuration error: SECRET_KEY not set: with DEBUG off set SECRET_KEY and ALLOWED_HOSTS "
+        "(or DEBUG=1 on a development machine)"
+    ]
+
+
+def test_a_split_deployment_finds_its_ledger_and_broker_beside_its_database(tmp_path):
+    """Only DATABASE_URL, no VAR_DIR: the SQLite ledger and the filesystem broker follow it."""
+    script = "from django.conf import settings as s; print(s.DATABASES['gateway']['NAME'], s.FILESYSTEM_BROKER_DIR)"
+    env = clean_env(DEBUG="1", CONTEXTS="payments", DATABASE_URL=f"sqlite:///{tmp_path}/payments.sqlite3")
+    shown = subprocess.run(
+        [sys.executable, "manage.py", "shell", "-c", script], cwd=BASE_DIR, env=env, capture_output=True, text=True
+    )
+    assert shown.stdout.splitlines()[-1].split() == [str(tmp_path / "gateway.sqlite3"), str(tmp_path / "broker")]
+    named = {**env, "BROKER_URL": f"filesystem://{tmp_path}/shared-broker"}
+    shown = subprocess.run(
+        [sys.executable, "manage.py", "shell", "-c", script], cwd=BASE_DIR, env=named, capture_output=True, text=True
+    )
+    assert Path(shown.stdout.splitlines()[-1].split()[1]) == tmp_path / "shared-broker"

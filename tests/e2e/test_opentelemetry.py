@@ -1,0 +1,295 @@
+"""OpenTelemetry on the real stack as the Procfile runs it: one trace from the checkout request
+through every hop, exported over OTLP/HTTP (protobuf) to an endpoint that decodes what it gets.
+
+The processes are the Procfile's (a web server, a relay, `run_consumers --except orders,events` and
+`run_consumers orders events`) with only the standard variables set: OTEL_EXPORTER_OTLP_ENDPOINT
+and OTEL_BSP_SCHEDULE_DELAY (so spans leave within a fraction of a second, not 5 s).
+"""
+
+import json
+import urllib.request
+import uuid
+from collections import Counter
+
+import pytest
+
+from faultlib.broker import publish_raw
+from faultlib.load import as_json, order_created_payload
+from faultlib.processes import ProcessGroup, free_port, wait_until
+from faultlib.saga import seed_catalog
+from messaging.models import OutboxMessage
+from orders.models import Order
+from tests.conftest import ALL_DATABASES
+from tests.support.otlp import OtlpReceiver
+from tests.support.split import SplitSystem
+from tests.support.web import call, checkout_body, get
+
+TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
+CALLER_SPAN = "00f067aa0ba902b7"
+POISON_TRACE = "0af7651916cd43dd8448eb211c80319c"
+SAGA = [
+    "orders.order.created",
+    "payments.payment.succeeded",
+    "inventory.stock.reserved",
+    "orders.order.confirmed",
+    "shipping.shipment.created",
+]
+
+
+@pytest.fixture
+def otlp():
+    receiver = OtlpReceiver()
+    yield receiver
+    receiver.close()
+
+
+def checkout(web: str) -> dict:
+    request = urllib.request.Request(
+        f"{web}/api/checkout/",
+        data=json.dumps(
+            {"customer_id": "otel", "items": [{"sku": "WIDGET", "quantity": 1}], "payment_token": "tok_visa"}
+        ).encode(),
+        headers={
+            "Content-Type": "application/json",
+            "Idempotency-Key": str(uuid.uuid4()),
+            "traceparent": f"00-{TRACE_ID}-{CALLER_SPAN}-01",
+        },
+        method="POST",
+    )
+    with urllib.request.urlopen(request, timeout=10) as response:
+        served = {"http_status": response.status, "traceresponse": response.headers["traceresponse"]}
+        return {**served, **json.load(response)}
+
+
+def answers(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as response:
+            return response.status == 200
+    except OSError:
+        return False
+
+
+@pytest.mark.django_db(transaction=True, databases=ALL_DATABASES)
+def test_the_whole_saga_is_one_trace_of_server_producer_and_consumer_spans(otlp, processes, quiet_broker):
+    tracing = {"OTEL_EXPORTER_OTLP_ENDPOINT": otlp.endpoint, "OTEL_BSP_SCHEDULE_DELAY": "100"}
+    port = free_port()
+    web = f"http://127.0.0.1:{port}"
+    processes.start("web", "runserver", f"127.0.0.1:{port}", "--noreload", env=tracing)
+    processes.start("relay", "run_outbox_relay", env=tracing)
+    processes.start("consumers", "run_consumers", "--except", "orders,events", env=tracing)  # as the Procfile
+    processes.start("orders-consumers", "run_consumers", "orders", "events", env=tracing)
+    seed_catalog()
+    wait_until(lambda: answers(f"{web}/healthz"), timeout=30, message="the web server")
+
+    # when a checkout arrives with the caller's traceparent
+    placed = checkout(web)
+    assert placed["http_status"] == 201
+    order_id = placed["id"]
+    wait_until(
+        lambda: (
+            Order.objects.get(pk=order_id).status == "CONFIRMED"
+            and OutboxMessage.objects.filter(correlation_id=order_id, event_type=SAGA[-1]).exists()
+            and not OutboxMessage.objects.filter(correlation_id=order_id, published_at__isnull=True).exists()
+        ),
+        timeout=30,
+        message="the order confirmed and its events published",
+    )
+    rows = {row.event_type: row for row in OutboxMessage.objects.filter(correlation_id=order_id)}
+    assert sorted(rows) == sorted(SAGA)
+    message_ids = {str(row.event_id): event_type for event_type, row in rows.items()}
+    handled_by = {
+        "orders.order.created": ["payments", "events"],
+        "payments.payment.succeeded": ["inventory", "events"],
+        "inventory.stock.reserved": ["orders", "events"],
+        "orders.order.confirmed": ["shipping", "events"],
+        "shipping.shipment.created": ["events"],
+    }
+    expected_consumer_spans = sum(len(consumers) for consumers in handled_by.values())
+
+    def saga_spans(kind: str) -> list:
+        spans = otlp.in_trace(TRACE_ID)
+        return [s for s in spans if s.kind == kind and s.attributes.get("messaging.message.id") in message_ids]
+
+    wait_until(
+        lambda: len(saga_spans("PRODUCER")) == len(SAGA) and len(saga_spans("CONSUMER")) == expected_consumer_spans,
+        timeout=30,
+        interval=0.2,
+        message="every PRODUCER and CONSUMER span of the saga at the OTLP endpoint",
+    )
+    spans = otlp.in_trace(TRACE_ID)
+
+    # then the checkout's SERVER span continues the caller's trace, served by the web process
+    [server] = [s for s in spans if s.kind == "SERVER"]
+    assert (server.parent_id, server.service) == (CALLER_SPAN, "saga-shop-web")
+    assert placed["traceresponse"] == f"00-{TRACE_ID}-{server.span_id}-01"
+    assert any(s.kind == "CLIENT" and s.parent_id == server.span_id for s in spans), "the checkout's queries"
+
+    # each event has one PRODUCER span from the relay, the child of the span it was written in,
+    # and the message carried that PRODUCER span
+    producers = {s.attributes["messaging.message.id"]: s for s in saga_spans("PRODUCER")}
+    assert len(producers) == len(SAGA)
+    for message_id, producer in producers.items():
+        event_type = message_ids[message_id]
+        assert producer.name == f"send {event_type}"
+        assert producer.service == "saga-shop-relay"
+        assert producer.attributes == {
+            "messaging.system": "rabbitmq",
+            "messaging.operation.type": "send",
+            "messaging.operation.name": "send",
+            "messaging.destination.name": "ecommerce_events",
+            "messaging.rabbitmq.destination.routing_key": event_type,
+            "messaging.message.id": message_id,
+            "messaging.message.conversation_id": order_id,
+        }
+        assert not producer.status_error
+    assert producers[str(rows["orders.order.created"].event_id)].parent_id == server.span_id
+    assert rows["orders.order.created"].traceparent == f"00-{TRACE_ID}-{server.span_id}-01"
+
+    # each message each context handled has one CONSUMER span, the child of its PRODUCER span,
+    # in the process that runs that consumer
+    consumers = saga_spans("CONSUMER")
+    assert Counter(
+        (s.attributes["messaging.consumer.group.name"], message_ids[s.attributes["messaging.message.id"]])
+        for s in consumers
+    ) == Counter(  # fmt: skip
+        (consumer, event_type) for event_type, names in handled_by.items() for consumer in names
+    )
+    process_of = {
+        "payments": "saga-shop-consumers-payments-inventory-shipping",
+        "inventory": "saga-shop-consumers-payments-inventory-shipping",
+        "shipping": "saga-shop-consumers-payments-inventory-shipping",
+        "orders": "saga-shop-consumers-orders-events",
+        "events": "saga-shop-consumers-orders-events",
+    }
+    for span in consumers:
+        message_id = span.attributes["messaging.message.id"]
+        consumer = span.attributes["messaging.consumer.group.name"]
+        assert span.parent_id == producers[message_id].span_id
+        assert span.name == f"process {message_ids[message_id]}"
+        assert span.service == process_of[consumer]
+        assert (span.attributes["messaging.system"], span.attributes["messaging.operation.type"]) == (
+            "rabbitmq",
+            "process",
+        )
+        assert span.attributes["messaging.message.conversation_id"] == order_id
+        assert span.attributes["messaging.shop.outcome"] == "handled"
+        assert not span.status_error
+
+    # decided in a batch: linked to the batch's span (a trace of its own: it serves many sagas)
+    linked = {span_id for span in consumers for _, span_id in span.links}
+    wait_until(lambda: linked <= {s.span_id for s in otlp.spans}, timeout=30, message="the batches' spans")
+    batches = {s.span_id: s for s in otlp.spans if s.span_id in linked}
+    for batch in batches.values():
+        assert (batch.name, batch.kind, batch.parent_id) == ("process batch", "INTERNAL", "")
+        assert batch.attributes["messaging.batch.message_count"] >= 2
+
+    # what a handler published is the child of the CONSUMER span that handled its cause
+    consumer_at = {
+        (s.attributes["messaging.consumer.group.name"], message_ids[s.attributes["messaging.message.id"]]): s
+        for s in consumers
+    }
+    for event_type, cause in [
+        ("payments.payment.succeeded", ("payments", "orders.order.created")),
+        ("inventory.stock.reserved", ("inventory", "payments.payment.succeeded")),
+        ("orders.order.confirmed", ("orders", "inventory.stock.reserved")),
+        ("shipping.shipment.created", ("shipping", "orders.order.confirmed")),
+    ]:
+        assert producers[str(rows[event_type].event_id)].parent_id == consumer_at[cause].span_id
+
+    # a message that becomes a dead letter: its CONSUMER span is an error with the reason
+    poison_id = str(uuid.uuid4())
+    publish_raw(
+        "payments_queue",
+        as_json(order_created_payload(total="-5")),
+        properties={"message_id": poison_id, "correlation_id": str(uuid.uuid4())},
+        headers={
+            "event_type": "orders.order.created",
+            "schema_version": 1,
+            "traceparent": f"00-{POISON_TRACE}-{CALLER_SPAN}-01",
+        },
+        exchange="",
+    )
+    wait_until(lambda: otlp.in_trace(POISON_TRACE), timeout=30, interval=0.2, message="the poison's span")
+    [poisoned] = otlp.in_trace(POISON_TRACE)
+    assert (poisoned.kind, poisoned.parent_id, poisoned.attributes["messaging.message.id"]) == (
+        "CONSUMER",
+        CALLER_SPAN,
+        poison_id,
+    )
+    assert poisoned.status_error and poisoned.attributes["error.type"] == "invalid_payload"
+    assert poisoned.attributes["messaging.shop.outcome"] == "dead_letter"
+    assert [name for name, _ in poisoned.events] == ["dead_lettered"]
+    assert poisoned.events[0][1]["reason"] == "invalid_payload"
+
+
+@pytest.fixture
+def split(tmp_path):
+    system = SplitSystem.create(tmp_path / "split", uuid.uuid4().hex[:6])
+    try:
+        system.migrate()
+        yield system
+    finally:
+        system.destroy()
+
+
+@pytest.fixture
+def split_group(tmp_path):
+    (tmp_path / "logs").mkdir()
+    group = ProcessGroup(tmp_path / "logs", {})
+    yield group
+    group.stop_all()
+    print(group.logs())
+
+
+def test_a_split_deployment_puts_the_saga_in_one_trace_across_its_deployments(otlp, split, split_group):
+    tracing = {"OTEL_EXPORTER_OTLP_ENDPOINT": otlp.endpoint, "OTEL_BSP_SCHEDULE_DELAY": "100"}
+    port = free_port()
+    api = f"http://127.0.0.1:{port}"
+    split["orders"].start(split_group, "web", "runserver", f"127.0.0.1:{port}", "--noreload", env=tracing)
+    for deployment in split.deployments.values():
+        deployment.start(split_group, "relay", "run_outbox_relay", env=tracing)
+        deployment.start(split_group, "consumers", "run_consumers", env=tracing)
+    seeded = split["inventory"].manage("seed_catalog")
+    assert seeded.returncode == 0, seeded.stderr
+    wait_until(lambda: get(api, "/api/products/").status == 200 and len(get(api, "/api/products/").json()) == 4,
+               timeout=60, message="orders' copy of the catalogue")  # fmt: skip
+
+    placed = call(
+        api, "POST", "/api/checkout/", checkout_body("WIDGET", 1),
+        headers={"Idempotency-Key": str(uuid.uuid4()), "traceparent": f"00-{TRACE_ID}-{CALLER_SPAN}-01"},
+    )  # fmt: skip
+    assert placed.status == 201, placed.body
+    order_id = placed.json()["id"]
+    wait_until(lambda: get(api, f"/api/orders/{order_id}/").json()["status"] == "CONFIRMED", timeout=60,
+               message="the order confirmed across the deployments")  # fmt: skip
+
+    def services(kind: str) -> Counter:
+        return Counter(
+            (s.service, s.attributes["messaging.rabbitmq.destination.routing_key"] if kind == "PRODUCER"
+             else f'{s.attributes["messaging.consumer.group.name"]} <- {s.name.removeprefix("process ")}')
+            for s in otlp.in_trace(TRACE_ID)
+            if s.kind == kind and s.attributes.get("messaging.message.conversation_id") == order_id
+        )  # fmt: skip
+
+    producers = Counter(
+        {
+            ("saga-shop-orders-relay", "orders.order.created"): 1,
+            ("saga-shop-payments-relay", "payments.payment.succeeded"): 1,
+            ("saga-shop-inventory-relay", "inventory.stock.reserved"): 1,
+            ("saga-shop-orders-relay", "orders.order.confirmed"): 1,
+            ("saga-shop-shipping-relay", "shipping.shipment.created"): 1,
+        }
+    )
+    consumers = Counter(
+        {
+            ("saga-shop-payments-consumers", "payments <- orders.order.created"): 1,
+            ("saga-shop-inventory-consumers", "inventory <- payments.payment.succeeded"): 1,
+            ("saga-shop-orders-consumers", "orders <- inventory.stock.reserved"): 1,
+            ("saga-shop-shipping-consumers", "shipping <- orders.order.confirmed"): 1,
+            **{("saga-shop-orders-consumers", f"events <- {event_type}"): 1 for event_type in SAGA},
+        }
+    )
+    wait_until(lambda: services("PRODUCER") == producers and services("CONSUMER") == consumers, timeout=30,
+               interval=0.2, message=f"{producers} and {consumers} in the trace")  # fmt: skip
+    [server] = [s for s in otlp.in_trace(TRACE_ID) if s.kind == "SERVER"]
+    assert (server.service, server.parent_id) == ("saga-shop-orders-web", CALLER_SPAN)

@@ -1,0 +1,68 @@
+"""The relay's batched frames: a body larger than a frame and many messages in one write arrive
+intact; an idle relay keeps its broker connection alive through heartbeats."""
+
+import json
+import time
+
+import pytest
+from django.db import transaction
+
+from faultlib.processes import wait_until
+from messaging.api import publish
+from messaging.models import OutboxMessage
+from messaging.relay import OutboxRelay
+from tests.conftest import ALL_DATABASES
+
+transactional = pytest.mark.django_db(transaction=True, databases=ALL_DATABASES)
+
+
+def publish_payloads(payloads: list[dict]) -> list[str]:
+    with transaction.atomic():
+        return [
+            str(publish(event_type="test.thing.happened", payload=p, aggregate_type="thing", aggregate_id=str(n)))
+            for n, p in enumerate(payloads)
+        ]
+
+
+@transactional
+def test_a_batch_with_a_body_larger_than_a_frame_arrives_intact(capture, quiet_broker):
+    captured = capture("test.#")
+    big = {"blob": "x" * 400_000}  # several AMQP frames (frame_max is 128 KiB)
+    small = [{"n": n, "text": "é" * n} for n in range(300)]
+    ids = publish_payloads([*small[:150], big, *small[150:]])
+    relay = OutboxRelay()
+    try:
+        relay._ensure_broker()
+        assert relay.relay_batch() == 301
+    finally:
+        relay._reset_broker()
+    received = {message_id: (headers, body) for message_id, headers, body in captured.drain()}
+    assert list(received) == ids  # all of them, in order
+    assert json.loads(received[ids[150]][1]) == big
+    assert [json.loads(received[i][1]) for i in ids[:150] + ids[151:]] == small
+    assert all(headers["event_type"] == "test.thing.happened" for headers, _ in received.values())
+    assert OutboxMessage.objects.filter(published_at__isnull=True).count() == 0
+
+
+@transactional
+def test_an_idle_relay_keeps_its_broker_connection_through_heartbeats(processes, quiet_broker, tmp_path):
+    # Heartbeats every 2 s: a relay that stopped reading its socket would be cut off after ~4 s.
+    relay = processes.start(
+        "relay", "run_outbox_relay", env={"BROKER_HEARTBEAT": "2", "RELAY_POLL_INTERVAL": "30", "RELAY_PIPELINES": "1"}
+    )
+    wait_until(lambda: "relay listening" in log_of(processes), timeout=30, message="the relay to start")
+    time.sleep(10)  # time is the subject: idle for more than two heartbeat timeouts
+    [message_id] = publish_payloads([{"after": "idle"}])
+    wait_until(
+        lambda: OutboxMessage.objects.filter(event_id=message_id, published_at__isnull=False).exists(),
+        timeout=10,
+        message="the row published",
+    )
+    assert processes.stop(relay) == 0
+    log = log_of(processes)
+    assert log.count("relay connected to the broker") == 1, log
+    assert "broker unavailable" not in log, log
+
+
+def log_of(processes) -> str:
+    return "\n".join(path.read_text(errors="replace") for _, _, path in processes.procs)

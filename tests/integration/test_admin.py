@@ -1,0 +1,517 @@
+"""The operator's console: the order's saga timeline, the outbox, dead letters, the overview."""
+
+import json
+import re
+import uuid
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+
+import pytest
+from django.contrib.auth.models import Permission, User
+from django.test import Client
+from django.utils import timezone
+from kombu import Queue
+
+from faultlib import broker as broker_support
+from messaging.dead_letters import dead_letter_record
+from messaging.models import DeadLetter, EventLogEntry, InboxMessage, OutboxMessage
+from orders.models import Order, StorefrontProduct
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def staff(db) -> Client:
+    client = Client()
+    client.force_login(User.objects.create_superuser("ops", "ops@example.com", "x"))
+    return client
+
+
+@pytest.fixture
+def order_id(db) -> str:
+    StorefrontProduct.objects.create(sku="WIDGET", name="Widget", price=Decimal("19.99"), available=10, version=1)
+    response = Client().post(
+        "/api/checkout/",
+        json.dumps({"customer_id": "c", "items": [{"sku": "WIDGET", "quantity": 1}], "payment_token": "tok_visa"}),
+        content_type="application/json",
+        headers={"Idempotency-Key": str(uuid.uuid4())},
+    )
+    assert response.status_code == 201
+    return response.json()["id"]
+
+
+def created_row(order_id: str) -> OutboxMessage:
+    return OutboxMessage.objects.get(correlation_id=order_id, event_type="orders.order.created")
+
+
+def order_page(client: Client, order_id: str):
+    response = client.get(f"/admin/orders/order/{order_id}/change/")
+    assert response.status_code == 200
+    return response
+
+
+def waiting(response) -> list[tuple[str, str, str | None]]:
+    return [(w["kind"], w["event_type"], w["consumer"]) for w in response.context["saga"]["waiting"]]
+
+
+def test_a_fresh_order_waits_in_the_outbox(staff, order_id):
+    row = created_row(order_id)
+
+    response = order_page(staff, order_id)
+
+    assert waiting(response) == [("pending", "orders.order.created", None)]
+    html = response.content.decode()
+    assert str(row.event_id) in html  # the full message id
+    assert "in the outbox" in html and "pending in the outbox" in html
+
+
+def test_the_order_page_shows_who_handled_what_and_where_the_saga_is_stuck(staff, order_id):
+    # Given: the order was published and payments charged it, but inventory dead-lettered the result.
+    now = timezone.now()
+    created = created_row(order_id)
+    OutboxMessage.objects.filter(pk=created.pk).update(published_at=now)
+    for consumer in ("payments", "events"):
+        InboxMessage.objects.create(consumer=consumer, message_id=str(created.event_id), handled_at=now)
+    succeeded = OutboxMessage.objects.create(
+        source="payments",
+        event_type="payments.payment.succeeded",
+        aggregate_type="payment",
+        aggregate_id=order_id,
+        correlation_id=order_id,
+        causation_id=str(created.event_id),
+        payload={"order_id": order_id},
+        created_at=now + timedelta(milliseconds=50),
+        published_at=now + timedelta(milliseconds=60),
+    )
+    letter = dead_letter_record(
+        consumer="inventory",
+        body=json.dumps({"order_id": order_id}).encode(),
+        properties={"message_id": str(succeeded.event_id), "correlation_id": order_id},
+        headers={"event_type": "payments.payment.succeeded"},
+        routing_key="payments.payment.succeeded",
+        reason="invalid_payload",
+        error="InvalidPayload: items missing",
+    )
+
+    response = order_page(staff, order_id)
+
+    # Then: the events consumer has not recorded the second event yet, and inventory dead-lettered it.
+    assert sorted(waiting(response)) == [
+        ("dead_letter", "payments.payment.succeeded", "inventory"),
+        ("unhandled", "payments.payment.succeeded", "events"),
+    ]
+    timeline = response.context["saga"]["timeline"]
+    assert [(e["event_type"], e["source"], e["state"]) for e in timeline] == [
+        ("orders.order.created", "orders", "published"),
+        ("payments.payment.succeeded", "payments", "published"),
+    ]
+    assert [h["consumer"] for h in timeline[0]["handled_by"]] == ["payments", "events"]
+    assert timeline[0]["awaiting"] == []
+    html = response.content.decode()
+    assert str(succeeded.event_id) in html and str(created.event_id) in html
+    assert f"/admin/messaging/deadletter/{letter.pk}/change/" in html
+    assert "dead letter at inventory" in html and "InvalidPayload: items missing" in html
+
+
+def test_a_complete_saga_says_nothing_is_waiting(staff, order_id):
+    created = created_row(order_id)
+    OutboxMessage.objects.filter(pk=created.pk).update(published_at=timezone.now())
+    for consumer in ("payments", "events"):
+        InboxMessage.objects.create(consumer=consumer, message_id=str(created.event_id))
+    Order.objects.filter(pk=order_id).update(status="CONFIRMED")
+
+    response = order_page(staff, order_id)
+
+    assert waiting(response) == []
+    html = response.content.decode()
+    assert 'class="ops-banner ok"' in html
+    assert "The saga is complete: the order is confirmed</span>: every event published and handled by every" in html
+
+
+def settled(order_id: str, status: str, reason: str | None = None) -> None:
+    """The order decided and its one event published and handled: nothing waits."""
+    created = created_row(order_id)
+    OutboxMessage.objects.filter(pk=created.pk).update(published_at=timezone.now())
+    for consumer in ("payments", "events"):
+        InboxMessage.objects.create(consumer=consumer, message_id=str(created.event_id))
+    Order.objects.filter(pk=order_id).update(status=status, failure_reason=reason)
+
+
+@pytest.mark.parametrize(
+    ("status", "reason", "tone", "headline"),
+    [
+        ("FAILED", "payment_declined", "failed", "The saga has ended: the order failed, no sale"),
+        ("CANCELLED", None, "cancelled", "The saga has ended: the order was cancelled"),
+    ],
+)
+def test_a_failed_or_cancelled_order_gets_its_own_colour_and_words(staff, order_id, status, reason, tone, headline):
+    settled(order_id, status, reason)
+
+    html = order_page(staff, order_id).content.decode()
+
+    assert f'<div id="saga-status" class="ops-banner {tone}">' in html
+    assert f'<span class="saga-outcome-headline">{headline}</span>' in html
+    assert "complete" not in html.split('id="saga-status"')[1].split("</div>")[0]
+
+
+def test_a_split_deployment_says_what_it_cannot_know_and_where_to_look(staff, order_id, monkeypatch, settings):
+    # Given: this process hosts only orders (and the event log); payments' database is known to it.
+    monkeypatch.setattr("orders.admin_timeline.local_consumers", lambda: ["orders", "events"])
+    settings.DEPLOYMENT_DATABASE_URLS = {
+        "payments": "sqlite:////srv/split/payments.sqlite3",
+        "inventory": "postgres://app:secret@db:5432/inventory",  # a password: never shown
+    }
+    settings.DEBUG = True
+    settled(order_id, "CONFIRMED")
+
+    response = order_page(staff, order_id)
+
+    outcome = response.context["saga"]["outcome"]
+    assert outcome["known"] == "every event published and handled by this deployment's consumers (orders, events)."
+    assert outcome["unknown"].startswith("payments, inventory, shipping run in other deployments: this one sees only")
+    # RabbitMQ here: its URL may carry a password, so a placeholder stands for it.
+    assert outcome["commands"][0] == (
+        "DEBUG=1 CONTEXTS=payments DATABASE_URL=sqlite:////srv/split/payments.sqlite3 BROKER_URL=<BROKER_URL> "
+        ".venv/bin/python manage.py dead_letters list --consumer payments"
+    )
+    assert "DATABASE_URL=<INVENTORY_DATABASE_URL>" in outcome["commands"][1]
+    assert "DATABASE_URL=<SHIPPING_DATABASE_URL>" in outcome["commands"][2]
+    assert "secret" not in response.content.decode()
+
+
+def admin_urls(order_id: str) -> list[str]:
+    row = created_row(order_id)
+    letter = dead_letter_record(
+        consumer="payments",
+        body=b"{}",
+        properties={"message_id": "m-1"},
+        headers={},
+        routing_key="x",
+        reason="handler_error",
+    )
+    entry = EventLogEntry.objects.create(message_id="m-2", event_type="orders.order.created", correlation_id=order_id)
+    return [
+        "/admin/",
+        "/admin/overview/",
+        f"/admin/orders/order/{order_id}/change/",
+        "/admin/orders/order/",
+        "/admin/messaging/outboxmessage/",
+        "/admin/messaging/outboxmessage/?state=pending",
+        "/admin/messaging/outboxmessage/?state=published",
+        "/admin/messaging/outboxmessage/?state=parked",
+        f"/admin/messaging/outboxmessage/?q={row.event_id}",
+        f"/admin/messaging/outboxmessage/?q={order_id}",
+        "/admin/messaging/outboxmessage/?q=orders.order",
+        "/admin/messaging/outboxmessage/?q=not-a-uuid",
+        f"/admin/messaging/outboxmessage/{row.pk}/change/",
+        "/admin/messaging/inboxmessage/?consumer=payments&q=m-1",
+        "/admin/messaging/eventlogentry/",
+        f"/admin/messaging/eventlogentry/{entry.pk}/change/",
+        "/admin/messaging/deadletter/",
+        f"/admin/messaging/deadletter/{letter.pk}/change/",
+        "/admin/payments/payment/",
+        "/admin/inventory/product/",
+        "/admin/inventory/reservation/",
+    ]
+
+
+def test_every_admin_page_renders_for_staff(staff, order_id):
+    statuses = {url: staff.get(url).status_code for url in admin_urls(order_id)}
+    assert statuses == dict.fromkeys(statuses, 200)
+
+
+def test_admin_pages_refuse_anonymous_and_non_staff_users(order_id):
+    urls = admin_urls(order_id)
+    customer = Client()
+    customer.force_login(User.objects.create_user("customer", password="x"))
+    for client in (Client(), customer):
+        for url in urls:
+            response = client.get(url)
+            assert response.status_code == 302, url
+            assert response["Location"].startswith("/admin/login/"), url
+
+
+def test_search_by_message_id_finds_exactly_that_row(staff, order_id):
+    row = created_row(order_id)
+    response = staff.get(f"/admin/messaging/outboxmessage/?q={row.event_id}")
+    assert [r.pk for r in response.context["cl"].result_list] == [row.pk]
+    assert staff.get("/admin/messaging/outboxmessage/?q=not-a-uuid").context["cl"].result_count == 0
+
+
+def test_the_outbox_list_shows_its_backlog_at_the_top(staff, order_id):
+    OutboxMessage.objects.filter(correlation_id=order_id).update(created_at=timezone.now() - timedelta(minutes=3))
+    response = staff.get("/admin/messaging/outboxmessage/")
+    assert response.context["backlog"]["pending"] == 1
+    assert 180 <= response.context["backlog"]["oldest_pending_age"] < 240
+    assert 'id="outbox-backlog"' in response.content.decode()
+    assert "3m 0" in response.content.decode()
+
+
+def test_retry_parked_action_gives_only_parked_rows_a_fresh_start(staff, order_id):
+    pending = created_row(order_id)
+    parked = OutboxMessage.objects.create(
+        source="orders",
+        event_type="orders.order.confirmed",
+        aggregate_type="order",
+        aggregate_id=order_id,
+        correlation_id=order_id,
+        payload={},
+        attempts=10,
+        last_error="returned by the broker: NO_ROUTE",
+        parked_at=timezone.now(),
+    )
+
+    response = staff.post(
+        "/admin/messaging/outboxmessage/",
+        {"action": "retry_parked", "_selected_action": [pending.pk, parked.pk]},
+        follow=True,
+    )
+
+    assert response.status_code == 200
+    parked.refresh_from_db()
+    assert (parked.parked_at, parked.attempts, parked.next_attempt_at) == (None, 0, None)
+    assert [str(m) for m in response.context["messages"]] == [
+        "1 parked row(s) will be published again.",
+        "1 selected row(s) were not parked: unchanged.",
+    ]
+
+
+def letter_for(order_id: str, message_id: str) -> DeadLetter:
+    return dead_letter_record(
+        consumer="payments",
+        body=json.dumps({"order_id": order_id, "payment_token": "tok_visa"}).encode(),
+        properties={"message_id": message_id, "correlation_id": order_id},
+        headers={"event_type": "orders.order.created", "schema_version": 1},
+        routing_key="orders.order.created",
+        reason="handler_error",
+        error="TransientError: gateway unavailable",
+    )
+
+
+def queue_depth(name: str) -> int:
+    with broker_support.connection() as conn:
+        return Queue(name)(conn.default_channel).queue_declare(passive=True).message_count
+
+
+def test_replay_action_sends_the_dead_letter_to_its_consumer_only(staff, quiet_broker):
+    letter = letter_for(str(uuid.uuid4()), str(uuid.uuid4()))
+
+    response = staff.post(
+        "/admin/messaging/deadletter/", {"action": "replay", "_selected_action": [letter.pk]}, follow=True
+    )
+
+    assert [str(m) for m in response.context["messages"]] == [f"#{letter.pk} replayed to payments"]
+    assert (queue_depth("payments_queue"), queue_depth("inventory_queue"), queue_depth("events_queue")) == (1, 0, 0)
+    letter.refresh_from_db()
+    assert letter.replay_count == 1
+
+
+def test_replay_action_reports_a_broker_that_is_down(staff, settings):
+    letter = letter_for(str(uuid.uuid4()), str(uuid.uuid4()))
+    settings.BROKER_URL = "amqp://guest:guest@127.0.0.1:1//"
+
+    response = staff.post(
+        "/admin/messaging/deadletter/", {"action": "replay", "_selected_action": [letter.pk]}, follow=True
+    )
+
+    assert response.status_code == 200
+    [message] = [str(m) for m in response.context["messages"]]
+    assert message.startswith("Nothing replayed: ")
+    assert DeadLetter.objects.get(pk=letter.pk).replay_count == 0
+
+
+def test_purge_action_asks_first_then_deletes(staff):
+    letter = letter_for(str(uuid.uuid4()), str(uuid.uuid4()))
+    kept = letter_for(str(uuid.uuid4()), str(uuid.uuid4()))
+    form = {"action": "purge", "_selected_action": [letter.pk]}
+
+    asked = staff.post("/admin/messaging/deadletter/", form)
+    assert asked.status_code == 200
+    assert "Yes, purge them" in asked.content.decode()
+    assert DeadLetter.objects.count() == 2
+
+    done = staff.post("/admin/messaging/deadletter/", {**form, "confirm": "yes"}, follow=True)
+    assert [str(m) for m in done.context["messages"]] == ["1 dead letter(s) purged."]
+    assert list(DeadLetter.objects.values_list("pk", flat=True)) == [kept.pk]
+
+
+def test_staff_with_view_permission_only_cannot_run_actions(order_id):
+    viewer = User.objects.create_user("viewer", password="x", is_staff=True)
+    viewer.user_permissions.add(*Permission.objects.filter(codename__in=["view_deadletter", "view_outboxmessage"]))
+    client = Client()
+    client.force_login(viewer)
+    letter = letter_for(order_id, str(uuid.uuid4()))
+
+    listing = client.get("/admin/messaging/deadletter/")
+    assert listing.status_code == 200
+    assert listing.context["action_form"] is None  # no actions offered
+    client.post("/admin/messaging/deadletter/", {"action": "purge", "confirm": "yes", "_selected_action": [letter.pk]})
+    assert DeadLetter.objects.filter(pk=letter.pk).exists()
+
+
+def test_the_overview_counts_backlog_dead_letters_and_stuck_orders(staff, order_id):
+    # Given: one pending outbox row, one parked, two dead letters (one replayed), an order stuck 2 minutes.
+    OutboxMessage.objects.create(
+        source="orders",
+        event_type="orders.order.confirmed",
+        aggregate_type="order",
+        aggregate_id=order_id,
+        correlation_id=order_id,
+        payload={},
+        parked_at=timezone.now(),
+    )
+    letter_for(order_id, str(uuid.uuid4()))
+    replayed = letter_for(order_id, str(uuid.uuid4()))
+    DeadLetter.objects.filter(pk=replayed.pk).update(replayed_at=timezone.now())
+    Order.objects.filter(pk=order_id).update(created_at=timezone.now() - timedelta(minutes=2))
+    Order.objects.create(customer_id="fresh", total=Decimal("1.00"), currency="USD")  # pending, not stuck
+
+    response = staff.get("/admin/overview/")
+
+    assert response.status_code == 200
+    context = response.context
+    assert (context["backlog"]["pending"], context["backlog"]["parked"]) == (1, 1)
+    assert [(d["consumer"], d["waiting"], d["replayed"]) for d in context["dead_letters"]] == [
+        ("orders", 0, 0),
+        ("payments", 1, 1),
+        ("inventory", 0, 0),
+        ("shipping", 0, 0),
+        ("events", 0, 0),
+    ]
+    [orders] = [part["data"] for part in context["sections"]]  # the orders context's section
+    assert orders["orders_last_hour"] == {"PENDING": 2, "CONFIRMED": 0, "FAILED": 0, "CANCELLED": 0}
+    assert [row["order"].pk for row in orders["stuck_orders"]] == [uuid.UUID(order_id)]
+    assert f"/admin/orders/order/{order_id}/change/" in response.content.decode()
+
+
+def test_the_admin_index_links_the_overview_and_the_docs(staff):
+    html = staff.get("/admin/").content.decode()
+    assert 'href="/admin/overview/"' in html
+    assert 'href="/api/docs/"' in html
+
+
+def test_the_order_list_flags_an_order_pending_for_over_a_minute(staff, order_id):
+    Order.objects.filter(pk=order_id).update(created_at=timezone.now() - timedelta(minutes=2, seconds=5))
+    html = staff.get("/admin/orders/order/").content.decode()
+    assert re.search(r'<span class="ops-bad">2m 0[5-9]s</span>', html)
+
+
+def test_the_order_list_shows_the_newest_order_first_in_the_apis_words(staff, order_id):
+    older, newest = uuid.uuid4(), uuid.uuid4()
+    now = timezone.now()
+    for pk, minutes, status in ((older, 5, "FAILED"), (newest, -1, "PENDING")):
+        Order.objects.create(
+            id=pk, customer_id="c", total=Decimal("1.00"), currency="USD", status=status, failure_reason=None
+        )
+        Order.objects.filter(pk=pk).update(created_at=now - timedelta(minutes=minutes))
+    Order.objects.filter(pk=older).update(failure_reason="out_of_stock")
+
+    response = staff.get("/admin/orders/order/")
+
+    assert [o.pk for o in response.context["cl"].result_list] == [newest, uuid.UUID(order_id), older]
+    html = response.content.decode()
+    assert ">out_of_stock</a>" in html and "Out Of Stock" not in html  # the filter, as the API says it
+    assert '<td class="field-status">FAILED</td>' in html and ">Failed<" not in html
+
+
+def test_view_site_opens_the_overview(staff):
+    assert 'href="/admin/overview/">View site</a>' in staff.get("/admin/").content.decode()
+
+
+def test_the_admin_names_the_project_and_its_tables_in_good_english(staff):
+    html = staff.get("/admin/").content.decode()
+    assert "Saga shop operations" in html and "Django administration" not in html
+    assert "Event log entries" in html and "entrys" not in html
+    assert "Contexts hosted here: orders, payments, inventory" in html
+
+
+def test_the_outbox_and_dead_letter_lists_show_short_ids_with_the_full_id_on_hover(staff, order_id):
+    row = created_row(order_id)
+    letter = letter_for(order_id, str(uuid.uuid4()))
+    full_ids = {"/admin/messaging/outboxmessage/": str(row.event_id), "/admin/messaging/deadletter/": letter.message_id}
+
+    for url, full in full_ids.items():
+        html = staff.get(url).content.decode()
+        assert f'title="{full}">…{full[-8:]}</span>' in html, url
+        assert f">{full}<" not in html, url  # never spelled out in a cell
+
+
+def test_a_dead_letter_page_links_its_order_and_offers_its_actions(staff, order_id):
+    letter = letter_for(order_id, str(uuid.uuid4()))
+
+    html = staff.get(f"/admin/messaging/deadletter/{letter.pk}/change/").content.decode()
+
+    assert f'<a class="ops-mono" href="/admin/orders/order/{order_id}/change/">{order_id}</a>' in html
+    for action in ("replay", "replay-new-id", "purge"):
+        assert f'href="/admin/messaging/deadletter/{letter.pk}/{action}/"' in html, action
+
+
+def test_a_dead_letter_button_asks_first_then_replays(staff, quiet_broker):
+    letter = letter_for(str(uuid.uuid4()), str(uuid.uuid4()))
+    url = f"/admin/messaging/deadletter/{letter.pk}/replay/"
+
+    asked = staff.get(url)
+    assert asked.status_code == 200 and "same message id" in asked.content.decode()
+    assert DeadLetter.objects.get(pk=letter.pk).replayed_at is None
+    assert staff.post(url, {}).status_code == 200  # no confirmation: asks again, does nothing
+    assert DeadLetter.objects.get(pk=letter.pk).replayed_at is None and queue_depth("payments_queue") == 0
+
+    done = staff.post(url, {"confirm": "yes"}, follow=True)
+
+    assert done.redirect_chain == [(f"/admin/messaging/deadletter/{letter.pk}/change/", 302)]
+    assert f"#{letter.pk} replayed to payments" in done.content.decode()
+    assert DeadLetter.objects.get(pk=letter.pk).replay_count == 1
+    assert queue_depth("payments_queue") == 1 and queue_depth("inventory_queue") == 0
+
+
+def test_a_dead_letter_button_purges_after_confirmation(staff):
+    letter = letter_for(str(uuid.uuid4()), str(uuid.uuid4()))
+    kept = letter_for(str(uuid.uuid4()), str(uuid.uuid4()))
+
+    done = staff.post(f"/admin/messaging/deadletter/{letter.pk}/purge/", {"confirm": "yes"}, follow=True)
+
+    assert done.redirect_chain == [("/admin/messaging/deadletter/", 302)]
+    assert list(DeadLetter.objects.values_list("pk", flat=True)) == [kept.pk]
+
+
+def test_a_parked_outbox_row_has_a_retry_button(staff, order_id):
+    row = created_row(order_id)
+    OutboxMessage.objects.filter(pk=row.pk).update(parked_at=timezone.now(), attempts=10, last_error="refused")
+
+    html = staff.get(f"/admin/messaging/outboxmessage/{row.pk}/change/").content.decode()
+    assert f'href="/admin/messaging/outboxmessage/{row.pk}/retry/"' in html
+    staff.post(f"/admin/messaging/outboxmessage/{row.pk}/retry/", {"confirm": "yes"})
+
+    row.refresh_from_db()
+    assert (row.parked_at, row.attempts, row.state) == (None, 0, "pending")
+
+
+def test_object_buttons_need_more_than_view_permission(order_id):
+    viewer = User.objects.create_user("viewer", password="x", is_staff=True)
+    viewer.user_permissions.add(*Permission.objects.filter(codename="view_deadletter"))
+    client = Client()
+    client.force_login(viewer)
+    letter = letter_for(order_id, str(uuid.uuid4()))
+
+    html = client.get(f"/admin/messaging/deadletter/{letter.pk}/change/").content.decode()
+    assert "/replay/" not in html and "/purge/" not in html
+    for action in ("replay", "replay-new-id", "purge"):
+        assert client.post(f"/admin/messaging/deadletter/{letter.pk}/{action}/", {"confirm": "yes"}).status_code == 403
+    assert DeadLetter.objects.get(pk=letter.pk).replayed_at is None
+
+
+def test_every_page_writes_dates_one_way(staff, order_id):
+    letter = letter_for(order_id, str(uuid.uuid4()))
+    moment = datetime(2026, 11, 24, 17, 34, 28, tzinfo=UTC)
+    DeadLetter.objects.filter(pk=letter.pk).update(first_failed_at=moment, last_failed_at=moment)
+    Order.objects.filter(pk=order_id).update(created_at=moment)
+
+    pages = {
+        "/admin/messaging/deadletter/": '<span class="nowrap">2026-11-24</span> <span class="nowrap">17:34:28</span>',
+        f"/admin/messaging/deadletter/{letter.pk}/change/": "2026-11-24 17:34:28",  # a field of the object
+        "/admin/orders/order/": '<span class="nowrap">2026-11-24</span> <span class="nowrap">17:34:28</span>',
+    }
+    for url, written in pages.items():
+        html = staff.get(url).content.decode()
+        assert written in html, url
+        assert "Nov. 24, 2026" not in html and "11-24 17:34" not in html.replace("2026-11-24 17:34", ""), url

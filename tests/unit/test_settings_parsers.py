@@ -1,0 +1,40 @@
+"""The parsers behind the settings: durations and the CONTEXTS a deployment hosts."""
+
+import pytest
+
+from kernel.contexts import parse_contexts
+from kernel.durations import parse_duration
+
+INSTALLED = ["orders", "payments", "inventory", "shipping"]
+
+
+@pytest.mark.parametrize(
+    ("value", "seconds"),
+    [("300", 300.0), (" 90s ", 90.0), ("1.5", 1.5), ("15m", 900.0), ("24h", 86400.0), ("7d", 604800.0), (2, 2.0)],
+)
+def test_a_duration_is_read_in_seconds(value, seconds):
+    assert parse_duration(value) == seconds
+
+
+@pytest.mark.parametrize("value", ["", "5w", "-1", "1 2", "m", "1.5.2s"])
+def test_anything_else_is_refused_with_examples(value):
+    with pytest.raises(ValueError, match=r"not a duration: .* \(use e\.g\. 300, 90s, 15m, 24h, 7d\)"):
+        parse_duration(value)
+
+
+def test_contexts_come_back_checked_and_in_the_installed_order():
+    assert parse_contexts([" shipping", "orders ", "", "orders"], INSTALLED) == ["orders", "shipping"]
+
+
+def test_an_unknown_context_is_named_with_the_choice():
+    with pytest.raises(ValueError) as refused:
+        parse_contexts(["orders", "billing"], INSTALLED)
+
+    assert str(refused.value) == (
+        "CONTEXTS names unknown contexts ['billing']; choose among orders, payments, inventory, shipping"
+    )
+
+
+def test_no_context_at_all_is_refused():
+    with pytest.raises(ValueError, match=r"^CONTEXTS is empty; choose among orders, payments, inventory, shipping$"):
+        parse_contexts([" ", ""], INSTALLED)
