@@ -5,6 +5,7 @@ import uuid
 from django.conf import settings
 from kombu import Connection, Exchange, Queue
 
+from faultlib.invariants import broker_queue_depths
 from messaging import broker
 from messaging.topology import consumers
 
@@ -14,17 +15,24 @@ def connection() -> Connection:
 
 
 def purge_topology() -> None:
-    """Empty every queue of the topology, so a test starts with a quiet broker."""
+    """Empty every queue of the topology, so a test starts with a quiet broker: the declared ones,
+    and the delay queues of delays this process does not know (a test that ran its consumers with
+    other CONSUMER_RETRY_DELAYS leaves retries there that would arrive in the next test)."""
     with connection() as conn:
         broker.declare_topology(conn)
         channel = conn.default_channel
+        prefixes, declared = [], set()
         for consumer in consumers():
-            for queue in [
-                broker.main_queue(consumer),
-                broker.dead_letter_queue(consumer),
-                *broker.retry_queues(consumer),
-            ]:
+            main = broker.main_queue(consumer)
+            prefixes.append(f"{main.name}_")
+            for queue in [main, broker.dead_letter_queue(consumer), *broker.retry_queues(consumer)]:
                 queue(channel).purge()
+                declared.add(queue.name)
+        # Delay queues of delays this process does not declare are deleted, not purged: a retry
+        # another test left there (its count read 0 here) arrived in the next test otherwise.
+        for name in broker_queue_depths() or {}:
+            if name.startswith(tuple(prefixes)) and name not in declared:
+                channel.queue_delete(name)
 
 
 class CaptureQueue:
