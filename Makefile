@@ -48,6 +48,7 @@ run-split: $(STAMP) ## run each installed context as its own deployment, each on
 test: $(STAMP) ## import contracts, the frozen event schemas, the AsyncAPI parser + the whole suite on real PostgreSQL and RabbitMQ
 	$(VENV)/bin/lint-imports
 	$(VENV)/bin/ruff check --quiet .
+	$(VENV)/bin/ruff format --check --quiet .
 	$(PY) scripts/ensure_prometheus.py
 	amtool check-config deploy/alertmanager/alertmanager.yml
 	$(PY) scripts/ensure_nginx.py
@@ -64,8 +65,9 @@ test-unit: $(STAMP) ## the unit tier only (tests/unit): no database, no broker, 
 upgrade-test: $(STAMP) ## the rolling upgrade: the release before versioned events (git 83b4deb) as some deployments, this tree as the others, one broker, both ways (docs/evolving-events.md)
 	$(PY) scripts/with_test_services.py $(VENV)/bin/pytest -m upgrade tests/e2e/test_rolling_upgrade.py $(PYTEST_ARGS)
 
-lint: $(STAMP) ## ruff and import-linter
+lint: $(STAMP) ## ruff (lint and format check) and import-linter
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/lint-imports
 
 clean: ## remove the embedded mode's data (var/)

@@ -50,6 +50,7 @@ from bench.common import (  # noqa: E402
     percentile,
     progress,
 )
+from faultlib.processes import descendants  # noqa: E402
 
 MODES = {
     "gunicorn": "make serve: nginx + gunicorn (2 workers, DEBUG off), as in production",
@@ -130,26 +131,6 @@ class Load:
 
 
 # --- what each process holds --------------------------------------------------------------------
-def children(pid: int) -> list[int]:
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                if int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1]) == pid:
-                    found.append(int(entry.name))
-            except (OSError, IndexError, ValueError):
-                continue
-    return found
-
-
-def descendants(pid: int) -> list[int]:
-    found, todo = [], children(pid)
-    while todo:
-        found.append(todo.pop())
-        todo += children(found[-1])
-    return found
-
-
 def socket_inodes(pid: int) -> set[str]:
     inodes = set()
     try:

@@ -43,15 +43,15 @@ class DatabaseCollector(Collector):
             return
         yield GaugeMetricFamily("shop_database_up", "1 if /metrics could read the database.", value=1)
         yield GaugeMetricFamily(
-            "messaging_outbox_pending", "Outbox rows waiting to be published (not parked).", value=backlog["pending"]
+            "messaging_outbox_pending", "Outbox rows waiting to be published (not parked).", value=backlog.pending
         )
         yield GaugeMetricFamily(
             "messaging_outbox_oldest_pending_age_seconds",
             "Age of the oldest outbox row waiting to be published (0 when none).",
-            value=backlog["oldest_pending_age"],
+            value=backlog.oldest_pending_age,
         )
         yield GaugeMetricFamily(
-            "messaging_outbox_parked", "Outbox rows parked after repeated refusals.", value=backlog["parked"]
+            "messaging_outbox_parked", "Outbox rows parked after repeated refusals.", value=backlog.parked
         )
         dead = GaugeMetricFamily(
             "messaging_dead_letters",
@@ -72,8 +72,8 @@ class DatabaseCollector(Collector):
         )
         for letter in oldest_letters:
             oldest.add_metric(
-                [letter["consumer"], letter["message_id"], letter["correlation_id"], letter["reason"]],
-                letter["age_seconds"],
+                [letter.consumer, letter.message_id, letter.correlation_id, letter.reason],
+                letter.age_seconds,
             )
         yield oldest
         yield from contexts

@@ -4,6 +4,8 @@ Messaging's figures (outbox, dead letters of the consumers hosted here), then a 
 hosted context that registered one (``kernel.operations``).
 """
 
+from dataclasses import dataclass
+
 from django.contrib import admin
 from django.template.response import TemplateResponse
 from django.utils import timezone
@@ -20,10 +22,10 @@ LETTER_COLORS = {"waiting": "#c62828", "replayed": "#90a4ae"}
 def outbox_chart(now) -> str:
     history = outbox_backlog_history(until=now)
     return line_chart(
-        buckets=[point["at"] for point in history],
+        buckets=[point.at for point in history],
         series={
-            "backlog": [point["waiting"] for point in history],
-            "oldest pending": [point["oldest_age"] for point in history],
+            "backlog": [point.waiting for point in history],
+            "oldest pending": [point.oldest_age for point in history],
         },
         colors=BACKLOG_COLORS,
         units={"backlog": "rows", "oldest pending": "s"},
@@ -31,9 +33,26 @@ def outbox_chart(now) -> str:
     )
 
 
-def dead_letters_chart(rows: list[dict]) -> str:
+@dataclass(frozen=True)
+class DeadLetterRow:
+    """A consumer hosted here and its dead letters: waiting for an operator, and replayed."""
+
+    consumer: str
+    waiting: int
+    replayed: int
+
+
+def dead_letter_rows() -> list[DeadLetterRow]:
+    letters = dead_letter_counts_by_state()
+    return [
+        DeadLetterRow(consumer=c, waiting=letters.get((c, "waiting"), 0), replayed=letters.get((c, "replayed"), 0))
+        for c in local_consumers()
+    ]
+
+
+def dead_letters_chart(rows: list[DeadLetterRow]) -> str:
     return horizontal_bars(
-        rows=[(row["consumer"], {"waiting": row["waiting"], "replayed": row["replayed"]}) for row in rows],
+        rows=[(row.consumer, {"waiting": row.waiting, "replayed": row.replayed}) for row in rows],
         colors=LETTER_COLORS,
         title="Dead letters by consumer",
     )
@@ -41,11 +60,7 @@ def dead_letters_chart(rows: list[dict]) -> str:
 
 def overview_view(request):
     now = timezone.now()
-    letters = dead_letter_counts_by_state()
-    dead_letters = [
-        {"consumer": c, "waiting": letters.get((c, "waiting"), 0), "replayed": letters.get((c, "replayed"), 0)}
-        for c in local_consumers()
-    ]
+    dead_letters = dead_letter_rows()
     context = {
         **admin.site.each_context(request),
         "title": "Saga overview",

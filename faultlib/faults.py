@@ -20,6 +20,7 @@ from pathlib import Path
 from django.db import connections
 
 from faultlib.processes import ProcessGroup, wait_until
+from messaging.relay import APPLICATION_NAME as RELAY_APPLICATION_NAME
 
 
 @dataclass
@@ -180,6 +181,11 @@ def memory_alarm() -> Iterator[None]:
 APPLICATION_NAME = "saga_fault_test"
 
 
+# A relay renames its session once connected (messaging.relay.APPLICATION_NAME): its backends
+# are the test's processes' too (only the test's database is ever searched).
+PROCESS_NAMES = [APPLICATION_NAME, RELAY_APPLICATION_NAME]
+
+
 def with_application_name(database_url: str) -> str:
     return f"{database_url}{'&' if '?' in database_url else '?'}application_name={APPLICATION_NAME}"
 
@@ -192,8 +198,8 @@ def terminate_database_backends() -> str:
             _wait_for_connections(lambda: _count_process_backends(cursor))
             cursor.execute(
                 "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
-                "WHERE datname = current_database() AND application_name = %s AND pid <> pg_backend_pid()",
-                [APPLICATION_NAME],
+                "WHERE datname = current_database() AND application_name = ANY(%s) AND pid <> pg_backend_pid()",
+                [PROCESS_NAMES],
             )
             [terminated] = cursor.fetchone()
             cursor.execute("SELECT current_database()")
@@ -206,8 +212,8 @@ def terminate_database_backends() -> str:
 
 def _count_process_backends(cursor) -> int:
     cursor.execute(
-        "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND application_name = %s",
-        [APPLICATION_NAME],
+        "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND application_name = ANY(%s)",
+        [PROCESS_NAMES],
     )
     return cursor.fetchone()[0]
 

@@ -1,4 +1,5 @@
-"""Real processes for end-to-end and crash tests: start ``manage.py`` commands, stop or kill them."""
+"""Real processes for end-to-end and crash tests: start ``manage.py`` commands, stop or kill them, find what
+they started (``make bench`` and ``make soak`` wait and read the process tree with these too)."""
 
 import json
 import os
@@ -128,6 +129,41 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+def _stat_fields(pid: int) -> list[str]:
+    """``/proc/<pid>/stat`` after the command name (which may hold spaces and parentheses)."""
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+
+
+def child_pids(pid: int) -> list[int]:
+    """The processes whose parent is ``pid``, right now."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if int(_stat_fields(int(entry.name))[1]) == pid:
+                    found.append(int(entry.name))
+            except (OSError, IndexError, ValueError):  # ended meanwhile
+                continue
+    return found
+
+
+def descendants(pid: int) -> list[int]:
+    """Every process below ``pid``: its children, theirs, and so on."""
+    found, todo = [], child_pids(pid)
+    while todo:
+        found.append(todo.pop())
+        todo += child_pids(found[-1])
+    return found
+
+
+def alive(pid: int) -> bool:
+    """Whether ``pid`` runs: it exists and is not a zombie waiting for its parent."""
+    try:
+        return _stat_fields(pid)[0] != "Z"
+    except OSError:
+        return False
 
 
 def procfile_commands(path: Path = BASE_DIR / "Procfile", *, skip: tuple[str, ...] = ("web",)) -> dict[str, list[str]]:

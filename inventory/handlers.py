@@ -16,4 +16,3 @@ def on_order_cancelled(event: IncomingEvent) -> None:
 
 def on_order_failed(event: IncomingEvent) -> None:
     services.stock_release(order_id=order_id_of(event), reason=str(event.payload.get("reason") or "failed"))
-

@@ -10,8 +10,10 @@
 - handlers receive an ``IncomingEvent`` and raise ``InvalidPayload`` for a payload that can
   never be handled (dead-lettered at once) or anything else to be retried;
 - ``timeline_for`` reads every event of one saga (a correlation id) across all contexts (and
-  ``timeline_entry_of_new_event`` shows one just published); ``timeline_waiting``
-  says where such a timeline is still waiting (outbox, consumer, dead letter);
+  ``timeline_entry_of_new_event`` shows one just published) as ``TimelineEntry`` values;
+  ``timeline_waiting`` says where such a timeline is still waiting (outbox, consumer, dead
+  letter) as ``WaitingPlace`` values, and ``yet_to_handle`` which subscribed consumers have
+  not handled each entry yet;
 - ``mask_sensitive`` / ``mask_text`` hide sensitive fields (``SENSITIVE_FIELDS``) outside their context;
 - ``outbox_backlog``, ``dead_letter_counts``, ``oldest_waiting_dead_letters``,
   ``local_consumers``, ``system_consumers`` (every queue's, hosted here or not) and
@@ -20,7 +22,7 @@
   the composition root set up OpenTelemetry and serve requests inside a span (``messaging.telemetry``).
 """
 
-from messaging.diagnosis import command_in_deployment, timeline_waiting
+from messaging.diagnosis import command_in_deployment, timeline_waiting, yet_to_handle
 from messaging.dispatch import InvalidPayload, TransientError
 from messaging.envelope import IncomingEvent
 from messaging.health import broker_reachable, database_reachable
@@ -30,6 +32,9 @@ from messaging.outbox import OutsideTransactionError, collecting, outbox_stateme
 from messaging.payloads import payload_uuid
 from messaging.registry import local_consumers
 from messaging.selectors import (
+    BacklogPoint,
+    OldestDeadLetter,
+    OutboxBacklog,
     dead_letter_counts,
     dead_letter_counts_by_state,
     oldest_waiting_dead_letters,
@@ -43,13 +48,20 @@ from messaging.telemetry import current as span_in_use
 from messaging.telemetry import enable as enable_tracing
 from messaging.telemetry import ids_of as trace_ids
 from messaging.telemetry import server_span, trace_headers
+from messaging.timeline import DeadLetterMark, Handling, TimelineEntry, WaitingPlace, YetToHandle
 from messaging.topology import consumers as system_consumers
 
 __all__ = [
+    "BacklogPoint",
+    "DeadLetterMark",
+    "Handling",
     "IncomingEvent",
     "InvalidPayload",
+    "OldestDeadLetter",
+    "OutboxBacklog",
     "OutsideTransactionError",
     "Stopper",
+    "TimelineEntry",
     "TransientError",
     "broker_reachable",
     "collecting",
@@ -77,4 +89,7 @@ __all__ = [
     "trace_headers",
     "trace_ids",
     "use_dedicated_connections",
+    "WaitingPlace",
+    "YetToHandle",
+    "yet_to_handle",
 ]

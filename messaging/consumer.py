@@ -74,6 +74,8 @@ class ConsumerWorker:
             )
         self.max_attempts = setting("CONSUMER_MAX_ATTEMPTS")
         self.session = BrokerSession()
+        # Counts failures in a row: reset whenever the broker and the database are seen working.
+        self._backoff = Backoff()
         self._retry_publisher: BatchPublisher | None = None
         self._heartbeat: HandlerHeartbeat | None = None
         self._last_delivery = time.monotonic()
@@ -82,7 +84,6 @@ class ConsumerWorker:
 
     # --- the loop --------------------------------------------------------------------------
     def run(self, *, once: bool = False) -> int:
-        backoff = Backoff()
         while not self.stopper.stopping:
             drop_broken_db_connections()
             try:
@@ -93,15 +94,17 @@ class ConsumerWorker:
             except DatabaseDown:
                 self._disconnect()
                 logger.warning("database unavailable: consuming paused until it is back")
-                self._wait_for_database(backoff)
+                self._wait_for_database()
             except (ConfirmTimeout, RetryNotPublished, *self.session.errors()) as exc:
-                logger.warning("broker unavailable: %s: %s", type(exc).__name__, exc)
                 self._disconnect(graceful=False)
                 if once:
+                    logger.warning("broker unavailable: %s: %s", type(exc).__name__, exc)
                     return 1
-                self.stopper.sleep(backoff.next_delay())
+                delay = self._backoff.next_delay()
+                logger.warning("broker unavailable: %s: %s; connecting again in %.1fs", type(exc).__name__, exc, delay)
+                self.stopper.sleep(delay)
             else:
-                backoff.reset()
+                self._backoff.reset()
         self._disconnect()
         return 0
 
@@ -113,11 +116,13 @@ class ConsumerWorker:
             try:
                 self.session.connection.drain_events(timeout=wait)
             except TimeoutError:
+                self._backoff.reset()  # a quiet connection that works: the next outage starts from the shortest delay
                 if once and not self._arrived and time.monotonic() - self._last_delivery >= self.idle_timeout:
                     return
             self._take_what_is_waiting()
             if self._arrived:
                 self._handle_batch()
+                self._backoff.reset()  # a batch decided and settled: the database and the broker work
             self.session.heartbeat_check()
 
     def _take_what_is_waiting(self) -> None:
@@ -169,9 +174,9 @@ class ConsumerWorker:
         self._arrived.clear()
         self._unsettled.clear()
 
-    def _wait_for_database(self, backoff: Backoff) -> None:
+    def _wait_for_database(self) -> None:
         while not self.stopper.stopping:
-            self.stopper.sleep(backoff.next_delay())
+            self.stopper.sleep(self._backoff.next_delay())
             if database_reachable():
                 logger.info("database is back: consuming again")
                 return
@@ -303,7 +308,7 @@ class ConsumerWorker:
     def _dead_letter(self, consumer, message, delivery: Delivery, decision: Decision, attempts: int) -> None:
         first_failed = delivery.headers.get("x-first-failed-at")
         try:
-            dead_letter_record(
+            store_dead_letter(
                 consumer=consumer,
                 body=delivery.body,
                 properties=delivery.properties,
@@ -315,12 +320,12 @@ class ConsumerWorker:
                 attempts=attempts,
                 first_failed_at=parse_datetime(str(first_failed)) if first_failed else None,
             )
-        except DatabaseError:
+        except DatabaseDown:
             if self.session.amqp:
                 self._reject(message)  # the broker keeps it in <queue>_dead_letters until the database is back
             else:
                 self._requeue(message)
-            raise DatabaseDown("could not store a dead letter") from None
+            raise
         self._ack([message])
 
     def _on_dead_lettered(self, consumer: str, message) -> None:
@@ -334,7 +339,7 @@ class ConsumerWorker:
         reason = str(death.get("reason") or "dead_lettered")
         original_key = (death.get("routing-keys") or [message.delivery_info.get("routing_key", "")])[0]
         try:
-            dead_letter_record(
+            store_dead_letter(
                 consumer=consumer,
                 body=raw_body(message),
                 properties=properties,
@@ -344,10 +349,32 @@ class ConsumerWorker:
                 error=f"RabbitMQ dead-lettered it from {death.get('queue', queue_name(consumer))}: {reason}",
                 attempts=int(death.get("count") or 1),
             )
-        except DatabaseError:
+        except DatabaseDown:
             self._requeue(message)
-            raise DatabaseDown("could not store a dead letter") from None
+            raise
         self._ack([message])
+
+
+def store_dead_letter(**fields) -> None:
+    """Store a dead letter; ``DatabaseDown`` only when the database does not answer.
+
+    A row the database refuses while it answers is not an outage: taken for one, the message
+    would come back after the pause, be refused again, and stall the consumer for ever. It is
+    stored without its headers and properties instead (the body, being bytes, always fits), the
+    refusal in its error.
+    """
+    try:
+        dead_letter_record(**fields)
+    except DatabaseError as exc:
+        if not database_reachable():
+            raise DatabaseDown("could not store a dead letter") from None
+        logger.error("the database refused a dead letter: stored without its headers: %s", exc)
+        refused = f"{type(exc).__name__}: {exc}; message id {fields['properties'].get('message_id')!r}"
+        error = f"{fields.get('error', '')}\n(its headers and properties left out, refused by the database: {refused})"
+        try:
+            dead_letter_record(**{**fields, "properties": {}, "headers": {}, "error": error})
+        except DatabaseError:
+            raise DatabaseDown("could not store a dead letter") from None
 
 
 def delivery_of(consumer: str, message, batch=None) -> Delivery:

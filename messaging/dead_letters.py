@@ -6,6 +6,7 @@ functions from the ``dead_letters`` command and the admin.
 
 import json
 import logging
+import math
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -41,14 +42,14 @@ def dead_letter_record(
 ) -> DeadLetter:
     """Store a dead letter; the same message dead-lettered again updates its row."""
     now = timezone.now()
-    message_id = str(properties.get("message_id") or "")
+    message_id = _text(properties.get("message_id"), 255)
     fields = {
-        "event_type": str(headers.get("event_type") or "")[:200],
-        "routing_key": str(headers.get("x-original-routing-key") or routing_key or "")[:255],
-        "correlation_id": str(properties.get("correlation_id") or "")[:255],
-        "reason": reason[:100],
-        "error": error,
-        "traceback": traceback,
+        "event_type": _text(headers.get("event_type"), 200),
+        "routing_key": _text(headers.get("x-original-routing-key") or routing_key, 255),
+        "correlation_id": _text(properties.get("correlation_id"), 255),
+        "reason": _text(reason, 100),
+        "error": _text(error),
+        "traceback": _text(traceback),
         "body": bytes(body),
         "headers": _json_safe(headers),
         "properties": {k: _json_safe(properties[k]) for k in _KEPT_PROPERTIES if properties.get(k) is not None},
@@ -90,18 +91,32 @@ def dead_letter_record(
     return letter
 
 
+def _text(value, limit: int | None = None) -> str:
+    """A text PostgreSQL can hold: no NUL (shown as ``\\x00``), at most ``limit`` characters.
+
+    A dead letter is what a message that could not be handled leaves behind, whatever it holds:
+    a value the database refused would leave it nowhere.
+    """
+    text = str(value or "").replace("\x00", "\\x00")
+    return text[:limit] if limit else text
+
+
 def _json_safe(value):
     if isinstance(value, dict):
-        return {str(k): _json_safe(v) for k, v in value.items()}
+        return {_text(k): _json_safe(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
         return [_json_safe(v) for v in value]
     if isinstance(value, bytes):
-        return value.decode("utf-8", errors="backslashreplace")
+        return _text(value.decode("utf-8", errors="backslashreplace"))
     if isinstance(value, datetime):
         return value.isoformat()
-    if value is None or isinstance(value, str | int | float | bool):
+    if isinstance(value, str):
+        return _text(value)
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)  # JSON has no NaN nor infinity (AMQP's doubles do)
+    if value is None or isinstance(value, int | float | bool):
         return value
-    return str(value)
+    return _text(value)
 
 
 # --- operators: list, show, replay, purge ----------------------------------------------------

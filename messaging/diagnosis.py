@@ -23,6 +23,7 @@ from django.utils import timezone
 from messaging.conf import setting
 from messaging.masking import mask_text
 from messaging.registry import local_consumers
+from messaging.timeline import TimelineEntry, WaitingPlace, YetToHandle
 from messaging.topology import subscribers_of
 
 
@@ -54,63 +55,71 @@ def _broker_beside(sqlite_url: str) -> Path:
     return Path(environ.Env.db_url_config(sqlite_url)["NAME"]).resolve().parent / "broker"
 
 
-def timeline_waiting(entries: list[dict], *, now: datetime | None = None, expect_answers: bool = True) -> list[dict]:
-    """One item per place the timeline is waiting, oldest first; adds to each entry ``awaiting``
-    (consumers of this deployment yet to handle it) and ``elsewhere`` (consumers hosted in
-    another deployment with no sign of having handled it).
-
-    Each item: ``kind`` (pending, parked, unhandled, dead_letter, elsewhere), ``event_type``,
-    ``message_id``, ``since``, ``age`` (seconds), ``consumer`` (or None), ``detail``,
-    ``dead_letter_id`` (or None).
-    """
+def yet_to_handle(entries: list[TimelineEntry], *, now: datetime | None = None) -> dict[str, YetToHandle]:
+    """For each entry, by message id, the subscribed consumers with no sign of having handled it;
+    none for an entry not published, or published before the inbox's retention (past it "not
+    handled" can no longer be told from "handled and purged")."""
     now = now or timezone.now()
-    # Past the inbox's retention "not handled" can no longer be told from "handled and purged".
     inbox_horizon = now - timedelta(seconds=setting("INBOX_RETENTION"))
     local = set(local_consumers())
-    waiting = []
+    found: dict[str, YetToHandle] = {}
     for entry in entries:
-        entry["awaiting"], entry["elsewhere"] = [], []
+        if entry.state != "published" or entry.published_at is None or entry.published_at < inbox_horizon:
+            found[entry.message_id] = YetToHandle()
+            continue
+        answered = {h.consumer for h in entry.handled_by} | {d.consumer for d in entry.dead_letters}
+        subscribers = [c for c in consumers_of(entry.event_type) if c not in answered]
+        found[entry.message_id] = YetToHandle(
+            awaiting=[c for c in subscribers if c in local], elsewhere=[c for c in subscribers if c not in local]
+        )
+    return found
 
-        def item(kind, since, detail, consumer=None, dead_letter_id=None, entry=entry, command=""):
+
+def timeline_waiting(
+    entries: list[TimelineEntry], *, now: datetime | None = None, expect_answers: bool = True
+) -> list[WaitingPlace]:
+    """One place per wait in the timeline, oldest first."""
+    now = now or timezone.now()
+    unanswered = yet_to_handle(entries, now=now)
+    waiting: list[WaitingPlace] = []
+    for entry in entries:
+
+        def place(kind, since, detail, consumer=None, dead_letter_id=None, entry=entry, command=""):
             waiting.append(
-                {
-                    "kind": kind,
-                    "event_type": entry["event_type"],
-                    "message_id": entry["message_id"],
-                    "since": since,
-                    "age": max(0.0, (now - since).total_seconds()),
-                    "consumer": consumer,
-                    "detail": mask_text(detail),
-                    "dead_letter_id": dead_letter_id,
-                    "command": command,
-                }
+                WaitingPlace(
+                    kind=kind,
+                    event_type=entry.event_type,
+                    message_id=entry.message_id,
+                    since=since,
+                    age=max(0.0, (now - since).total_seconds()),
+                    detail=mask_text(detail),
+                    consumer=consumer,
+                    dead_letter_id=dead_letter_id,
+                    command=command,
+                )
             )
 
-        if entry["state"] == "pending":
-            tried = f"{entry.get('attempts', 0)} refused attempt(s); last error: {entry['last_error']}"
-            item("pending", entry["occurred_at"], tried if entry.get("attempts") else "waiting for the relay")
+        if entry.state == "pending":
+            tried = f"{entry.attempts} refused attempt(s); last error: {entry.last_error}"
+            place("pending", entry.occurred_at, tried if entry.attempts else "waiting for the relay")
             continue
-        if entry["state"] == "parked":
-            item("parked", entry["occurred_at"], f"parked after {entry['attempts']} attempts: {entry['last_error']}")
+        if entry.state == "parked":
+            place("parked", entry.occurred_at, f"parked after {entry.attempts} attempts: {entry.last_error}")
             continue
-        handled = {h["consumer"] for h in entry.get("handled_by", [])}
-        dead = {letter["consumer"]: letter for letter in entry.get("dead_letters", [])}
+        handled = {h.consumer for h in entry.handled_by}
+        dead = {letter.consumer: letter for letter in entry.dead_letters}
         for consumer, letter in dead.items():
             if consumer in handled:
                 continue  # replayed and handled since
-            detail = f"{letter['reason']}: {letter['error']}" if letter["error"] else letter["reason"]
-            if letter.get("replayed_at"):
-                detail = f"replayed at {letter['replayed_at']:%Y-%m-%d %H:%M:%S}, not handled yet; {detail}"
-            item("dead_letter", entry["published_at"], detail, consumer, letter["id"])
-        if entry["published_at"] is None or entry["published_at"] < inbox_horizon:
-            continue
-        subscribers = [c for c in consumers_of(entry["event_type"]) if c not in handled and c not in dead]
-        entry["awaiting"] = [c for c in subscribers if c in local]
-        entry["elsewhere"] = [c for c in subscribers if c not in local]
-        for consumer in entry["awaiting"]:
-            item("unhandled", entry["published_at"], f"published, not yet handled by {consumer}", consumer)
-        for consumer in entry["elsewhere"] if expect_answers else ():
+            detail = f"{letter.reason}: {letter.error}" if letter.error else letter.reason
+            if letter.replayed_at:
+                detail = f"replayed at {letter.replayed_at:%Y-%m-%d %H:%M:%S}, not handled yet; {detail}"
+            place("dead_letter", entry.published_at, detail, consumer, letter.id)
+        yet = unanswered[entry.message_id]
+        for consumer in yet.awaiting:
+            place("unhandled", entry.published_at, f"published, not yet handled by {consumer}", consumer)
+        for consumer in yet.elsewhere if expect_answers else ():
             detail = f"published; {consumer} runs in another deployment and no event it caused has arrived yet"
             look = command_in_deployment(consumer, "dead_letters", "list", "--consumer", consumer)
-            item("elsewhere", entry["published_at"], detail, consumer, command=look)
-    return sorted(waiting, key=lambda w: (w["since"], w["message_id"]))
+            place("elsewhere", entry.published_at, detail, consumer, command=look)
+    return sorted(waiting, key=lambda w: (w.since, w.message_id))

@@ -24,6 +24,10 @@ deadlock: PostgreSQL then fails one statement of one batch (40P01); in the savep
 that rolls back the loser's savepoint, releasing its locks, and the loser is decided again
 alone, in a transaction of its own, after the batch has committed. Nothing is lost or done
 twice either way.
+
+A database connection lost under a member (its backend terminated, its socket broken, the
+gateway's alias too) is no fault of the message: the connections are replaced and the message
+decided again, at once, without spending an attempt of its retry budget.
 """
 
 import enum
@@ -43,6 +47,7 @@ from messaging.envelope import IncomingEvent, InvalidMessage, parse_incoming
 from messaging.faults import fault_point
 from messaging.health import database_reachable
 from messaging.inbox import inbox_claim, inbox_claim_in_savepoint, inbox_claim_many
+from messaging.lifecycle import connection_lost, reconnect_databases
 from messaging.outbox import collecting, handling, write_collected
 from messaging.telemetry import current
 
@@ -171,11 +176,33 @@ def _run_handler(spec, event: IncomingEvent, span) -> None:
 def decide(
     consumer: str, *, body: bytes, properties: dict, headers: dict, routing_key: str, span: Any = None
 ) -> Decision:
-    """One delivery in a transaction of its own (its handler inside ``span`` when given)."""
+    """One delivery in a transaction of its own (its handler inside ``span`` when given).
+
+    A database connection lost meanwhile (a terminated backend, a broken socket, on any alias)
+    is no fault of the message: it is decided again at once on new connections, and spends no
+    attempt of its retry budget unless that fails too.
+    """
     try:
         event, spec = _prepare(consumer, body, properties, headers, routing_key)
     except Refused as refused:
         return refused.decision
+    try:
+        return _decide_once(consumer, event, spec, span)
+    except (OperationalError, InterfaceError) as exc:
+        if not connection_lost(exc):
+            return _database_failure(exc, event)
+        reconnect_databases()
+        if not database_reachable():
+            return _failure(Outcome.DATABASE_DOWN, "database_unavailable", exc, event)
+        logger.info("database connection lost: decided again at once", extra={"message_id": event.message_id})
+    try:
+        return _decide_once(consumer, event, spec, span)
+    except (OperationalError, InterfaceError) as exc:
+        return _database_failure(exc, event)
+
+
+def _decide_once(consumer: str, event: IncomingEvent, spec, span) -> Decision:
+    """The decision; the database's own errors are raised, for the caller to tell their kind."""
     try:
         with transaction.atomic():
             if not inbox_claim(consumer=consumer, event=event):
@@ -185,13 +212,18 @@ def decide(
             fault_point(f"consumer.{consumer}.before_commit")
     except InvalidPayload as exc:
         return _failure(Outcome.DEAD_LETTER, "invalid_payload", exc, event)
-    except (OperationalError, InterfaceError) as exc:
-        if not database_reachable():
-            return _failure(Outcome.DATABASE_DOWN, "database_unavailable", exc, event)
-        return _failure(Outcome.RETRY, "handler_error", exc, event)
+    except (OperationalError, InterfaceError):
+        raise
     except Exception as exc:  # noqa: BLE001 - any handler failure is retried, then dead-lettered
         return _failure(Outcome.RETRY, "handler_error", exc, event)
     return Decision(Outcome.HANDLED, event)
+
+
+def _database_failure(exc: BaseException, event: IncomingEvent) -> Decision:
+    """An outage when the database does not answer; else the handler's failure, to retry later."""
+    if not database_reachable():
+        return _failure(Outcome.DATABASE_DOWN, "database_unavailable", exc, event)
+    return _failure(Outcome.RETRY, "handler_error", exc, event)
 
 
 def decide_batch(deliveries: list[Delivery]) -> list[Decision]:
@@ -211,6 +243,8 @@ def decide_batch(deliveries: list[Delivery]) -> list[Decision]:
         handled = _decide_optimistically(deliveries, ready)
         if isinstance(handled, _MemberFailed):  # every member again, each in a savepoint of its own
             failed = handled
+            if connection_lost(failed.exc):
+                reconnect_databases()  # or every member would fail on the same dead connection
             handled, alone = _decide_with_savepoints(deliveries, ready, known=_known_failure(failed))
         else:
             alone = []
@@ -404,7 +438,8 @@ class MemberSavepoints:
 def _decide_in_savepoint(
     consumer: str, event: IncomingEvent, spec, savepoints: MemberSavepoints, span
 ) -> Decision | None:
-    """A batch member in its savepoint; None when it lost a deadlock and must be decided alone."""
+    """A batch member in its savepoint; None when it lost a deadlock or a connection and must be
+    decided alone."""
     try:
         with savepoints.member(consumer, event) as claimed:
             if not claimed:
@@ -420,6 +455,11 @@ def _decide_in_savepoint(
             return None
         if not connection.is_usable():
             raise  # the whole batch is gone with the connection
+        if connection_lost(exc):  # another alias's (the gateway's): decided alone, on a new one
+            logger.info(
+                "database connection lost inside a batch: decided again alone", extra={"message_id": event.message_id}
+            )
+            return None
         return _failure(Outcome.RETRY, "handler_error", exc, event)
     except Exception as exc:  # noqa: BLE001 - any handler failure is retried, then dead-lettered
         return _failure(Outcome.RETRY, "handler_error", exc, event)

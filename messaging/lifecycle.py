@@ -10,8 +10,9 @@ import signal
 import time
 
 from django.conf import settings
-from django.db import connections
+from django.db import InterfaceError, OperationalError, connections
 
+from kernel.exceptions import sqlstate_of
 from kernel.session_timeouts import apply_session_timeouts
 
 logger = logging.getLogger(__name__)
@@ -72,6 +73,34 @@ def drop_broken_db_connections() -> None:
                 conn.errors_occurred = False
             else:
                 conn.close()
+
+
+# The server ended the session: pg_terminate_backend (57P01), a crash (57P02), a restart (57P03).
+SESSION_ENDED = ("57P01", "57P02", "57P03")
+
+
+def connection_lost(exc: BaseException) -> bool:
+    """Whether ``exc`` says a database *connection* was lost (its backend ended, its socket broke)
+    rather than that a statement failed: no fault of the work that happened to find out.
+
+    SQLSTATE class 08 and the session-ending codes; psycopg's own errors without a SQLSTATE
+    ("the connection is lost", "server closed the connection unexpectedly") too. SQLite's
+    errors never carry one and are not counted (a busy database is not a lost connection).
+    """
+    if not isinstance(exc, OperationalError | InterfaceError):
+        return False
+    if code := sqlstate_of(exc):
+        return code.startswith("08") or code in SESSION_ENDED
+    return type(exc.__cause__ or exc).__module__.startswith("psycopg")
+
+
+def reconnect_databases() -> None:
+    """Close every connection outside a transaction, on every alias, so the next use opens a new
+    one: a backend terminated while idle (the payment gateway's, say) is only found out by its
+    next query, which would fail too."""
+    for conn in connections.all(initialized_only=True):
+        if not conn.in_atomic_block:
+            conn.close()
 
 
 def use_dedicated_connections(*, session_limits: bool = True) -> None:

@@ -1,14 +1,47 @@
 """The saga timeline as the order's admin page shows it (read through messaging.api)."""
 
 import json
+from dataclasses import dataclass
+from datetime import datetime
 
 from django.utils import timezone
 from django.utils.safestring import mark_safe
 
-from messaging.api import command_in_deployment, local_consumers, system_consumers, timeline_waiting
+from messaging.api import (
+    Handling,
+    TimelineEntry,
+    WaitingPlace,
+    YetToHandle,
+    command_in_deployment,
+    local_consumers,
+    system_consumers,
+    timeline_waiting,
+    yet_to_handle,
+)
 from orders.models import Order
 from orders.selectors import order_timeline
 from orders.swimlane import saga_swimlane
+
+
+@dataclass(frozen=True)
+class TimelineRow:
+    """A timeline entry as the page's table shows it: times relative to checkout and to the event."""
+
+    entry: TimelineEntry
+    offset: float  # seconds after checkout
+    handled: list[tuple[Handling, float]]  # each handling and its seconds after the event
+    yet_to_handle: YetToHandle
+    payload_pretty: str
+
+    @classmethod
+    def of(cls, entry: TimelineEntry, *, checkout_at: datetime, yet: YetToHandle) -> "TimelineRow":
+        return cls(
+            entry=entry,
+            offset=(entry.occurred_at - checkout_at).total_seconds(),
+            handled=[(h, (h.handled_at - entry.occurred_at).total_seconds()) for h in entry.handled_by],
+            yet_to_handle=yet,
+            payload_pretty=json.dumps(entry.payload or {}, indent=2, sort_keys=True),
+        )
 
 
 def order_saga_view(order: Order) -> dict:
@@ -19,15 +52,12 @@ def order_saga_view(order: Order) -> dict:
     running = order.status == Order.Status.PENDING
     waiting = timeline_waiting(entries, now=now, expect_answers=running)
     # orders.swimlane escapes every text it draws.
-    picture = mark_safe(saga_swimlane(entries, started_at=order.created_at, expect_answers=running))  # noqa: S308
-    for entry in entries:
-        entry["offset"] = (entry["occurred_at"] - order.created_at).total_seconds()
-        entry["payload_pretty"] = json.dumps(entry.get("payload") or {}, indent=2, sort_keys=True)
-        for handled in entry["handled_by"]:
-            handled["after"] = (handled["handled_at"] - entry["occurred_at"]).total_seconds()
+    picture = mark_safe(saga_swimlane(entries, started_at=order.created_at, waiting=waiting))  # noqa: S308
+    # The table names every consumer yet to answer, a running saga or not (the banner, only the waits).
+    yet = yet_to_handle(entries, now=now)
     return {
         "outcome": saga_outcome(order, waiting),
-        "timeline": entries,
+        "timeline": [TimelineRow.of(e, checkout_at=order.created_at, yet=yet[e.message_id]) for e in entries],
         "swimlane": picture,
         "waiting": waiting,
         "order_age": (now - order.created_at).total_seconds(),
@@ -43,7 +73,7 @@ OUTCOME_WORDS = {
 }
 
 
-def saga_outcome(order: Order, waiting: list[dict]) -> dict | None:
+def saga_outcome(order: Order, waiting: list[WaitingPlace]) -> dict | None:
     """What the banner says of an order nothing waits for: its outcome, what this deployment
     saw, and, in a split, what it cannot know and where to look. None while anything waits
     or the order is still PENDING (the banner lists the waits instead)."""

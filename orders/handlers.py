@@ -36,4 +36,3 @@ def on_reservation_failed(event: IncomingEvent) -> None:
 
 def on_product_updated(event: IncomingEvent) -> None:
     storefront_product_apply(**product_update_of(event))
-

@@ -1,5 +1,6 @@
 """Orders' reads for operators: the overview page and the metrics endpoint."""
 
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.db.models import Count, Min, QuerySet
@@ -26,16 +27,25 @@ def orders_pending_longer_than(*, seconds: float) -> QuerySet[Order]:
     return Order.objects.filter(status=Order.Status.PENDING, created_at__lt=cutoff).order_by("created_at")
 
 
-def orders_pending_summary(*, stuck_after: float) -> dict:
+@dataclass(frozen=True)
+class PendingOrders:
+    """PENDING orders: how many, how many of them are stuck, and the oldest one's age."""
+
+    pending: int
+    stuck: int  # PENDING for longer than the ``stuck_after`` asked for
+    oldest_age: float  # seconds; 0.0 when none is PENDING
+
+
+def orders_pending_summary(*, stuck_after: float) -> PendingOrders:
     """PENDING orders: how many, how many older than ``stuck_after`` seconds, the oldest's age."""
     now = timezone.now()
     pending = Order.objects.filter(status=Order.Status.PENDING)
     stats = pending.aggregate(count=Count("id"), oldest=Min("created_at"))
-    return {
-        "pending": stats["count"],
-        "stuck": pending.filter(created_at__lt=now - timedelta(seconds=stuck_after)).count(),
-        "oldest_age": (now - stats["oldest"]).total_seconds() if stats["oldest"] else 0.0,
-    }
+    return PendingOrders(
+        pending=stats["count"],
+        stuck=pending.filter(created_at__lt=now - timedelta(seconds=stuck_after)).count(),
+        oldest_age=(now - stats["oldest"]).total_seconds() if stats["oldest"] else 0.0,
+    )
 
 
 def orders_per_minute(*, until: datetime, minutes: int = 60) -> tuple[list[datetime], dict[str, list[int]]]:

@@ -32,14 +32,14 @@ OUTCOME_COLORS = {"CONFIRMED": "#2e7d32", "FAILED": "#c62828", "CANCELLED": "#ef
 
 def pending_order_gauges():
     pending = orders_pending_summary(stuck_after=STUCK_AFTER)
-    yield GaugeMetricFamily("orders_pending", "Orders in PENDING.", value=pending["pending"])
+    yield GaugeMetricFamily("orders_pending", "Orders in PENDING.", value=pending.pending)
     yield GaugeMetricFamily(
-        "orders_pending_stuck", f"Orders PENDING for longer than {STUCK_AFTER:.0f}s.", value=pending["stuck"]
+        "orders_pending_stuck", f"Orders PENDING for longer than {STUCK_AFTER:.0f}s.", value=pending.stuck
     )
     yield GaugeMetricFamily(
         "orders_oldest_pending_age_seconds",
         "Age of the oldest PENDING order (0 when none).",
-        value=pending["oldest_age"],
+        value=pending.oldest_age,
     )
 
 

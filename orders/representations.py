@@ -6,11 +6,12 @@ the queries. ``apis.OrderOutputSerializer`` documents it, and a test keeps both 
 
 from datetime import UTC, datetime
 
+from messaging.api import TimelineEntry
 from orders.models import Order
 from orders.selectors import order_timeline
 
 
-def order_representation(order: Order, *, lines=None, timeline: list[dict] | None = None) -> dict:
+def order_representation(order: Order, *, lines=None, timeline: list[TimelineEntry] | None = None) -> dict:
     """``lines`` and ``timeline`` are read unless given (checkout knows them for a new order)."""
     lines = order.lines.all() if lines is None else lines
     timeline = order_timeline(order=order) if timeline is None else timeline
@@ -28,13 +29,13 @@ def order_representation(order: Order, *, lines=None, timeline: list[dict] | Non
         "updated_at": _time(order.updated_at),
         "timeline": [
             {
-                "event_type": entry["event_type"],
-                "message_id": entry["message_id"],
-                "occurred_at": _time(entry["occurred_at"]),
-                "published_at": _time(entry["published_at"]),
-                "source": entry["source"],
-                "causation_id": entry["causation_id"],
-                "state": entry["state"],
+                "event_type": entry.event_type,
+                "message_id": entry.message_id,
+                "occurred_at": _time(entry.occurred_at),
+                "published_at": _time(entry.published_at),
+                "source": entry.source,
+                "causation_id": entry.causation_id,
+                "state": entry.state,
             }
             for entry in timeline
         ],

@@ -4,7 +4,7 @@ import uuid
 
 from django.db.models import QuerySet
 
-from messaging.api import timeline_for
+from messaging.api import TimelineEntry, timeline_for
 from orders.models import Order, StorefrontProduct
 
 
@@ -16,7 +16,7 @@ def order_get(*, order_id: str | uuid.UUID) -> Order | None:
     return Order.objects.prefetch_related("lines").filter(pk=order_uuid).first()
 
 
-def order_timeline(*, order: Order, detailed: bool = False) -> list[dict]:
+def order_timeline(*, order: Order, detailed: bool = False) -> list[TimelineEntry]:
     return timeline_for(str(order.id), detailed=detailed)
 
 

@@ -4,8 +4,8 @@ Rendered on the server as inline SVG: no JavaScript, text stays selectable, ever
 ``<title>`` (its type, message id and time). Events take one column each in order of
 occurrence: a saga's first hops are milliseconds apart and a cancellation may come hours later,
 so a linear time axis would pile the interesting part into one spot; each column says its time
-since checkout instead. It reads from the detailed timeline (``timeline_for(..., detailed=True)``
-after ``timeline_waiting``), so a split deployment draws what it knows.
+since checkout instead. It draws the detailed timeline (``timeline_for(..., detailed=True)``) and
+the places ``timeline_waiting`` found in it, so a split deployment draws what it knows.
 """
 
 from datetime import datetime
@@ -13,6 +13,7 @@ from html import escape
 
 from kernel.charts import format_duration
 from kernel.contexts import event_kind, installed, names
+from messaging.api import TimelineEntry, WaitingPlace
 
 LANE_HEIGHT = 86
 GUTTER = 96  # lane names
@@ -42,26 +43,35 @@ def kind_of(event_type: str) -> str:
     return event_kind(event_type)
 
 
-def waiting_reason(entry: dict, expect_answers: bool) -> str:
-    """Why the event is drawn as waiting, or "" when nothing waits on it."""
-    if entry["state"] == "pending":
-        return "waiting in the outbox"
-    if entry["state"] == "parked":
-        return "parked in the outbox"
-    if entry.get("awaiting"):
-        return "not yet handled by " + ", ".join(entry["awaiting"])
-    handled = {h["consumer"] for h in entry.get("handled_by", [])}
-    if failed := [d["consumer"] for d in entry.get("dead_letters", []) if d["consumer"] not in handled]:
-        return "a dead letter at " + ", ".join(failed)
-    if expect_answers and entry.get("elsewhere"):
-        return "no answer yet from " + ", ".join(entry["elsewhere"]) + " (another deployment)"
-    return ""
+# A mark gives one reason to wait: of its places' kinds, the first here, in the order an operator
+# would look (the outbox, this deployment's consumers and dead letters, then another deployment).
+REASONS = {
+    "pending": "waiting in the outbox",
+    "parked": "parked in the outbox",
+    "unhandled": "not yet handled by {}",
+    "dead_letter": "a dead letter at {}",
+    "elsewhere": "no answer yet from {} (another deployment)",
+}
 
 
-def saga_swimlane(entries: list[dict], *, started_at: datetime, expect_answers: bool = False) -> str:
-    """The SVG markup for ``entries`` (oldest first); ``started_at`` is the checkout."""
+def waiting_reasons(waiting: list[WaitingPlace]) -> dict[str, str]:
+    """Why each event with a place in ``waiting`` is drawn as waiting, by message id."""
+    consumers: dict[str, dict[str, list[str]]] = {}
+    for place in waiting:
+        consumers.setdefault(place.message_id, {}).setdefault(place.kind, []).append(place.consumer or "")
+    reasons = {}
+    for message_id, by_kind in consumers.items():
+        kind = min(by_kind, key=list(REASONS).index)
+        reasons[message_id] = REASONS[kind].format(", ".join(by_kind[kind]))
+    return reasons
+
+
+def saga_swimlane(entries: list[TimelineEntry], *, started_at: datetime, waiting: list[WaitingPlace]) -> str:
+    """The SVG markup for ``entries`` (oldest first); ``started_at`` is the checkout and ``waiting``
+    what ``timeline_waiting`` found in ``entries`` (its ``expect_answers`` decides the elsewhere marks)."""
+    reasons = waiting_reasons(waiting)
     contexts = names(installed())
-    lanes = contexts + sorted({e["source"] for e in entries} - set(contexts))
+    lanes = contexts + sorted({e.source for e in entries} - set(contexts))
     column = max(MIN_COLUMN, min(MAX_COLUMN, (WIDEST - GUTTER) // max(1, len(entries))))
     width = max(GUTTER + column * max(1, len(entries)) + 16, MIN_WIDTH)
     legend_y = TOP + LANE_HEIGHT * len(lanes) + 22
@@ -89,20 +99,20 @@ def saga_swimlane(entries: list[dict], *, started_at: datetime, expect_answers: 
         )
     parts += _arrows(entries, at)
     for index, entry in enumerate(entries):
-        parts += _mark(entry, index, at, lanes, started_at, expect_answers)
+        parts += _mark(entry, index, at, lanes, started_at, reasons.get(entry.message_id, ""))
     parts += _legend(legend_y)
     parts.append("</svg>")
     return "\n".join(parts)
 
 
-def _arrows(entries: list[dict], at) -> list[str]:
-    position = {e["message_id"]: (i, e) for i, e in enumerate(entries)}
+def _arrows(entries: list[TimelineEntry], at) -> list[str]:
+    position = {e.message_id: (i, e) for i, e in enumerate(entries)}
     drawn = []
     for index, entry in enumerate(entries):
-        cause = position.get(entry.get("causation_id") or "")
+        cause = position.get(entry.causation_id or "")
         if cause is None:
             continue
-        (x1, y1), (x2, y2) = at(cause[0], cause[1]["source"]), at(index, entry["source"])
+        (x1, y1), (x2, y2) = at(cause[0], cause[1].source), at(index, entry.source)
         # An S from the cause's right to the effect's left: it never crosses the labels above
         # and below the marks.
         start, end = x1 + RADIUS, x2 - RADIUS - 2
@@ -110,25 +120,25 @@ def _arrows(entries: list[dict], at) -> list[str]:
         path = f"M{start:.1f},{y1:.1f} C{start + bend:.1f},{y1:.1f} {end - bend:.1f},{y2:.1f} {end:.1f},{y2:.1f}"
         drawn.append(
             f'<path class="saga-cause" d="{path}" fill="none" stroke="#607d8b" stroke-width="1.4" '
-            f'marker-end="url(#saga-arrow)"><title>{escape(cause[1]["event_type"])} caused '
-            f"{escape(entry['event_type'])}</title></path>"
+            f'marker-end="url(#saga-arrow)"><title>{escape(cause[1].event_type)} caused '
+            f"{escape(entry.event_type)}</title></path>"
         )
     return drawn
 
 
-def _mark(entry: dict, index: int, at, lanes: list[str], started_at: datetime, expect_answers: bool) -> list[str]:
-    x, y = at(index, entry["source"])
-    kind = kind_of(entry["event_type"])
+def _mark(entry: TimelineEntry, index: int, at, lanes: list[str], started_at: datetime, waiting: str) -> list[str]:
+    """The event's mark; ``waiting`` is why it waits, or "" when nothing waits on it."""
+    x, y = at(index, entry.source)
+    kind = kind_of(entry.event_type)
     color = COLORS[kind]
-    waiting = waiting_reason(entry, expect_answers)
-    offset = (entry["occurred_at"] - started_at).total_seconds()
+    offset = (entry.occurred_at - started_at).total_seconds()
     details = [
-        entry["event_type"],
-        f"message id {entry['message_id']}",
-        f"occurred {entry['occurred_at'].isoformat()} (+{offset:.3f}s)",
-        f"published {entry['published_at'].isoformat()}" if entry.get("published_at") else "not published yet",
+        entry.event_type,
+        f"message id {entry.message_id}",
+        f"occurred {entry.occurred_at.isoformat()} (+{offset:.3f}s)",
+        f"published {entry.published_at.isoformat()}" if entry.published_at else "not published yet",
     ]
-    details += [f"handled by {h['consumer']}" for h in entry.get("handled_by", [])]
+    details += [f"handled by {h.consumer}" for h in entry.handled_by]
     if waiting:
         details.append(waiting)
     style = (
@@ -138,10 +148,10 @@ def _mark(entry: dict, index: int, at, lanes: list[str], started_at: datetime, e
     )
     state = "waiting" if waiting else "done"
     label_y = y + RADIUS + 15 if index % 2 == 0 else y - RADIUS - 20  # alternate: neighbours never collide
-    short = entry["event_type"].split(".", 1)[-1]
+    short = entry.event_type.split(".", 1)[-1]
     title = escape("\n".join(details))
     parts = [
-        f'<g class="saga-event saga-{kind} saga-{state}" data-message-id="{escape(entry["message_id"])}">',
+        f'<g class="saga-event saga-{kind} saga-{state}" data-message-id="{escape(entry.message_id)}">',
         f"<title>{title}</title>",
         f'<circle cx="{x:.1f}" cy="{y:.1f}" r="{RADIUS}" {style}/>',
         f'<text x="{x:.1f}" y="{label_y:.1f}" font-size="11" text-anchor="middle" fill="#263238">'
@@ -150,12 +160,12 @@ def _mark(entry: dict, index: int, at, lanes: list[str], started_at: datetime, e
         f"+{_duration(offset)}{' · waiting' if waiting else ''}</text>",
         "</g>",
     ]
-    for n, letter in enumerate(entry.get("dead_letters", [])):
+    for n, letter in enumerate(entry.dead_letters):
         # In the lane of the consumer that failed; the event log is no lane: beside the event.
-        lane = letter["consumer"] if letter["consumer"] in lanes else entry["source"]
+        lane = letter.consumer if letter.consumer in lanes else entry.source
         lx, ly = at(index, lane)
         lx += RADIUS + 8 + 12 * n
-        note = f"dead letter #{letter['id']} at {letter['consumer']}: {letter['reason']}"
+        note = f"dead letter #{letter.id} at {letter.consumer}: {letter.reason}"
         parts.append(
             f'<g class="saga-dead-letter"><title>{escape(note)}</title>'
             f'<path d="M{lx - 5:.1f},{ly - 5:.1f} L{lx + 5:.1f},{ly + 5:.1f} M{lx - 5:.1f},{ly + 5:.1f} '

@@ -276,18 +276,18 @@ def print_timeline(api: Api, path: Story, admin_url: str) -> None:
     entries = timeline_for(path.order_id, detailed=True)
     if not entries:
         return
-    origin = entries[0]["occurred_at"]
+    origin = entries[0].occurred_at
     print(f"   {'at':>9}  {'context':<10} {'event':<36} {'message id':<36}  {'published':>9}  handled by")
     for entry in entries:
-        handled = ", ".join(f"{h['consumer']} {seconds_after(h['handled_at'], origin)}" for h in entry["handled_by"])
+        handled = ", ".join(f"{h.consumer} {seconds_after(h.handled_at, origin)}" for h in entry.handled_by)
         print(
-            f"   {seconds_after(entry['occurred_at'], origin):>9}  {entry['source']:<10} {entry['event_type']:<36} "
-            f"{entry['message_id']:<36}  {seconds_after(entry['published_at'], origin):>9}  {handled or '-'}"
+            f"   {seconds_after(entry.occurred_at, origin):>9}  {entry.source:<10} {entry.event_type:<36} "
+            f"{entry.message_id:<36}  {seconds_after(entry.published_at, origin):>9}  {handled or '-'}"
         )
     money = ledger(path.order_id)
-    timeline_waiting(entries)  # marks what still waits, for the picture
+    waiting = timeline_waiting(entries, expect_answers=False)  # a silent context hosted elsewhere is no wait
     picture = PICTURES / f"{len(list(PICTURES.glob('*.svg'))) + 1:02d}-{slug(path.title)}.svg"
-    picture.write_text(saga_swimlane(entries, started_at=entries[0]["occurred_at"], expect_answers=False))
+    picture.write_text(saga_swimlane(entries, started_at=entries[0].occurred_at, waiting=waiting))
     path.picture = picture
     print(f"   money moved (the gateway's ledger): {', '.join(money) or 'none'}")
     print(f"   admin: {admin_url}/admin/orders/order/{path.order_id}/change/")

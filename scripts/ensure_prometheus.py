@@ -16,18 +16,17 @@ Usage: scripts/ensure_prometheus.py
 import os
 import pwd
 import shutil
-import signal
-import subprocess
 import sys
-import time
+from functools import partial
 from pathlib import Path
+
+from debian_packages import DebianPackage, install  # a sibling: run as a script, scripts/ is on sys.path
 
 # package -> (the binaries the tests run, the daemon its service starts)
 PACKAGES = {
     "prometheus": (("prometheus", "promtool"), "/usr/bin/prometheus"),
     "prometheus-alertmanager": (("prometheus-alertmanager", "amtool"), "/usr/bin/prometheus-alertmanager"),
 }
-HOW_TO = "As root: apt-get install -y --no-install-recommends {package} (then stop its service)"
 
 
 def installed(package: str) -> bool:
@@ -54,60 +53,25 @@ def packaged_daemons(daemon: str) -> list[int]:
     return pids
 
 
-def quiet(*argv: str) -> None:
-    subprocess.run(argv, capture_output=True, check=False)
-
-
-def stop_packaged_daemon(package: str) -> None:
-    """Stop and disable the service the package set up, whatever init system (or none) runs here."""
-    _, daemon = PACKAGES[package]
-    if Path("/run/systemd/system").is_dir():
-        quiet("systemctl", "disable", "--now", package)
-    else:
-        quiet("systemctl", "disable", package)  # works offline: removes the unit's symlinks
-        quiet("update-rc.d", package, "disable")
-        quiet("service", package, "stop")
-    # Without an init system to ask, end the daemon itself (by pid: only the packaged one).
-    for sig, grace in ((signal.SIGTERM, 10.0), (signal.SIGKILL, 5.0)):
-        pids = packaged_daemons(daemon)
-        for pid in pids:
-            try:
-                os.kill(pid, sig)
-            except ProcessLookupError:
-                pass
-        deadline = time.monotonic() + grace
-        while pids and time.monotonic() < deadline:
-            time.sleep(0.2)
-            pids = packaged_daemons(daemon)
-        if not pids:
-            return
-    sys.exit(f"the packaged {daemon} is still running (pids {packaged_daemons(daemon)}); stop it by hand")
-
-
-def install(package: str) -> None:
-    how_to = HOW_TO.format(package=package)
-    if os.geteuid() != 0:
-        sys.exit(f"{'/'.join(PACKAGES[package][0])} missing and only root can install them. {how_to}")
-    print(f"installing Debian's {package} package (apt-get install {package})", file=sys.stderr, flush=True)
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    # No recommends: prometheus-node-exporter would be one more daemon listening on the host.
-    command = ["apt-get", "install", "-y", "-q", "--no-install-recommends", package]
-    try:
-        if subprocess.run(command, env=env, capture_output=True, check=False).returncode:
-            subprocess.run(["apt-get", "update", "-q"], env=env, capture_output=True, check=False)
-            done = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
-            if done.returncode:
-                sys.exit(f"apt-get install {package} failed:\n{done.stdout}{done.stderr}\n{how_to}")
-    finally:
-        stop_packaged_daemon(package)
-    if not installed(package):
-        sys.exit(f"{package} is installed but one of {', '.join(PACKAGES[package][0])} is not on PATH")
+def debian_package(package: str) -> DebianPackage:
+    binaries, daemon = PACKAGES[package]
+    return DebianPackage(
+        name=package,
+        how_to=f"As root: apt-get install -y --no-install-recommends {package} (then stop its service)",
+        not_root=f"{'/'.join(binaries)} missing and only root can install them.",
+        still_running=f"the packaged {daemon} is still running (pids {{pids}}); stop it by hand",
+        daemon_pids=partial(packaged_daemons, daemon),
+        # No recommends: prometheus-node-exporter would be one more daemon listening on the host.
+        apt_options=("--no-install-recommends",),
+    )
 
 
 def main() -> int:
     for package in PACKAGES:
         if not installed(package):
-            install(package)
+            install(debian_package(package))
+            if not installed(package):
+                sys.exit(f"{package} is installed but one of {', '.join(PACKAGES[package][0])} is not on PATH")
     return 0
 
 

@@ -28,7 +28,7 @@ from django.utils import timezone
 
 from kernel.exceptions import LOCK_NOT_AVAILABLE, sqlstate_of
 from kernel.sql import Statement, execute_together, insert_statement, rows_statement
-from messaging.api import collecting, outbox_statements, publish, timeline_entry_of_new_event
+from messaging.api import TimelineEntry, collecting, outbox_statements, publish, timeline_entry_of_new_event
 from orders.models import CheckoutRequest, Order, OrderLine, StorefrontProduct
 from orders.representations import order_representation
 
@@ -72,7 +72,7 @@ class PlacedOrder:
 
     order: Order
     lines: list[OrderLine]
-    timeline: list[dict]
+    timeline: list[TimelineEntry]
 
 
 def request_fingerprint(data) -> str:

@@ -32,7 +32,7 @@ def alert_rules() -> dict[str, dict]:
 def test_amtool_accepts_the_configuration():
     result = amtool("check-config", str(ALERTMANAGER))
     assert result.returncode == 0, result.stdout + result.stderr
-    assert " - 1 inhibit rules\n - 2 receivers\n" in result.stdout, result.stdout
+    assert " - 2 inhibit rules\n - 2 receivers\n" in result.stdout, result.stdout
 
 
 def test_amtool_refuses_a_broken_configuration(tmp_path):
@@ -53,8 +53,9 @@ def test_each_alert_reaches_the_receiver_of_its_severity(name):
 
 
 def test_a_target_down_silences_the_alerts_it_explains_and_no_others():
-    """The inhibition's ``equal: [service]``: the alerts labelled with a worker's service are the
-    ones a stopped worker causes; the database-gauge alerts keep paging on their own."""
+    """The first inhibition's ``equal: [service]``: the alerts labelled with a worker's service are
+    the ones a stopped worker causes; the database-gauge alerts keep paging on their own. The
+    second: no RabbitMQ majority explains the per-node warnings and the outbox's age, nothing else."""
     services = {name: rule["labels"].get("service") for name, rule in alert_rules().items()}
     assert services == {
         "OutboxOldestPendingTooOld": "shop-relay",
@@ -65,13 +66,20 @@ def test_a_target_down_silences_the_alerts_it_explains_and_no_others():
         "ShopWorkerDown": None,  # from its job, by label_replace in the expression
         "ShopWebDown": None,
         "ShopDatabaseDown": None,
+        "RabbitMQNodeDown": "rabbitmq",  # no shop worker's: a stopped worker never silences it
+        "RabbitMQMajorityDown": "rabbitmq",
     }
     for source in ("ShopWorkerDown", "ShopWebDown"):
         assert "label_replace(up{job=" in alert_rules()[source]["expr"]
         assert '"service", "$1", "job", "(.+)")' in alert_rules()[source]["expr"]
-    [rule] = yaml.safe_load(ALERTMANAGER.read_text())["inhibit_rules"]
-    assert rule == {
-        "source_matchers": ['alertname=~"ShopWorkerDown|ShopWebDown"'],
-        "target_matchers": ['alertname!~"ShopWorkerDown|ShopWebDown"'],
-        "equal": ["service"],
-    }
+    assert yaml.safe_load(ALERTMANAGER.read_text())["inhibit_rules"] == [
+        {
+            "source_matchers": ['alertname=~"ShopWorkerDown|ShopWebDown"'],
+            "target_matchers": ['alertname!~"ShopWorkerDown|ShopWebDown"'],
+            "equal": ["service"],
+        },
+        {
+            "source_matchers": ['alertname="RabbitMQMajorityDown"'],
+            "target_matchers": ['alertname=~"RabbitMQNodeDown|OutboxOldestPendingTooOld"'],
+        },
+    ]

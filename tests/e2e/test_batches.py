@@ -162,7 +162,10 @@ def test_the_same_message_twice_in_one_batch_takes_effect_once(processes, quiet_
 
 def test_two_consumer_processes_whose_batches_lock_the_same_products_never_deadlock_for_good(processes, quiet_broker):
     # Orders of one SKU each, alternating between two hot products: two batches can each hold one
-    # product and want the other. PostgreSQL breaks such a cycle (40P01); the loser is decided alone.
+    # product and want the other. PostgreSQL breaks such a cycle (40P01) and the loser is decided
+    # again. Whether a run meets one is timing (none in some runs here), so this test holds the
+    # invariants under whatever contention comes; tests/integration/test_batch_deadlocks.py forces
+    # the deadlocks and proves the loser's path.
     Product.objects.bulk_create(
         [Product(sku="HOT-A", name="A", price=Decimal("1.00"), stock=10_000),
          Product(sku="HOT-B", name="B", price=Decimal("1.00"), stock=10_000)]
@@ -189,11 +192,9 @@ def test_two_consumer_processes_whose_batches_lock_the_same_products_never_deadl
     assert sorted(Product.objects.values_list("sku", "stock")) == [("HOT-A", 10_000 - 150), ("HOT-B", 10_000 - 150)]
     assert OutboxMessage.objects.filter(event_type="inventory.stock.reserved").count() == 300
     assert not DeadLetter.objects.exists()
-    # Both took batches larger than one, and PostgreSQL did break deadlocks between them (dozens
-    # per run here): the path that decides a deadlock's loser again was taken.
+    # Both took batches larger than one: their batches did hold several products' locks at once.
     for samples in batches:
         assert samples[("messaging_consumer_batch_size_sum", ())] > samples[("messaging_consumer_batch_size_count", ())]
-    assert processes.logs(tail=100_000).count("deadlock detected") >= 1
 
 
 def test_the_event_log_records_a_batch_with_one_insert(processes, quiet_broker):

@@ -4,7 +4,6 @@ Only the test's own resources are touched: the connections of its RabbitMQ vhost
 PostgreSQL backends its processes opened (``make test`` shares both servers).
 """
 
-
 import pytest
 
 from faultlib.faults import close_broker_connections

@@ -13,8 +13,11 @@ the test takes seconds rather than minutes.
 
 import json
 import re
+import subprocess
 import urllib.parse
 import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -25,7 +28,7 @@ from faultlib.saga import seed_catalog, wait_terminal
 from faultlib.scenarios import FAST_RETRIES
 from messaging.models import DeadLetter, OutboxMessage
 from tests.conftest import ALL_DATABASES
-from tests.support.monitoring import DEPLOY, Alertmanager, Daemons, WebhookReceiver, answers, http_json
+from tests.support.monitoring import DEPLOY, Alertmanager, Daemons, Prometheus, WebhookReceiver, answers, http_json
 
 ALERT = "OutboxOldestPendingTooOld"
 FAST_FOR, FAST_AGE = "2s", 3
@@ -39,11 +42,6 @@ def daemons(tmp_path):
         yield started
     finally:
         started.stop_all()
-
-
-@pytest.fixture
-def prometheus(daemons):
-    return daemons.prometheus
 
 
 def fast_rules(target: Path) -> dict:
@@ -103,6 +101,47 @@ def webhook():
     receiver.close()
 
 
+@dataclass
+class AlertingShop:
+    web: str  # the web process's base URL
+    ports: dict[str, int]  # scrape job -> the port it scrapes
+    relay: subprocess.Popen
+    prometheus: Prometheus
+    alertmanager: Alertmanager
+    outbox_rule: dict  # OutboxOldestPendingTooOld as this Prometheus evaluates it
+
+
+@pytest.fixture
+def alerting_shop(processes, daemons, webhook, tmp_path) -> Callable[..., AlertingShop]:
+    """Starts the shop (web, relay, consumers with ``consumer_env``), a real Alertmanager with the
+    shipped routes, its webhooks pointed at ``webhook``, and a real Prometheus with the shipped
+    rules scraping the shop, all fast; returns once every target is scraped (the web one with the
+    token)."""
+
+    def start(consumer_env: dict[str, str] | None = None) -> AlertingShop:
+        ports = {"shop-web": free_port(), "shop-relay": free_port(), "shop-consumers": free_port()}
+        token = uuid.uuid4().hex
+        token_file = tmp_path / "metrics-token"
+        token_file.write_text(token)
+        address = f"127.0.0.1:{ports['shop-web']}"
+        web = f"http://{address}"
+        processes.start("web", "runserver", address, "--noreload", env={"METRICS_TOKEN": token})
+        relay = processes.start("relay", "run_outbox_relay", "--metrics-port", str(ports["shop-relay"]))
+        processes.start("consumers", "run_consumers", "--metrics-port", str(ports["shop-consumers"]), env=consumer_env)
+        outbox_rule = fast_rules(tmp_path / "alerts.yml")
+        fast_routes(tmp_path / "alertmanager.yml", webhook)
+        alertmanager = daemons.alertmanager(tmp_path / "alertmanager.yml")
+        write_config(tmp_path / "prometheus.yml", ports, token_file, tmp_path / "alerts.yml", alertmanager)
+        prom = daemons.prometheus(tmp_path / "prometheus.yml")
+        seed_catalog()
+        wait_until(lambda: answers(f"{web}/healthz"), timeout=30, message="the web process")
+        everything_up = {"shop-web": "up", "shop-relay": "up", "shop-consumers": "up"}
+        wait_until(lambda: prom.target_health() == everything_up, timeout=30, message=f"targets {everything_up}")
+        return AlertingShop(web, ports, relay, prom, alertmanager, outbox_rule)
+
+    return start
+
+
 def place_checkout(base: str, token: str = "tok_visa") -> str:
     status, order = http_json(
         f"{base}/api/checkout/",
@@ -127,27 +166,12 @@ def unpublished() -> int:
 
 @pytest.mark.django_db(transaction=True, databases=ALL_DATABASES)
 def test_outbox_age_alert_fires_while_the_relay_is_stopped_and_resolves_when_it_runs_again(
-    processes, daemons, webhook, tmp_path
+    processes, alerting_shop, webhook
 ):
-    ports = {"shop-web": free_port(), "shop-relay": free_port(), "shop-consumers": free_port()}
-    token = uuid.uuid4().hex
-    token_file = tmp_path / "metrics-token"
-    token_file.write_text(token)
-    web = f"http://127.0.0.1:{ports['shop-web']}"
-    processes.start("web", "runserver", f"127.0.0.1:{ports['shop-web']}", "--noreload", env={"METRICS_TOKEN": token})
-    relay = processes.start("relay", "run_outbox_relay", "--metrics-port", str(ports["shop-relay"]))
-    processes.start("consumers", "run_consumers", "--metrics-port", str(ports["shop-consumers"]))
-    outbox_rule = fast_rules(tmp_path / "alerts.yml")
-    fast_routes(tmp_path / "alertmanager.yml", webhook)
-    alertmanager = daemons.alertmanager(tmp_path / "alertmanager.yml")
-    write_config(tmp_path / "prometheus.yml", ports, token_file, tmp_path / "alerts.yml", alertmanager)
-    prom = daemons.prometheus(tmp_path / "prometheus.yml")
-    seed_catalog()
-    wait_until(lambda: answers(f"{web}/healthz"), timeout=30, message="the web process")
+    shop = alerting_shop()
+    web, prom, alertmanager = shop.web, shop.prometheus, shop.alertmanager
 
-    # Every target scraped (the web one with the token), the rule evaluated on real data: inactive.
-    everything_up = {"shop-web": "up", "shop-relay": "up", "shop-consumers": "up"}
-    wait_until(lambda: prom.target_health() == everything_up, timeout=30, message=f"targets {everything_up}")
+    # Every target scraped (the fixture waited for that), the rule evaluated on real data: inactive.
     wait_until(lambda: unpublished() == 0, timeout=30, message="the catalogue's events to be published")
     age = f'messaging_outbox_oldest_pending_age_seconds{{job="shop-web"}} < {FAST_AGE}'
     wait_until(lambda: len(prom.api("query", query=age)["result"]) == 1, timeout=30, message="a young outbox")
@@ -155,7 +179,7 @@ def test_outbox_age_alert_fires_while_the_relay_is_stopped_and_resolves_when_it_
     assert prom.active_alerts() == {}
 
     # The relay stops: its target goes down first, and Alertmanager pages for it.
-    assert processes.stop(relay) == 0
+    assert processes.stop(shop.relay) == 0
     wait_until(lambda: webhook.alerts("/page"), timeout=30, interval=0.5, message="the pager to receive an alert")
     assert paged(webhook) == {"ShopWorkerDown"}
     down = webhook.alerts("/page")[0]
@@ -178,7 +202,7 @@ def test_outbox_age_alert_fires_while_the_relay_is_stopped_and_resolves_when_it_
     )
     alert = prom.active_alerts()[(ALERT, None)]
     assert alert["labels"] == {"alertname": ALERT, "severity": "critical", "service": "shop-relay"}
-    assert alert["annotations"]["runbook"] == outbox_rule["annotations"]["runbook"]
+    assert alert["annotations"]["runbook"] == shop.outbox_rule["annotations"]["runbook"]
     assert float(alert["value"]) > FAST_AGE
     assert unpublished() == 3  # still piling up: nothing published them
 
@@ -192,7 +216,7 @@ def test_outbox_age_alert_fires_while_the_relay_is_stopped_and_resolves_when_it_
     assert paged(webhook) == {"ShopWorkerDown"}
     assert webhook.notifications("/ticket") == []
 
-    processes.start("relay", "run_outbox_relay", "--metrics-port", str(ports["shop-relay"]))
+    processes.start("relay", "run_outbox_relay", "--metrics-port", str(shop.ports["shop-relay"]))
     wait_until(lambda: prom.active_alerts() == {}, timeout=30, interval=0.5, message="every alert to resolve")
     assert prom.rule_state(ALERT) == ("inactive", "ok")
     wait_terminal(orders)
@@ -207,26 +231,10 @@ def test_outbox_age_alert_fires_while_the_relay_is_stopped_and_resolves_when_it_
 
 
 @pytest.mark.django_db(transaction=True, databases=ALL_DATABASES)
-def test_a_dead_letter_reaches_the_on_call_webhook_with_its_order_and_reason(processes, daemons, webhook, tmp_path):
+def test_a_dead_letter_reaches_the_on_call_webhook_with_its_order_and_reason(alerting_shop, webhook):
     # given the shop, a real Prometheus with the shipped rules and a real Alertmanager with the
     # shipped routes, its webhooks pointed at this test
-    ports = {"shop-web": free_port(), "shop-relay": free_port(), "shop-consumers": free_port()}
-    token = uuid.uuid4().hex
-    token_file = tmp_path / "metrics-token"
-    token_file.write_text(token)
-    web = f"http://127.0.0.1:{ports['shop-web']}"
-    processes.start("web", "runserver", f"127.0.0.1:{ports['shop-web']}", "--noreload", env={"METRICS_TOKEN": token})
-    processes.start("relay", "run_outbox_relay", "--metrics-port", str(ports["shop-relay"]))
-    processes.start("consumers", "run_consumers", "--metrics-port", str(ports["shop-consumers"]), env=FAST_RETRIES)
-    fast_rules(tmp_path / "alerts.yml")
-    fast_routes(tmp_path / "alertmanager.yml", webhook)
-    alertmanager = daemons.alertmanager(tmp_path / "alertmanager.yml")
-    write_config(tmp_path / "prometheus.yml", ports, token_file, tmp_path / "alerts.yml", alertmanager)
-    prom = daemons.prometheus(tmp_path / "prometheus.yml")
-    seed_catalog()
-    wait_until(lambda: answers(f"{web}/healthz"), timeout=30, message="the web process")
-    everything_up = {"shop-web": "up", "shop-relay": "up", "shop-consumers": "up"}
-    wait_until(lambda: prom.target_health() == everything_up, timeout=30, message=f"targets {everything_up}")
+    web = alerting_shop(consumer_env=FAST_RETRIES).web
 
     # when a payment keeps failing (the gateway is unavailable for this token) until its retries
     # are exhausted, and the message becomes a dead letter
@@ -244,3 +252,49 @@ def test_a_dead_letter_reaches_the_on_call_webhook_with_its_order_and_reason(pro
     oldest = alert["annotations"]["oldest"]
     assert oldest.startswith(f"order {order_id}, reason {letter.reason}, message {letter.message_id}, waiting "), oldest
     assert webhook.notifications("/page") == []  # a dead letter waits safely: a ticket, not a page
+
+
+def rabbitmq_alert(name: str, **labels: str) -> dict:
+    """An alert as deploy/prometheus/alerts.yml labels it (its promtool tests pin those labels)."""
+    rule = yaml.safe_load((DEPLOY / "prometheus" / "alerts.yml").read_text())
+    [rule] = [r for g in rule["groups"] for r in g["rules"] if r["alert"] == name]
+    return {"labels": {"alertname": name, **rule["labels"], **labels}}
+
+
+def test_no_rabbitmq_majority_pages_once_while_one_node_down_is_a_ticket(daemons, webhook, tmp_path):
+    # given the shipped routes and inhibitions on a real Alertmanager, its webhooks on this test
+    fast_routes(tmp_path / "alertmanager.yml", webhook)
+    alertmanager = daemons.alertmanager(tmp_path / "alertmanager.yml")
+
+    def states() -> dict[str, tuple[str, int]]:
+        return {
+            a["labels"]["alertname"] + a["labels"].get("instance", ""): (
+                a["status"]["state"],
+                len(a["status"]["inhibitedBy"]),
+            )
+            for a in alertmanager.alerts()
+        }
+
+    # when one node of three stops answering: a ticket, no page
+    first = rabbitmq_alert("RabbitMQNodeDown", job="rabbitmq", instance="10.0.0.1:15692")
+    alertmanager.post_alerts([first])
+    wait_until(lambda: webhook.alerts("/ticket"), timeout=30, interval=0.5, message="a ticket for the node")
+    assert [a["labels"]["instance"] for a in webhook.alerts("/ticket")] == ["10.0.0.1:15692"]
+    assert webhook.notifications("/page") == []
+
+    # when a second node goes, and the outbox ages because the relay has nowhere to publish
+    second = rabbitmq_alert("RabbitMQNodeDown", job="rabbitmq", instance="10.0.0.2:15692")
+    majority = rabbitmq_alert("RabbitMQMajorityDown")
+    outbox = {"labels": {"alertname": ALERT, "severity": "critical", "service": "shop-relay"}}
+    alertmanager.post_alerts([first, second, majority, outbox])
+
+    # then the pager hears of the majority only; the node warnings and the outbox's age are held back by it
+    wait_until(lambda: paged(webhook), timeout=30, interval=0.5, message="a page")
+    assert states() == {
+        "RabbitMQMajorityDown": ("active", 0),
+        "RabbitMQNodeDown10.0.0.1:15692": ("suppressed", 1),
+        "RabbitMQNodeDown10.0.0.2:15692": ("suppressed", 1),
+        ALERT: ("suppressed", 1),
+    }
+    assert paged(webhook) == {"RabbitMQMajorityDown"}
+    assert [a["labels"]["instance"] for a in webhook.alerts("/ticket")] == ["10.0.0.1:15692"]

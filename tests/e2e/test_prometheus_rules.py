@@ -114,5 +114,5 @@ def test_the_alerts_job_names_and_the_scrape_targets_agree_with_the_processes():
     for rule in alert_rules().values():
         for matcher in re.findall(r'job=~?"([^"]+)"', rule["expr"]):
             named.update(matcher.split("|"))
-    assert named == {"shop-web", "shop-relay", "shop-consumers", "shop-deadline"}
+    assert named == {"shop-web", "shop-relay", "shop-consumers", "shop-deadline", "rabbitmq"}
     assert named <= jobs.keys()

@@ -28,15 +28,12 @@ import pytest
 from django.conf import settings
 
 from config.gunicorn_errors import HEADERS as ERROR_HEADERS
-from faultlib.processes import BASE_DIR, ProcessGroup, free_port, wait_until
+from faultlib.processes import BASE_DIR, ProcessGroup, alive, child_pids, descendants, free_port, wait_until
 from orders.models import CheckoutRequest, Order, StorefrontProduct
 from tests.conftest import ALL_DATABASES, database_url
 from tests.support.raw_http import chunked
 from tests.support.serve import (
     access_status,
-    alive,
-    child_pids,
-    descendants,
     request,
     start_tier,
     stop_tier,

@@ -8,6 +8,7 @@ from decimal import Decimal
 
 import pytest
 from django.contrib.auth.models import Permission, User
+from django.template.defaultfilters import floatformat
 from django.test import Client
 from django.utils import timezone
 from kombu import Queue
@@ -51,7 +52,7 @@ def order_page(client: Client, order_id: str):
 
 
 def waiting(response) -> list[tuple[str, str, str | None]]:
-    return [(w["kind"], w["event_type"], w["consumer"]) for w in response.context["saga"]["waiting"]]
+    return [(w.kind, w.event_type, w.consumer) for w in response.context["saga"]["waiting"]]
 
 
 def test_a_fresh_order_waits_in_the_outbox(staff, order_id):
@@ -70,8 +71,9 @@ def test_the_order_page_shows_who_handled_what_and_where_the_saga_is_stuck(staff
     now = timezone.now()
     created = created_row(order_id)
     OutboxMessage.objects.filter(pk=created.pk).update(published_at=now)
-    for consumer in ("payments", "events"):
-        InboxMessage.objects.create(consumer=consumer, message_id=str(created.event_id), handled_at=now)
+    for consumer, after in (("payments", 0.25), ("events", 0.3)):
+        handled_at = created.created_at + timedelta(seconds=after)
+        InboxMessage.objects.create(consumer=consumer, message_id=str(created.event_id), handled_at=handled_at)
     succeeded = OutboxMessage.objects.create(
         source="payments",
         event_type="payments.payment.succeeded",
@@ -100,16 +102,30 @@ def test_the_order_page_shows_who_handled_what_and_where_the_saga_is_stuck(staff
         ("dead_letter", "payments.payment.succeeded", "inventory"),
         ("unhandled", "payments.payment.succeeded", "events"),
     ]
-    timeline = response.context["saga"]["timeline"]
-    assert [(e["event_type"], e["source"], e["state"]) for e in timeline] == [
+    timeline = [row.entry for row in response.context["saga"]["timeline"]]
+    assert [(e.event_type, e.source, e.state) for e in timeline] == [
         ("orders.order.created", "orders", "published"),
         ("payments.payment.succeeded", "payments", "published"),
     ]
-    assert [h["consumer"] for h in timeline[0]["handled_by"]] == ["payments", "events"]
-    assert timeline[0]["awaiting"] == []
+    assert [h.consumer for h in timeline[0].handled_by] == ["payments", "events"]
+    rows = response.context["saga"]["timeline"]
+    assert rows[0].yet_to_handle.awaiting == []
+    # The table's times: each event's since checkout, each handling's since its event.
+    checkout_at = Order.objects.get(pk=order_id).created_at
+    assert [row.offset for row in rows] == [
+        (created.created_at - checkout_at).total_seconds(),
+        (succeeded.created_at - checkout_at).total_seconds(),
+    ]
+    assert [(h.consumer, after) for h, after in rows[0].handled] == [("payments", 0.25), ("events", 0.3)]
+    assert rows[1].handled == []
+    assert json.loads(rows[1].payload_pretty) == {"order_id": order_id}
     html = response.content.decode()
+    assert html.count("<small>(+0.250s)</small>") == 1 and html.count("<small>(+0.300s)</small>") == 1
+    assert f"<small>+{floatformat(rows[1].offset, 3)}s</small>" in html  # rounded as the template does
+    assert f"&quot;order_id&quot;: &quot;{order_id}&quot;" in html  # the payload, pretty, escaped
     assert str(succeeded.event_id) in html and str(created.event_id) in html
     assert f"/admin/messaging/deadletter/{letter.pk}/change/" in html
+    assert html.count('<div class="ops-warn">events</div>') == 1  # the table's waiting column, second event
     assert "dead letter at inventory" in html and "InvalidPayload: items missing" in html
 
 
@@ -241,8 +257,8 @@ def test_search_by_message_id_finds_exactly_that_row(staff, order_id):
 def test_the_outbox_list_shows_its_backlog_at_the_top(staff, order_id):
     OutboxMessage.objects.filter(correlation_id=order_id).update(created_at=timezone.now() - timedelta(minutes=3))
     response = staff.get("/admin/messaging/outboxmessage/")
-    assert response.context["backlog"]["pending"] == 1
-    assert 180 <= response.context["backlog"]["oldest_pending_age"] < 240
+    assert response.context["backlog"].pending == 1
+    assert 180 <= response.context["backlog"].oldest_pending_age < 240
     assert 'id="outbox-backlog"' in response.content.decode()
     assert "3m 0" in response.content.decode()
 
@@ -370,8 +386,8 @@ def test_the_overview_counts_backlog_dead_letters_and_stuck_orders(staff, order_
 
     assert response.status_code == 200
     context = response.context
-    assert (context["backlog"]["pending"], context["backlog"]["parked"]) == (1, 1)
-    assert [(d["consumer"], d["waiting"], d["replayed"]) for d in context["dead_letters"]] == [
+    assert (context["backlog"].pending, context["backlog"].parked) == (1, 1)
+    assert [(d.consumer, d.waiting, d.replayed) for d in context["dead_letters"]] == [
         ("orders", 0, 0),
         ("payments", 1, 1),
         ("inventory", 0, 0),

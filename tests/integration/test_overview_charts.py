@@ -42,14 +42,14 @@ def test_the_backlog_history_counts_what_waited_at_each_minute_and_the_oldest_on
 
     history = outbox_backlog_history(until=now)
 
-    assert len(history) == 60 and history[-1]["at"] == now
+    assert len(history) == 60 and history[-1].at == now
     # Points sit on minute boundaries, k minutes before the current minute; the last one is now.
-    by_minutes_ago = {int((now - p["at"]).total_seconds() // 60): p for p in history}
-    assert [by_minutes_ago[m]["waiting"] for m in (45, 25, 15, 8, 0)] == [0, 1, 0, 1, 2]
-    assert by_minutes_ago[25]["oldest_age"] == pytest.approx(4.5 * 60, abs=1)  # created 30.5 min before that point
-    assert by_minutes_ago[8]["oldest_age"] == pytest.approx(1.5 * 60, abs=1)
-    assert history[-1]["oldest_age"] == pytest.approx(10 * 60, abs=1)
-    assert by_minutes_ago[45]["oldest_age"] == 0.0
+    by_minutes_ago = {int((now - p.at).total_seconds() // 60): p for p in history}
+    assert [by_minutes_ago[m].waiting for m in (45, 25, 15, 8, 0)] == [0, 1, 0, 1, 2]
+    assert by_minutes_ago[25].oldest_age == pytest.approx(4.5 * 60, abs=1)  # created 30.5 min before that point
+    assert by_minutes_ago[8].oldest_age == pytest.approx(1.5 * 60, abs=1)
+    assert history[-1].oldest_age == pytest.approx(10 * 60, abs=1)
+    assert by_minutes_ago[45].oldest_age == 0.0
 
 
 def test_orders_per_minute_counts_each_minute_of_checkout_by_the_status_now():

@@ -82,51 +82,30 @@ class Daemons:
         self.folder = folder
         self.started: list[tuple[str, subprocess.Popen, Path]] = []
 
-    def _start(self, name: str, argv: list[str], ready_url: str) -> None:
-        log = self.folder / f"{name}-{len(self.started)}.log"
-        proc = subprocess.Popen(argv, stdout=log.open("wb"), stderr=subprocess.STDOUT, start_new_session=True)
-        self.started.append((name, proc, log))
-        wait_until(lambda: proc.poll() is not None or answers(ready_url), timeout=30, message=name)
+    def _start(self, binary: str, config: Path, storage_flag: str, *flags: str) -> str:
+        """Starts Debian's ``binary`` on a free port with ``config`` and storage of its own; returns its base URL."""
+        path = shutil.which(binary)
+        assert path, f"{binary} is missing: run scripts/ensure_prometheus.py as root"
+        port = free_port()
+        base = f"http://127.0.0.1:{port}"
+        storage = self.folder / f"{binary}-storage-{len(self.started)}"
+        argv = [path, f"--config.file={config}", f"{storage_flag}={storage}", f"--web.listen-address=127.0.0.1:{port}"]
+        log = self.folder / f"{binary}-{len(self.started)}.log"
+        proc = subprocess.Popen(
+            [*argv, *flags, "--log.level=warn"], stdout=log.open("wb"), stderr=subprocess.STDOUT, start_new_session=True
+        )
+        self.started.append((binary, proc, log))
+        wait_until(lambda: proc.poll() is not None or answers(f"{base}/-/ready"), timeout=30, message=binary)
         assert proc.poll() is None, log.read_text(errors="replace")
+        return base
 
     def prometheus(self, config: Path) -> Prometheus:
-        binary = shutil.which("prometheus")
-        assert binary, "prometheus is missing: run scripts/ensure_prometheus.py as root"
-        port = free_port()
-        base = f"http://127.0.0.1:{port}"
-        storage = self.folder / f"tsdb-{len(self.started)}"
-        self._start(
-            "prometheus",
-            [
-                binary,
-                f"--config.file={config}",
-                f"--storage.tsdb.path={storage}",
-                f"--web.listen-address=127.0.0.1:{port}",
-                "--log.level=warn",
-            ],
-            f"{base}/-/ready",
-        )
-        return Prometheus(base)
+        return Prometheus(self._start("prometheus", config, "--storage.tsdb.path"))
 
     def alertmanager(self, config: Path) -> Alertmanager:
-        binary = shutil.which("prometheus-alertmanager")
-        assert binary, "prometheus-alertmanager is missing: run scripts/ensure_prometheus.py as root"
-        port = free_port()
-        base = f"http://127.0.0.1:{port}"
-        storage = self.folder / f"alertmanager-{len(self.started)}"
-        self._start(
-            "alertmanager",
-            [
-                binary,
-                f"--config.file={config}",
-                f"--storage.path={storage}",
-                f"--web.listen-address=127.0.0.1:{port}",
-                "--cluster.listen-address=",
-                "--log.level=warn",
-            ],
-            f"{base}/-/ready",
-        )
-        return Alertmanager(base)
+        # No gossip port: nothing listens on Alertmanager's default ports.
+        no_gossip = "--cluster.listen-address="
+        return Alertmanager(self._start("prometheus-alertmanager", config, "--storage.path", no_gossip))
 
     def stop_all(self) -> None:
         for name, proc, log in self.started:

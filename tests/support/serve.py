@@ -14,7 +14,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from faultlib.processes import ProcessGroup, free_port, wait_until
+from faultlib.processes import ProcessGroup, child_pids, free_port, wait_until
 
 
 @dataclass
@@ -34,34 +34,6 @@ class Tier:
     def access_log(self) -> list[str]:
         path = self.var_dir / "serve" / "log" / "nginx-access.log"
         return path.read_text().splitlines() if path.exists() else []
-
-
-def child_pids(pid: int) -> list[int]:
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                if int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1]) == pid:
-                    found.append(int(entry.name))
-            except (OSError, IndexError, ValueError):
-                continue
-    return found
-
-
-def descendants(pid: int) -> list[int]:
-    found, todo = [], child_pids(pid)
-    while todo:
-        found.append(todo.pop())
-        todo += child_pids(found[-1])
-    return found
-
-
-def alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
 
 
 def var_dir(parent: Path | None = None) -> Path:

@@ -1,31 +1,38 @@
 """The swimlane as drawn from timeline entries, without a database: lanes, columns, arrows, states."""
 
 import xml.etree.ElementTree as ET
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
-from orders.swimlane import COLORS, GUTTER, LANE_HEIGHT, MAX_COLUMN, TOP, saga_swimlane, waiting_reason
+from messaging.api import DeadLetterMark, Handling, TimelineEntry, WaitingPlace, timeline_waiting
+from orders.swimlane import COLORS, GUTTER, LANE_HEIGHT, MAX_COLUMN, TOP, saga_swimlane, waiting_reasons
 
 SVG = "{http://www.w3.org/2000/svg}"
 STARTED = datetime(2026, 11, 24, 18, 0, tzinfo=UTC)
+NOW = STARTED + timedelta(minutes=5)  # every entry here is inside the inbox's retention
 
 
-def entry(message_id: str, event_type: str, source: str, *, after: float, caused_by: str = "", **more) -> dict:
-    return {
-        "message_id": message_id,
-        "event_type": event_type,
-        "source": source,
-        "causation_id": caused_by,
-        "occurred_at": STARTED + timedelta(seconds=after),
-        "published_at": STARTED + timedelta(seconds=after + 0.01),
-        "state": "published",
-        "handled_by": [],
-        "dead_letters": [],
-        **more,
-    }
+def entry(message_id: str, event_type: str, source: str, *, after: float, caused_by: str = "", **more) -> TimelineEntry:
+    published = TimelineEntry(
+        message_id=message_id,
+        event_type=event_type,
+        source=source,
+        causation_id=caused_by,
+        occurred_at=STARTED + timedelta(seconds=after),
+        published_at=STARTED + timedelta(seconds=after + 0.01),
+        state="published",
+    )
+    return replace(published, **more)
 
 
-def drawn(entries: list[dict], **options) -> ET.Element:
-    return ET.fromstring(saga_swimlane(entries, started_at=STARTED, **options))
+def drawn(entries: list[TimelineEntry], waiting: list[WaitingPlace] | None = None) -> ET.Element:
+    return ET.fromstring(saga_swimlane(entries, started_at=STARTED, waiting=waiting or []))
+
+
+def reason(entry: TimelineEntry, *, expect_answers: bool = False) -> str:
+    """What the swimlane says of ``entry``'s wait, from the places ``timeline_waiting`` finds."""
+    waiting = timeline_waiting([entry], now=NOW, expect_answers=expect_answers)
+    return waiting_reasons(waiting).get(entry.message_id, "")
 
 
 def marks(svg: ET.Element) -> dict[str, ET.Element]:
@@ -84,7 +91,7 @@ def test_an_arrow_goes_from_each_cause_to_its_effect_and_colours_follow_the_decl
 
 def test_a_waiting_event_is_hollow_and_says_why():
     pending = entry("m1", "orders.order.created", "orders", after=0, state="pending", published_at=None)
-    svg = drawn([pending])
+    svg = drawn([pending], timeline_waiting([pending], now=NOW))
     [mark] = marks(svg).values()
 
     assert mark.get("class") == "saga-event saga-step saga-waiting"
@@ -98,9 +105,9 @@ def test_a_dead_letter_is_crossed_in_the_lane_of_the_consumer_that_failed():
         "orders.order.created",
         "orders",
         after=0,
-        dead_letters=[{"id": 7, "consumer": "payments", "reason": "handler_error"}],
+        dead_letters=[DeadLetterMark(id=7, consumer="payments", reason="handler_error")],
     )
-    svg = drawn([failed])
+    svg = drawn([failed], timeline_waiting([failed], now=NOW))
 
     [cross] = [g for g in svg.iter(f"{SVG}g") if g.get("class") == "saga-dead-letter"]
     assert cross.find(f"{SVG}title").text == "dead letter #7 at payments: handler_error"
@@ -108,14 +115,18 @@ def test_a_dead_letter_is_crossed_in_the_lane_of_the_consumer_that_failed():
     assert float(start.split(",")[1]) == lane_y(1) - 5
 
 
-def test_waiting_reasons_in_the_order_an_operator_looks_for_them():
-    base = entry("m", "orders.order.created", "orders", after=0)
-    assert waiting_reason({**base, "state": "parked"}, False) == "parked in the outbox"
-    assert waiting_reason({**base, "awaiting": ["payments", "events"]}, False) == "not yet handled by payments, events"
-    letter = {"id": 1, "consumer": "payments", "reason": "handler_error"}
-    assert waiting_reason({**base, "dead_letters": [letter]}, False) == "a dead letter at payments"
-    handled_after_replay = {**base, "dead_letters": [letter], "handled_by": [{"consumer": "payments"}]}
-    assert waiting_reason(handled_after_replay, False) == ""
-    elsewhere = {**base, "elsewhere": ["payments"]}
-    assert waiting_reason(elsewhere, True) == "no answer yet from payments (another deployment)"
-    assert waiting_reason(elsewhere, False) == ""
+def test_waiting_reasons_in_the_order_an_operator_looks_for_them(monkeypatch):
+    base = entry("m", "orders.order.created", "orders", after=0)  # its subscribers: payments, events
+    by_events = Handling(consumer="events", handled_at=STARTED + timedelta(seconds=1))
+    assert reason(replace(base, state="parked")) == "parked in the outbox"
+    assert reason(base) == "not yet handled by payments, events"
+    letter = DeadLetterMark(id=1, consumer="payments", reason="handler_error")
+    assert reason(replace(base, dead_letters=[letter])) == "not yet handled by events"
+    assert reason(replace(base, dead_letters=[letter], handled_by=[by_events])) == "a dead letter at payments"
+    replayed = Handling(consumer="payments", handled_at=STARTED + timedelta(seconds=5))
+    handled_after_replay = replace(base, dead_letters=[letter], handled_by=[by_events, replayed])
+    assert reason(handled_after_replay) == ""
+    monkeypatch.setattr("messaging.diagnosis.local_consumers", lambda: ["orders", "inventory", "shipping", "events"])
+    elsewhere = replace(base, handled_by=[by_events])  # payments runs in another deployment
+    assert reason(elsewhere, expect_answers=True) == "no answer yet from payments (another deployment)"
+    assert reason(elsewhere, expect_answers=False) == ""

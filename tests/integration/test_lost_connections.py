@@ -1,0 +1,122 @@
+"""A database connection lost under a consumer is no fault of the message that finds out.
+
+A backend terminated while its connection is idle (``pg_terminate_backend``, a failover, a
+restart) is only found out by the connection's next query. The message that runs it must be
+decided again on a new connection, not charged an attempt of its retry budget: three such
+losses used to dead-letter a payment whose order then stayed PENDING until its deadline.
+"""
+
+import json
+import logging
+import uuid
+
+import pytest
+from django.db import connections
+
+from faultlib.load import order_created_payload
+from messaging import dispatch
+from messaging.dispatch import Delivery, Outcome, decide, decide_batch
+from messaging.lifecycle import drop_broken_db_connections
+from messaging.models import InboxMessage
+from payments.models import GatewayOperation, Payment
+from tests.conftest import ALL_DATABASES
+
+pytestmark = pytest.mark.django_db(transaction=True, databases=ALL_DATABASES)
+
+EVENT = "orders.order.created"
+
+
+def created(order_id: str) -> Delivery:
+    return Delivery(
+        consumer="payments",
+        body=json.dumps(order_created_payload(order_id, payment_token="tok_visa")).encode(),
+        properties={"message_id": str(uuid.uuid4()), "correlation_id": order_id},
+        headers={"event_type": EVENT, "schema_version": 1, "occurred_at": "2026-01-01T00:00:00+00:00"},
+        routing_key=EVENT,
+    )
+
+
+def terminate_backend_of(alias: str) -> None:
+    """End ``alias``'s backend from another session, as an operator or a failover would."""
+    with connections[alias].cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid()")
+        [pid] = cursor.fetchone()
+    with connections["gateway" if alias == "default" else "default"].cursor() as cursor:
+        cursor.execute("SELECT pg_terminate_backend(%s)", [pid])
+        assert cursor.fetchone() == (True,)
+
+
+def charges() -> list[str]:
+    return list(GatewayOperation.objects.filter(kind="charge").values_list("order_id", flat=True).order_by("order_id"))
+
+
+@pytest.mark.parametrize("alias", ["default", "gateway"])
+def test_a_backend_terminated_while_idle_costs_a_lone_message_nothing(alias, caplog):
+    # given the payments consumer's connections, open and idle between two messages
+    decide_batch([created(str(uuid.uuid4()))])
+    # when one of them is terminated
+    terminate_backend_of(alias)
+
+    # and the next message arrives alone
+    drop_broken_db_connections()
+    order_id = str(uuid.uuid4())
+    with caplog.at_level(logging.INFO, logger="messaging.dispatch"):
+        [decision] = decide_batch([created(order_id)])
+
+    # then it is decided again at once on a new connection: handled, charged once, no retry
+    assert decision.outcome is Outcome.HANDLED, decision.error
+    assert Payment.objects.filter(order_id=order_id, status=Payment.Status.CHARGED).count() == 1
+    assert charges().count(order_id) == 1
+    assert [r.getMessage() for r in caplog.records if r.name == "messaging.dispatch"] == [
+        "database connection lost: decided again at once"
+    ]
+
+
+@pytest.mark.parametrize("alias", ["default", "gateway"])
+def test_a_backend_terminated_while_idle_costs_a_batch_nothing(alias):
+    # given the payments consumer's connections, open and idle between two batches
+    decide_batch([created(str(uuid.uuid4()))])
+    # when one of them is terminated
+    terminate_backend_of(alias)
+
+    # and the next batch of three payments arrives (the consumer drops known-broken connections first)
+    drop_broken_db_connections()
+    batch = [created(str(uuid.uuid4())) for _ in range(3)]
+    decisions = decide_batch(batch)
+
+    # then every member is handled, each order charged exactly once, and nothing is left to retry
+    assert [d.outcome for d in decisions] == [Outcome.HANDLED] * 3, [d.error for d in decisions]
+    orders = sorted(json.loads(d.body)["order_id"] for d in batch)
+    assert Payment.objects.filter(order_id__in=orders, status=Payment.Status.CHARGED).count() == 3
+    assert [o for o in charges() if o in orders] == orders
+    assert InboxMessage.objects.filter(consumer="payments").count() == 4
+
+
+def test_a_connection_lost_again_on_the_new_connection_is_retried_later(monkeypatch):
+    # given a database whose every new connection is lost at its first query (a server restarting)
+    lost = []
+
+    def lose_it(*args, **kwargs):
+        lost.append(1)
+        terminate_backend_of("default")
+        return original(*args, **kwargs)
+
+    original = dispatch.inbox_claim
+    monkeypatch.setattr(dispatch, "inbox_claim", lose_it)
+    delivery = created(str(uuid.uuid4()))
+
+    # when a message is decided
+    decision = decide(
+        delivery.consumer,
+        body=delivery.body,
+        properties=delivery.properties,
+        headers=delivery.headers,
+        routing_key=delivery.routing_key,
+    )
+
+    # then it is tried twice, the second time on a new connection, and then left for a retry:
+    # never a loop, and the database (which answers) is not reported down
+    assert len(lost) == 2
+    assert decision.outcome is Outcome.RETRY
+    assert decision.error.startswith("OperationalError"), decision.error
+    assert not Payment.objects.exists()
