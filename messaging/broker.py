@@ -32,6 +32,7 @@ from urllib.parse import urlsplit
 from django.conf import settings
 from kombu import Connection, Exchange, Queue, binding
 
+from messaging import filesystem_transport
 from messaging.conf import exchange_name, queue_name, setting
 from messaging.topology import queue_bindings
 
@@ -71,7 +72,7 @@ def connect() -> Connection:
         control.mkdir(parents=True, exist_ok=True)
         # A hostname of its own: kombu warns "No hostname was supplied" without one.
         return Connection(
-            transport="filesystem",
+            transport=filesystem_transport.Transport,
             hostname="localhost",
             transport_options={
                 "data_folder_in": str(data),
@@ -103,7 +104,7 @@ def connect_to_a_node(connection: Connection) -> Connection:
 
 def describe(connection: Connection) -> str:
     """A connection for a log line: the filesystem broker's folder, or the URL without its password."""
-    if connection.transport_cls == "filesystem":
+    if connection.transport.driver_type == "filesystem":
         return f"filesystem://{setting('FILESYSTEM_DIR')}"
     return connection.as_uri()
 

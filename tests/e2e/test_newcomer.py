@@ -200,6 +200,7 @@ def test_the_splits_hand_run_commands_as_make_and_the_order_page_print_them(tmp_
         assert "`make demo SPLIT=1` against `make run-split`" in wrong.stderr
     finally:
         output = ctrl_c(group, make)
+        print(output[-6000:])  # on a failure above, pytest shows the split's own log: which process stopped
     assert "Interrupt" not in output and output.count("stopped (rc=0)") == 13, output[-3000:]
 
 

@@ -1,0 +1,80 @@
+"""kombu's filesystem transport (the embedded broker), with its two write races closed.
+
+- A message: kombu's ``_put`` creates ``<data>/<name>.<queue>.msg`` and only then locks and
+  writes it, while ``_get`` takes a file by renaming it (a lock does not stop a rename) and reads
+  it at once. A consumer that lists the folder in between takes an empty file: drain_events raises
+  ``JSONDecodeError``, the consumer exits and the message is gone (kombu issue #1551). Here a
+  message is written under a name no queue matches and renamed into place, which is atomic within
+  one folder: a consumer sees a whole message or none.
+- A binding: kombu creates a new exchange's table with ``open("wb")``, so two processes declaring
+  their queues at once on a new folder each truncate the other's binding away, and the events
+  for the lost queue are routed nowhere. Here the table is created without truncating and read,
+  changed and written under its lock.
+"""
+
+import os
+import uuid
+from time import monotonic
+
+from kombu.exceptions import ChannelError
+from kombu.transport import filesystem
+from kombu.utils.json import dumps, loads
+
+PARTIAL_SUFFIX = ".writing"  # never ``.<queue>.msg``: no consumer takes a message being written
+
+
+class Channel(filesystem.Channel):
+    def _put(self, queue, payload, **kwargs):
+        name = f"{int(round(monotonic() * 1000))}_{uuid.uuid4()}.{queue}.msg"
+        final = os.path.join(self.data_folder_out, name)
+        partial = os.path.join(self.data_folder_out, f".{name}{PARTIAL_SUFFIX}")
+        try:
+            with open(partial, "wb") as file:
+                file.write(dumps(payload).encode())
+            os.replace(partial, final)
+        except OSError as exc:
+            try:
+                os.remove(partial)
+            except OSError:
+                pass
+            raise ChannelError(f"Cannot add file {final!r} to directory") from exc
+
+    def _queue_bind(self, exchange, routing_key, pattern, queue):
+        table_file = self._exchange_file(exchange)
+        self.control_folder.mkdir(exist_ok=True)
+        binding = filesystem.exchange_queue_t(routing_key or "", pattern or "", queue or "")
+        try:
+            with open(os.open(table_file, os.O_RDWR | os.O_CREAT, 0o644), "r+b", buffering=0) as file:
+                filesystem.lock(file, filesystem.LOCK_EX)
+                try:
+                    content = file.read()
+                    table = [filesystem.exchange_queue_t(*row) for row in loads(content.decode())] if content else []
+                    if binding not in table:
+                        table.insert(0, binding)
+                        file.seek(0)
+                        file.write(dumps(table).encode())
+                        file.truncate()
+                finally:
+                    filesystem.unlock(file)
+        except OSError as exc:
+            raise ChannelError(f"Cannot open {table_file}") from exc
+
+    def get_table(self, exchange):
+        table_file = self._exchange_file(exchange)
+        try:
+            with table_file.open("rb") as file:
+                filesystem.lock(file, filesystem.LOCK_SH)
+                try:
+                    content = file.read()
+                finally:
+                    filesystem.unlock(file)
+        except FileNotFoundError:
+            return []
+        except OSError as exc:
+            raise ChannelError(f"Cannot open {table_file}") from exc
+        # A table another process has created and not yet written is empty: no bindings yet.
+        return [filesystem.exchange_queue_t(*row) for row in loads(content.decode())] if content else []
+
+
+class Transport(filesystem.Transport):
+    Channel = Channel
