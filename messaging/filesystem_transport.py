@@ -3,9 +3,9 @@
 - A message: kombu's ``_put`` creates ``<data>/<name>.<queue>.msg`` and only then locks and
   writes it, while ``_get`` takes a file by renaming it (a lock does not stop a rename) and reads
   it at once. A consumer that lists the folder in between takes an empty file: drain_events raises
-  ``JSONDecodeError``, the consumer exits and the message is gone (kombu issue #1551). Here a
-  message is written under a name no queue matches and renamed into place, which is atomic within
-  one folder: a consumer sees a whole message or none.
+  ``JSONDecodeError``, the consumer exits and the message is gone (the symptom of kombu issue
+  #1551). Here a message is written under a name no queue matches and renamed into place, which
+  is atomic within one folder: a consumer sees a whole message or none.
 - A binding: kombu creates a new exchange's table with ``open("wb")``, so two processes declaring
   their queues at once on a new folder each truncate the other's binding away, and the events
   for the lost queue are routed nowhere. Here the table is created without truncating and read,
