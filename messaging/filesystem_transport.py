@@ -12,6 +12,7 @@
   changed and written under its lock.
 """
 
+import contextlib
 import os
 import uuid
 from time import monotonic
@@ -33,10 +34,8 @@ class Channel(filesystem.Channel):
                 file.write(dumps(payload).encode())
             os.replace(partial, final)
         except OSError as exc:
-            try:
+            with contextlib.suppress(OSError):
                 os.remove(partial)
-            except OSError:
-                pass
             raise ChannelError(f"Cannot add file {final!r} to directory") from exc
 
     def _queue_bind(self, exchange, routing_key, pattern, queue):
@@ -47,8 +46,7 @@ class Channel(filesystem.Channel):
             with open(os.open(table_file, os.O_RDWR | os.O_CREAT, 0o644), "r+b", buffering=0) as file:
                 filesystem.lock(file, filesystem.LOCK_EX)
                 try:
-                    content = file.read()
-                    table = [filesystem.exchange_queue_t(*row) for row in loads(content.decode())] if content else []
+                    table = _bindings(file.read())
                     if binding not in table:
                         table.insert(0, binding)
                         file.seek(0)
@@ -72,8 +70,13 @@ class Channel(filesystem.Channel):
             return []
         except OSError as exc:
             raise ChannelError(f"Cannot open {table_file}") from exc
-        # A table another process has created and not yet written is empty: no bindings yet.
-        return [filesystem.exchange_queue_t(*row) for row in loads(content.decode())] if content else []
+        return _bindings(content)
+
+
+def _bindings(content: bytes) -> list:
+    """An exchange's table as stored; one another process has created and not yet written is
+    empty: no bindings yet."""
+    return [filesystem.exchange_queue_t(*row) for row in loads(content.decode())] if content else []
 
 
 class Transport(filesystem.Transport):
