@@ -24,13 +24,13 @@ from contextlib import nullcontext
 import structlog
 from django.db import DatabaseError
 from django.utils import timezone
-from django.utils.dateparse import parse_datetime
 from kombu import Consumer
 
 from messaging import broker, metrics, telemetry
 from messaging.conf import queue_name, setting
 from messaging.dead_letters import dead_letter_record
 from messaging.dispatch import Decision, Delivery, Outcome, decide_batch
+from messaging.edge import death_of, instant_within_window
 from messaging.envelope import ATTEMPT_HEADER, Envelope
 from messaging.faults import fault_point
 from messaging.health import database_reachable
@@ -318,7 +318,7 @@ class ConsumerWorker:
                 error=decision.error,
                 traceback=decision.traceback,
                 attempts=attempts,
-                first_failed_at=parse_datetime(str(first_failed)) if first_failed else None,
+                first_failed_at=instant_within_window(first_failed),
             )
         except DatabaseDown:
             if self.session.amqp:
@@ -334,20 +334,20 @@ class ConsumerWorker:
         self._unsettled.add(message.delivery_tag)
         headers = dict(message.headers or {})
         properties = {k: v for k, v in message.properties.items() if k != "application_headers"}
-        deaths = headers.get("x-death") or []
-        death = deaths[0] if deaths else {}
-        reason = str(death.get("reason") or "dead_lettered")
-        original_key = (death.get("routing-keys") or [message.delivery_info.get("routing_key", "")])[0]
+        # Whatever a publisher put in x-death (this queue takes anyone's message): what can be read.
+        arrived_key = message.delivery_info.get("routing_key", "")
+        death = death_of(headers, default_queue=queue_name(consumer), default_routing_key=arrived_key)
+        error = f"RabbitMQ dead-lettered it from {death.queue}: {death.reason}"
         try:
             store_dead_letter(
                 consumer=consumer,
                 body=raw_body(message),
                 properties=properties,
                 headers=headers,
-                routing_key=original_key,
-                reason=f"broker_{reason}",
-                error=f"RabbitMQ dead-lettered it from {death.get('queue', queue_name(consumer))}: {reason}",
-                attempts=int(death.get("count") or 1),
+                routing_key=death.routing_key,
+                reason=f"broker_{death.reason}"[:100],
+                error=f"{error} ({death.note})" if death.note else error,
+                attempts=death.count,
             )
         except DatabaseDown:
             self._requeue(message)

@@ -16,6 +16,7 @@ from django.utils import timezone
 
 from messaging import broker
 from messaging.conf import queue_name, setting
+from messaging.edge import MAX_COUNT, clamped_count
 from messaging.envelope import ATTEMPT_HEADER, Envelope
 from messaging.masking import mask_sensitive
 from messaging.models import DeadLetter, InboxMessage
@@ -40,8 +41,10 @@ def dead_letter_record(
     attempts: int = 1,
     first_failed_at: datetime | None = None,
 ) -> DeadLetter:
-    """Store a dead letter; the same message dead-lettered again updates its row."""
+    """Store a dead letter; the same message dead-lettered again updates its row. ``attempts``
+    is clamped to what the column holds: a forged count must not make the row unstorable."""
     now = timezone.now()
+    attempts = clamped_count(attempts)
     message_id = _text(properties.get("message_id"), 255)
     fields = {
         "event_type": _text(headers.get("event_type"), 200),
@@ -65,7 +68,7 @@ def dead_letter_record(
         if existing:
             for name, value in fields.items():
                 setattr(existing, name, value)
-            existing.attempts += attempts
+            existing.attempts = min(existing.attempts + attempts, MAX_COUNT)
             existing.save()
             letter = existing
         else:

@@ -46,7 +46,7 @@ from messaging import contracts, registry
 from messaging.envelope import IncomingEvent, InvalidMessage, parse_incoming
 from messaging.faults import fault_point
 from messaging.health import database_reachable
-from messaging.inbox import inbox_claim, inbox_claim_in_savepoint, inbox_claim_many
+from messaging.inbox import inbox_claim, inbox_claim_in_savepoint, inbox_claim_many, inbox_hashes
 from messaging.lifecycle import connection_lost, reconnect_databases
 from messaging.outbox import collecting, handling, write_collected
 from messaging.telemetry import current
@@ -206,7 +206,7 @@ def _decide_once(consumer: str, event: IncomingEvent, spec, span) -> Decision:
     try:
         with transaction.atomic():
             if not inbox_claim(consumer=consumer, event=event):
-                return Decision(Outcome.DUPLICATE, event)
+                return _duplicate_or_reused(consumer, event, _stored_hash(consumer, event))
             _run_handler(spec, event, span)
             _ensure_committable()
             fault_point(f"consumer.{consumer}.before_commit")
@@ -217,6 +217,25 @@ def _decide_once(consumer: str, event: IncomingEvent, spec, span) -> Decision:
     except Exception as exc:  # noqa: BLE001 - any handler failure is retried, then dead-lettered
         return _failure(Outcome.RETRY, "handler_error", exc, event)
     return Decision(Outcome.HANDLED, event)
+
+
+def _stored_hash(consumer: str, event: IncomingEvent) -> str:
+    return inbox_hashes(consumer=consumer, message_ids=[event.message_id]).get(event.message_id, "")
+
+
+def _duplicate_or_reused(consumer: str, event: IncomingEvent, handled_with: str) -> Decision:
+    """A message id handled before: a duplicate (acked without effect) when its content is what
+    was handled, else a reused id (a dead letter), never a silent drop. An inbox row of a release
+    before content hashes ("") can only say duplicate."""
+    if not handled_with or not event.content_hash or handled_with == event.content_hash:
+        return Decision(Outcome.DUPLICATE, event)
+    return Decision(
+        Outcome.DEAD_LETTER,
+        event,
+        "message_id_reused",
+        f"{consumer} handled message {event.message_id} with content sha256 {handled_with}; "
+        f"this delivery's content is sha256 {event.content_hash}",
+    )
 
 
 def _database_failure(exc: BaseException, event: IncomingEvent) -> Decision:
@@ -291,15 +310,24 @@ def _decide_optimistically(deliveries: list[Delivery], ready: list) -> "dict[int
     try:
         with transaction.atomic():
             new: dict[str, set[str]] = {}
+            # The content each message id is claimed with: this batch's first member with the id,
+            # or the inbox row of an earlier handling.
+            claimed_with: dict[tuple[str, str], str] = {}
             for consumer in sorted({deliveries[i].consumer for i, _, _ in ready}):
-                events = {e.message_id: e for i, e, _ in ready if deliveries[i].consumer == consumer}
+                events: dict[str, IncomingEvent] = {}
+                for i, e, _ in ready:
+                    if deliveries[i].consumer == consumer:
+                        events.setdefault(e.message_id, e)
                 new[consumer] = inbox_claim_many(consumer=consumer, events=list(events.values()))
+                seen = inbox_hashes(consumer=consumer, message_ids=[m for m in events if m not in new[consumer]])
+                for message_id, event in events.items():
+                    claimed_with[consumer, message_id] = seen.get(message_id, event.content_hash)
             bulk: dict[str, list] = {}
             with collecting() as published:
                 for n, (i, event, spec) in enumerate(ready):
                     consumer = deliveries[i].consumer
                     if event.message_id not in new[consumer]:  # handled before, or twice in this batch
-                        decisions[i] = Decision(Outcome.DUPLICATE, event)
+                        decisions[i] = _duplicate_or_reused(consumer, event, claimed_with[consumer, event.message_id])
                         continue
                     new[consumer].discard(event.message_id)
                     decisions[i] = Decision(Outcome.HANDLED, event)
@@ -334,7 +362,7 @@ def _decide_with_savepoints(
     the members left to decide alone."""
     decisions: dict[int, Decision] = dict(known or {})
     alone: list[int] = []
-    claimed: set[tuple[str, str]] = set()
+    claimed: dict[tuple[str, str], str] = {}  # (consumer, message id) -> the content it was handled with
     savepoints = MemberSavepoints()
     with transaction.atomic(), collecting() as published:
         for n, (i, event, spec) in enumerate(ready):
@@ -342,7 +370,7 @@ def _decide_with_savepoints(
             if i in decisions:  # failed in the first attempt, to be retried later
                 continue
             if (consumer, event.message_id) in claimed:  # the same message twice in one batch
-                decisions[i] = Decision(Outcome.DUPLICATE, event)
+                decisions[i] = _duplicate_or_reused(consumer, event, claimed[consumer, event.message_id])
                 continue
             if n:
                 fault_point(f"consumer.{consumer}.between_handlers")
@@ -354,7 +382,7 @@ def _decide_with_savepoints(
                 alone.append(i)
             else:
                 decisions[i] = decided
-                claimed.add((consumer, event.message_id))
+                claimed[consumer, event.message_id] = event.content_hash
         write_collected(published)
         _before_batch_commit(deliveries)
     return decisions, alone
@@ -443,7 +471,7 @@ def _decide_in_savepoint(
     try:
         with savepoints.member(consumer, event) as claimed:
             if not claimed:
-                return Decision(Outcome.DUPLICATE, event)
+                return _duplicate_or_reused(consumer, event, _stored_hash(consumer, event))
             _run_handler(spec, event, span)
     except BatchBroken:
         raise

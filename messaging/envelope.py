@@ -6,14 +6,26 @@ JSON body, persistent, and
 headers ``event_type``, ``schema_version``, ``causation_id``, ``occurred_at``.
 """
 
+import hashlib
 import json
+import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
 from django.core.serializers.json import DjangoJSONEncoder
 
+from messaging.edge import (
+    ATTEMPT_HEADER,
+    InvalidMessage,
+    attempt_of,
+    event_type_checked,
+    occurred_at_of,
+    refuse_deep_body,
+    schema_version_of,
+)
+
 CONTENT_TYPE = "application/json"
-ATTEMPT_HEADER = "x-attempt"
+__all__ = ["ATTEMPT_HEADER", "Envelope", "IncomingEvent", "InvalidMessage", "encode_body", "parse_incoming"]
 
 
 @dataclass(frozen=True)
@@ -66,15 +78,6 @@ def envelope_for_outbox(row, exchange: str, trace: dict[str, str] | None = None)
     )
 
 
-class InvalidMessage(Exception):
-    """A message that can never be handled as it is; ``reason`` is a short machine code."""
-
-    def __init__(self, reason: str, detail: str):
-        super().__init__(f"{reason}: {detail}")
-        self.reason = reason
-        self.detail = detail
-
-
 @dataclass(frozen=True)
 class IncomingEvent:
     """A message as a handler sees it."""
@@ -90,20 +93,23 @@ class IncomingEvent:
     routing_key: str = ""
     attempt: int = 1
     headers: dict[str, Any] = field(default_factory=dict)
+    # What the inbox keeps of the message as it arrived (before any upcast): see ``content_hash``.
+    content_hash: str = ""
 
 
 def parse_incoming(body: bytes, properties: dict, headers: dict, routing_key: str) -> IncomingEvent:
-    """Check the envelope and decode the body, or raise ``InvalidMessage``."""
+    """Check the envelope and decode the body, or raise ``InvalidMessage`` (``messaging.edge``)."""
     message_id = properties.get("message_id")
-    if not message_id:
+    if not message_id or not isinstance(message_id, str | uuid.UUID):
         raise InvalidMessage("missing_message_id", "the message has no message_id, so it cannot be deduplicated")
     event_type = headers.get("event_type")
     if not event_type or not isinstance(event_type, str):
         raise InvalidMessage("missing_event_type", "the message has no event_type header")
-    try:
-        schema_version = int(headers.get("schema_version", 1))
-    except (TypeError, ValueError):
-        raise InvalidMessage("invalid_schema_version", f"schema_version {headers.get('schema_version')!r}") from None
+    event_type_checked(event_type)
+    schema_version = schema_version_of(headers)
+    attempt = attempt_of(headers)
+    occurred_at = occurred_at_of(headers)
+    refuse_deep_body(body)
     try:
         payload = json.loads(body)
     except (UnicodeDecodeError, ValueError) as exc:
@@ -117,9 +123,17 @@ def parse_incoming(body: bytes, properties: dict, headers: dict, routing_key: st
         payload=payload,
         correlation_id=str(properties.get("correlation_id") or ""),
         causation_id=str(headers.get("causation_id") or ""),
-        occurred_at=str(headers.get("occurred_at") or ""),
+        occurred_at=occurred_at,
         traceparent=str(headers.get("traceparent") or ""),
         routing_key=routing_key,
-        attempt=int(headers.get(ATTEMPT_HEADER, 1) or 1),
+        attempt=attempt,
         headers=dict(headers),
+        content_hash=content_hash(event_type, schema_version, payload),
     )
+
+
+def content_hash(event_type: str, schema_version: int, payload: dict) -> str:
+    """sha256 of the event's type, version and payload as canonical JSON: the same for every
+    delivery of one event (a retry, a replay, a re-publish), whatever its bytes' key order."""
+    canonical = json.dumps([event_type, schema_version, payload], sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()

@@ -24,6 +24,21 @@ from kombu.utils.json import dumps, loads
 PARTIAL_SUFFIX = ".writing"  # never ``.<queue>.msg``: no consumer takes a message being written
 
 
+def folders_writable(*folders) -> bool:
+    """Whether a message could be written into each folder now: a probe file is written the way
+    ``_put`` writes one (under a name no queue takes) and removed. An existing folder is not
+    enough: a full disk, a read-only mount or an immutable folder refuse every publish."""
+    for folder in folders:
+        probe = os.path.join(folder, f".probe-{uuid.uuid4()}{PARTIAL_SUFFIX}")
+        try:
+            with open(probe, "wb") as file:
+                file.write(b"{}")
+            os.remove(probe)
+        except OSError:
+            return False
+    return True
+
+
 class Channel(filesystem.Channel):
     def _put(self, queue, payload, **kwargs):
         name = f"{int(round(monotonic() * 1000))}_{uuid.uuid4()}.{queue}.msg"

@@ -7,7 +7,7 @@ from django.conf import settings
 from django.db import DatabaseError, connection
 from kombu import Connection
 
-from messaging import broker
+from messaging import broker, filesystem_transport
 
 logger = logging.getLogger(__name__)
 
@@ -29,12 +29,25 @@ def database_reachable() -> bool:
         return False
 
 
+def _embedded_broker_writable() -> bool:
+    try:
+        connection = broker.connect()  # makes the folders when missing
+        options = connection.transport_options
+        writable = filesystem_transport.folders_writable(options["data_folder_out"], options["control_folder"])
+    except OSError as exc:
+        logger.warning("readiness: the embedded broker's folders are unusable: %s", exc)
+        return False
+    if not writable:
+        logger.warning("readiness: the embedded broker's folders refuse writes (%s)", options["data_folder_out"])
+    return writable
+
+
 def broker_reachable(*, timeout: float) -> bool:
-    """Open (and close) one connection; on RabbitMQ that includes the AMQP handshake and login."""
+    """Open (and close) one connection; on RabbitMQ that includes the AMQP handshake and login.
+    The embedded broker is its folders: up when a message can be written into them."""
     if settings.BROKER_URL.startswith("filesystem"):
-        connection = broker.connect()  # folders on disk: nothing to time out
-    else:
-        connection = Connection(settings.BROKER_URL, connect_timeout=timeout, heartbeat=0)
+        return _embedded_broker_writable()
+    connection = Connection(settings.BROKER_URL, connect_timeout=timeout, heartbeat=0)
     try:
         # One attempt per node that BROKER_URL names, no sleep: on a cluster, any node that answers will do.
         broker.connect_to_a_node(connection)

@@ -33,6 +33,14 @@ def inbox_claim_in_savepoint(*, consumer: str, event: IncomingEvent, savepoint: 
     return execute_together(statements) == 1
 
 
+def inbox_hashes(*, consumer: str, message_ids: list[str]) -> dict[str, str]:
+    """The content hash each of ``message_ids`` was handled with by ``consumer`` ("" when unknown)."""
+    if not message_ids:
+        return {}
+    rows = InboxMessage.objects.filter(consumer=consumer, message_id__in=message_ids)
+    return dict(rows.values_list("message_id", "content_hash"))
+
+
 def _claim_statement(consumer: str, event: IncomingEvent):
     values = _row(consumer, event, timezone.now())
     return insert_statement(InboxMessage, values, ignore_conflict_on=("consumer", "message_id"))
@@ -45,4 +53,5 @@ def _row(consumer: str, event: IncomingEvent, handled_at) -> dict:
         "event_type": event.event_type[:200],
         "correlation_id": event.correlation_id[:100],
         "handled_at": handled_at,
+        "content_hash": event.content_hash,
     }

@@ -80,6 +80,9 @@ class InboxMessage(models.Model):
     event_type = models.CharField(max_length=200, blank=True)
     correlation_id = models.CharField(max_length=100, blank=True)
     handled_at = models.DateTimeField(default=timezone.now)
+    # sha256 of what was handled (``IncomingEvent.content_hash``): the same id arriving with other
+    # content is a reused id, not a duplicate (seed 003's request hash). "" for rows of older releases.
+    content_hash = models.CharField(max_length=64, blank=True, db_default="")
 
     class Meta:
         db_table = "messaging_inbox"

@@ -61,7 +61,8 @@ def test_a_cause_and_a_trace_travel_as_headers_only_when_there_are_some():
 
 
 def test_a_well_formed_message_is_read_with_every_field_of_its_envelope():
-    headers = {**HEADERS, "causation_id": "c-1", "occurred_at": "t", "traceparent": "tp", ATTEMPT_HEADER: 3}
+    at = "2026-11-25T08:00:00+00:00"
+    headers = {**HEADERS, "causation_id": "c-1", "occurred_at": at, "traceparent": "tp", ATTEMPT_HEADER: 3}
     event = parse_incoming(
         encode_body({"order_id": "o-1"}), {"message_id": EVENT_ID, "correlation_id": "o-1"}, headers, "rk"
     )
@@ -72,7 +73,7 @@ def test_a_well_formed_message_is_read_with_every_field_of_its_envelope():
         1,
         {"order_id": "o-1"},
     )
-    assert (event.correlation_id, event.causation_id, event.occurred_at, event.traceparent) == ("o-1", "c-1", "t", "tp")
+    assert (event.correlation_id, event.causation_id, event.occurred_at, event.traceparent) == ("o-1", "c-1", at, "tp")
     assert (event.routing_key, event.attempt, event.headers) == ("rk", 3, headers)
 
 
