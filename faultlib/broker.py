@@ -2,6 +2,7 @@
 
 import uuid
 
+import amqp
 from django.conf import settings
 from kombu import Connection, Exchange, Queue
 
@@ -82,3 +83,23 @@ def publish_raw(
             delivery_mode=2,
             **(properties or {}),
         )
+
+
+def publish_exact(
+    routing_key: str, body: bytes, *, exchange: str = "", headers: dict | None = None, **properties
+) -> None:
+    """Publish through py-amqp itself, with exactly the header types given (a str, a list, a
+    2^40): no client in between normalises them. Confirmed, so the message is in its queue when
+    this returns."""
+    params = Connection(settings.BROKER_URL.split(";")[0])
+    with amqp.Connection(
+        f"{params.hostname}:{params.port or 5672}",
+        userid=params.userid,
+        password=params.password,
+        virtual_host=params.virtual_host,
+        connect_timeout=5,
+    ) as conn:
+        channel = conn.channel()
+        channel.confirm_select()
+        message = amqp.Message(body, application_headers=headers or {}, delivery_mode=2, **properties)
+        channel.basic_publish(message, exchange=exchange, routing_key=routing_key, mandatory=True, confirm_timeout=10)

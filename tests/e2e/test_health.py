@@ -63,6 +63,23 @@ def test_readyz_is_503_within_its_timeout_when_the_broker_is_down(settings):
     assert time.monotonic() - started < 2.5
 
 
+def test_readyz_is_503_naming_the_embedded_broker_while_its_folders_refuse_writes(settings, tmp_path):
+    settings.BROKER_URL = "filesystem://"
+    settings.MESSAGING = {**settings.MESSAGING, "FILESYSTEM_DIR": tmp_path}
+    assert Client().get("/readyz").json() == {"database": "ok", "broker": "ok"}
+
+    # immutable: even root cannot create a file in it (chmod would not stop root)
+    subprocess.run(["chattr", "+i", str(tmp_path / "data")], check=True)
+    try:
+        response = Client().get("/readyz")
+    finally:
+        subprocess.run(["chattr", "-i", str(tmp_path / "data")], check=True)
+
+    assert (response.status_code, response.json()) == (503, {"database": "ok", "broker": "down"})
+    assert Client().get("/readyz").status_code == 200
+    assert list((tmp_path / "data").iterdir()) == []  # the probes left nothing behind
+
+
 def test_readyz_is_200_when_the_first_node_of_a_cluster_url_is_down_and_another_answers(settings):
     live = settings.BROKER_URL
     settings.BROKER_URL = f"{CLOSED_PORT_BROKER};{CLOSED_PORT_BROKER.replace(':1/', ':2/')};{live}"
