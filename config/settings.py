@@ -5,6 +5,7 @@ broker under ``var/``. ``.env.example`` lists every variable.
 """
 
 from pathlib import Path
+from urllib.parse import unquote, urlsplit
 
 import environ
 from django.core.exceptions import ImproperlyConfigured
@@ -241,8 +242,17 @@ FILESYSTEM_BROKER_DIR = (
     else (_SQLITE_FOLDER or VAR_DIR) / "broker"
 )
 BROKER_HEARTBEAT = env.int("BROKER_HEARTBEAT", default=30)
+# Which broker user publishes each context's events: "orders=shop_orders,payments=shop_payments,..."
+# (unset: one shared user, nothing checked). A consumer refuses a message whose AMQP user_id does
+# not own its routing key (docs/operations.md, "Broker users and permissions").
+BROKER_PRODUCERS = dict(pair.partition("=")[::2] for pair in env.list("BROKER_PRODUCERS", default=[]))
+if not all(context and user for context, user in BROKER_PRODUCERS.items()):
+    raise ImproperlyConfigured("BROKER_PRODUCERS: write <context>=<broker user>,... (e.g. orders=shop_orders)")
 MESSAGING = {
     "EXCHANGE": env.str("MESSAGING_EXCHANGE", default="ecommerce_events"),
+    "PRODUCERS": BROKER_PRODUCERS,
+    # This deployment's own broker user: its retries and replays carry it.
+    "BROKER_USER": unquote(urlsplit(BROKER_URL.split(";")[0]).username or "") if not _EMBEDDED_BROKER else "",
     "FILESYSTEM_DIR": FILESYSTEM_BROKER_DIR,
     "RELAY_BATCH_SIZE": env.int("RELAY_BATCH_SIZE", default=500),
     # Claim-publish-confirm loops per relay process, each with its own database connection. SQLite

@@ -99,7 +99,7 @@ def publish_exact(
         virtual_host=params.virtual_host,
         connect_timeout=5,
     ) as conn:
-        channel = conn.channel()
-        channel.confirm_select()
         message = amqp.Message(body, application_headers=headers or {}, delivery_mode=2, **properties)
-        channel.basic_publish(message, exchange=exchange, routing_key=routing_key, mandatory=True, confirm_timeout=10)
+        conn.channel().basic_publish_confirm(
+            message, exchange=exchange, routing_key=routing_key, mandatory=True, confirm_timeout=10
+        )

@@ -34,6 +34,7 @@ from kombu import Connection, Exchange, Queue, binding
 
 from messaging import filesystem_transport
 from messaging.conf import exchange_name, queue_name, setting
+from messaging.registry import local_consumers
 from messaging.topology import queue_bindings
 
 logger = logging.getLogger(__name__)
@@ -151,7 +152,9 @@ def legacy_dead_letter_queue_name(consumer: str) -> str:
 
 def main_queue(consumer: str) -> Queue:
     name = queue_name(consumer)
-    exchange = events_exchange()
+    # Bound, never declared with the queue (``declare_topology`` declares it first): a context's
+    # own broker user may not configure the exchange.
+    exchange = Exchange(exchange_name(), type="topic", durable=True, no_declare=True)
     return Queue(
         name,
         bindings=[binding(exchange, routing_key=key) for key in queue_bindings()[consumer]],
@@ -198,11 +201,17 @@ def retry_delay_for(attempt: int) -> float:
     return delays[min(attempt, len(delays)) - 1]
 
 
-def declare_topology(connection: Connection) -> None:
-    """Declare the exchange and every queue of the system (idempotent)."""
+def declare_topology(connection: Connection, *, whole: bool = False) -> None:
+    """Declare the exchange and every queue of the system (idempotent).
+
+    With a broker user per context (``BROKER_PRODUCERS``), a user may configure only its own
+    queues: this deployment then declares its own consumers' queues and checks that the exchange
+    exists (a passive declaration); ``manage.py broker_permissions --apply`` declares the whole
+    topology beforehand as an administrator (``whole``)."""
     channel = connection.default_channel
-    events_exchange()(channel).declare()
-    for consumer in queue_bindings():
+    own_only = bool(setting("PRODUCERS")) and not whole
+    events_exchange()(channel).declare(passive=own_only and supports_confirms(connection))
+    for consumer in local_consumers() if own_only else queue_bindings():
         dead_letter_queue(consumer)(channel).declare()
         main_queue(consumer)(channel).declare()
         if supports_confirms(connection):  # no TTL or dead-lettering on the filesystem broker

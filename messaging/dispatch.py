@@ -49,6 +49,7 @@ from messaging.health import database_reachable
 from messaging.inbox import inbox_claim, inbox_claim_in_savepoint, inbox_claim_many, inbox_hashes
 from messaging.lifecycle import connection_lost, reconnect_databases
 from messaging.outbox import collecting, handling, write_collected
+from messaging.producers import UNAUTHENTICATED, producer_refusal
 from messaging.telemetry import current
 
 logger = logging.getLogger(__name__)
@@ -126,6 +127,8 @@ def _prepare(consumer: str, body: bytes, properties: dict, headers: dict, routin
         event = parse_incoming(body, properties, headers, routing_key)
     except InvalidMessage as exc:
         raise Refused(Decision(Outcome.DEAD_LETTER, reason=exc.reason, error=exc.detail)) from None
+    if refusal := producer_refusal(event.event_type, properties.get("user_id")):
+        raise Refused(Decision(Outcome.DEAD_LETTER, event, UNAUTHENTICATED, refusal))
     spec = registry.handler_for(consumer, event.event_type)
     if spec is None:
         raise Refused(

@@ -74,6 +74,9 @@ class BatchPublisher:
         self.connection = connection
         self.confirm_timeout = confirm_timeout
         self.confirms = supports_confirms(connection)
+        # Every message names its publisher: RabbitMQ refuses a user_id that is not the
+        # connection's user, so a consumer can trust it (messaging.producers).
+        self.user_id = connection.userid if self.confirms else None
         self._channel = None
         self._producer: Producer | None = None
         self._next_tag = 1
@@ -122,7 +125,9 @@ class BatchPublisher:
             route = (envelope.exchange, envelope.routing_key)
             if (args := method_args.get(route)) is None:
                 args = method_args[route] = dumps("Bssbb", (0, envelope.exchange, envelope.routing_key, True, False))
-            message = Message(envelope.body, application_headers=envelope.headers, **envelope.properties)
+            message = Message(
+                envelope.body, application_headers=envelope.headers, user_id=self.user_id, **envelope.properties
+            )
             write_frame(1, channel_id, spec.Basic.Publish, args, message)
             self._unconfirmed[self._next_tag] = envelope.message_id
             self._next_tag += 1
