@@ -198,8 +198,9 @@ def test_two_consumer_processes_whose_batches_lock_the_same_products_never_deadl
 
 
 def test_the_event_log_records_a_batch_with_one_insert(processes, quiet_broker):
-    message_ids = [send("orders.order.confirmed", {"order_id": str(uuid.uuid4())}) for _ in range(30)]
-    send("orders.order.confirmed", {"order_id": str(uuid.uuid4())}, message_ids[3])  # once more, same id
+    payloads = [{"order_id": str(uuid.uuid4())} for _ in range(30)]
+    message_ids = [send("orders.order.confirmed", payload) for payload in payloads]
+    send("orders.order.confirmed", payloads[3], message_ids[3])  # once more: the same message
     wait_until(lambda: (broker_queue_depths() or {}).get("events_queue") == 31, timeout=30, message="31 queued")
     port = free_port()
 
