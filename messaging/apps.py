@@ -1,5 +1,7 @@
 from django.apps import AppConfig
 
+from messaging import amqp_properties
+
 
 class MessagingConfig(AppConfig):
     name = "messaging"
@@ -12,6 +14,7 @@ class MessagingConfig(AppConfig):
         from messaging.event_log import register_event_log
         from messaging.registry import register_declared
 
+        amqp_properties.install()
         check_contracts()
         for declaration in hosted():
             register_declared(declaration)

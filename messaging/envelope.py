@@ -14,6 +14,7 @@ from typing import Any
 
 from django.core.serializers.json import DjangoJSONEncoder
 
+from messaging.amqp_properties import UNDECODABLE
 from messaging.edge import (
     ATTEMPT_HEADER,
     InvalidMessage,
@@ -99,6 +100,8 @@ class IncomingEvent:
 
 def parse_incoming(body: bytes, properties: dict, headers: dict, routing_key: str) -> IncomingEvent:
     """Check the envelope and decode the body, or raise ``InvalidMessage`` (``messaging.edge``)."""
+    if UNDECODABLE in headers:
+        raise InvalidMessage("invalid_headers", f"its properties could not be decoded: {headers[UNDECODABLE]}")
     message_id = properties.get("message_id")
     if not message_id or not isinstance(message_id, str | uuid.UUID):
         raise InvalidMessage("missing_message_id", "the message has no message_id, so it cannot be deduplicated")

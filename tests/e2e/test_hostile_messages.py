@@ -3,7 +3,9 @@ consumers the Procfile runs, on PostgreSQL and RabbitMQ: each becomes a dead let
 reason, no consumer process stops, and the next genuine order confirms (issue 26, rows 1-5, 12)."""
 
 import json
+import sys
 import uuid
+from contextlib import contextmanager
 from decimal import Decimal
 
 import pytest
@@ -36,7 +38,7 @@ def procfile_consumers(processes, quiet_broker):
     return consumers
 
 
-def send(queue: str, payload, *, event_type=CREATED, message_id=None, body=None, **headers) -> str:
+def send(queue: str, payload, *, event_type=CREATED, message_id: str | bytes | None = None, body=None, **headers):
     message_id = message_id or str(uuid.uuid4())
     publish_exact(
         queue,
@@ -46,6 +48,16 @@ def send(queue: str, payload, *, event_type=CREATED, message_id=None, body=None,
         content_type="application/json",
     )
     return message_id
+
+
+@contextmanager
+def deeper_recursion():
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(20_000)
+    try:
+        yield
+    finally:
+        sys.setrecursionlimit(limit)
 
 
 def letters() -> set[tuple[str, str, str]]:
@@ -65,6 +77,14 @@ def test_hostile_headers_and_bodies_are_dead_letters_and_every_consumer_keeps_co
     # row 2: 100,000 [ into the queues of both processes
     for consumer in ("payments", "events"):
         expected.add((consumer, send(f"{consumer}_queue", None, body=b"[" * 100_000), "invalid_payload"))
+    # properties py-amqp cannot decode (it raised inside drain_events): a message id that is not
+    # UTF-8, headers nested 3,000 deep
+    send("payments_queue", order_created_payload(), message_id=b"\xff\xfe")
+    deep: list = []
+    for _ in range(3000):
+        deep = [deep]
+    with deeper_recursion():  # py-amqp encodes it recursively, as it decodes it
+        send("events_queue", order_created_payload(), **{"x-deep": deep})
     # row 3: a malformed x-death straight into a dead-letter queue (no delivery limit there)
     unreadable = send("payments_queue_dead_letters", order_created_payload(), **{"x-death": "x"})
     bad_count = send("payments_queue_dead_letters", order_created_payload(), **{"x-death": [{"count": "abc"}]})
@@ -93,8 +113,17 @@ def test_hostile_headers_and_bodies_are_dead_letters_and_every_consumer_keeps_co
     reused_id = send("payments_queue", forged, message_id=str(created.event_id), schema_version=created.schema_version)
     expected.add(("payments", reused_id, "message_id_reused"))
 
+    # the two whose properties could not be decoded have no message id: they are rows of their own
+    expected |= {("payments", "", "invalid_headers"), ("events", "", "invalid_headers")}
     wait_until(lambda: len(letters()) >= len(expected), timeout=60, message=f"{len(expected)} dead letters")
     assert letters() == expected
+    undecodable = DeadLetter.objects.filter(message_id="").values_list("consumer", "error")
+    assert sorted(undecodable) == [
+        ("events", "its properties could not be decoded: RecursionError: maximum recursion depth exceeded while "
+         "calling a Python object"),
+        ("payments", "its properties could not be decoded: UnicodeDecodeError: 'utf-8' codec can't decode byte 0xff "
+         "in position 0: invalid start byte"),
+    ]  # fmt: skip
     assert [p.poll() for p in procfile_consumers] == [None, None]
     assert DeadLetter.objects.get(message_id=huge_count).attempts == MAX_COUNT
     assert "x-death unreadable: str 'x'" in DeadLetter.objects.get(message_id=unreadable).error
