@@ -3,7 +3,7 @@
 For each user of ``BROKER_PRODUCERS`` (the contexts it publishes for, the consumers those
 contexts run): configure, write and read only on its own consumers' queues (their dead-letter
 exchange, dead-letter queue and delay queues); write on the events exchange (limited by a topic
-permission to its own contexts' routing keys: ``^(orders)\\.``) and on the default exchange (its
+permission to its own contexts' routing keys: ``^(<context>)\\.``) and on the default exchange (its
 retries and replays go to its own delay queues and queue through it); read on the events exchange
 (to bind its queues). It cannot read another context's queue, publish another context's routing
 key, or configure (so delete) a queue of another context.

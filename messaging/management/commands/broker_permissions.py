@@ -24,7 +24,7 @@ class Command(BaseCommand):
     def handle(self, *args, **options):
         permissions = user_permissions()
         if not permissions:
-            raise CommandError("BROKER_PRODUCERS is not set: name each context's broker user, e.g. orders=shop_orders")
+            raise CommandError("BROKER_PRODUCERS is not set: name each context's broker user, <context>=<user>,...")
         vhost = options["vhost"] or Connection(settings.BROKER_URL.split(";")[0]).virtual_host or "/"
         for entry in permissions:
             self.stdout.write(f"# {entry.user}: publishes {', '.join(entry.contexts)}; "
