@@ -5,7 +5,11 @@ can serve its own registry on a port (``--metrics-port``). The web process's ``/
 adds gauges read from the database (outbox backlog, parked rows, dead letters).
 """
 
+import functools
+
 from prometheus_client import Counter, Histogram
+
+from kernel.contexts import installed
 
 RELAY_PUBLISHED = Counter("messaging_relay_published_total", "Outbox rows published and confirmed by the broker.")
 RELAY_REFUSED = Counter("messaging_relay_refused_total", "Outbox rows the broker returned or nacked.", ["reason"])
@@ -41,8 +45,19 @@ def relay_batch(published: int, refused: dict[str, str], seconds: float) -> None
 
 
 def consumer_message(consumer: str, event_type: str, outcome: str, seconds: float) -> None:
-    CONSUMER_MESSAGES.labels(consumer, event_type, outcome).inc()
+    CONSUMER_MESSAGES.labels(consumer, event_type_label(event_type), outcome).inc()
     CONSUMER_SECONDS.labels(consumer).observe(seconds)
+
+
+def event_type_label(event_type: str) -> str:
+    """``event_type`` when an installed context publishes it, else ``other``: a label per header
+    value a producer makes up would grow the registry (and every scrape) without bound."""
+    return event_type if event_type in _declared_event_types() else "other"
+
+
+@functools.cache
+def _declared_event_types() -> frozenset[str]:
+    return frozenset(key for declaration in installed() for key in declaration.publishes)
 
 
 def consumer_batch(size: int) -> None:

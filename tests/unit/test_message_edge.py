@@ -2,12 +2,14 @@
 message is refused with a reason, or read within bounds; nothing raises anything else."""
 
 import json
+import uuid
 from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from messaging.edge import MAX_COUNT, clamped_count, death_of, instant_within_window
 from messaging.envelope import InvalidMessage, encode_body, parse_incoming
+from messaging.metrics import event_type_label
 
 HEADERS = {"event_type": "orders.order.created", "schema_version": 1}
 BODY = encode_body({"order_id": "o-1"})
@@ -128,3 +130,8 @@ def test_a_count_for_a_column_is_clamped(value, expected):
 @pytest.mark.parametrize("value", ["9999-12-31T23:59:59-14:00", "2026-02-30T00:00:00+00:00", b"x", None, 5])
 def test_an_instant_outside_the_window_or_unreadable_is_none(value):
     assert instant_within_window(value) is None
+
+
+def test_a_metric_labels_an_event_type_no_context_publishes_as_other():
+    assert event_type_label("orders.order.created") == "orders.order.created"
+    assert event_type_label(f"made.up.{uuid.uuid4().hex}") == "other"
