@@ -43,6 +43,7 @@ from hypothesis import strategies as st  # noqa: E402
 
 from faultlib import scenarios as s  # noqa: E402
 from faultlib.faults import with_application_name  # noqa: E402
+from faultlib.hostile import hostile  # noqa: E402
 from faultlib.invariants import broker_queue_depths, check_invariants  # noqa: E402
 from faultlib.load import INITIAL_STOCK  # noqa: E402
 from faultlib.processes import ProcessGroup, database_url, process_environment  # noqa: E402
@@ -97,6 +98,11 @@ def scenarios(scale: float) -> dict:
         "poison": (
             "every kind of poison message, five of each, among valid orders",
             lambda g, r: s.poison(g, r, copies=n(5), max_orders=n(1500)),
+        ),
+        "hostile": (
+            "every kind of hostile message (absurd headers, deep bodies, forged x-death, year 10000, undecodable "
+            "properties, a reused message id), three of each, among 300 genuine orders on the Procfile's consumers",
+            lambda g, r: hostile(g, r, copies=n(3), max_orders=n(300)),
         ),
         "races": (
             "cancellations at random moments, consumers down past a 2 s saga deadline",
