@@ -32,11 +32,11 @@ def refusal(body: bytes, charset: str | None = None) -> tuple[str, dict | None]:
         ("cp1026", "[".encode("cp1026") * 5000, "JSON parse error - Expecting value: line 1 column 1 (char 0)"),
         ("utf-7", b"+AFs-" * 5000, "JSON parse error - Expecting value: line 1 column 1 (char 0)"),
         ("utf-16", "[".encode("utf-16-le") * 5000, DEEP),
-        # Bytes that are not UTF-8, whatever they spell in the declared charset.
-        ("cp500", b"\xba" * 5000, "JSON parse error - byte 0 is not UTF-8; JSON is UTF-8 (RFC 8259)."),
         # The same in ASCII, counted as the brackets they are.
         ("cp500", b"[" * 5000, DEEP),
         ("utf-7", b"[" * 5000, DEEP),
+        # Bytes that are not UTF-8, whatever they spell in the declared charset.
+        ("cp500", b"\xba" * 5000, "JSON parse error - byte 0 is not UTF-8; JSON is UTF-8 (RFC 8259)."),
         (
             "latin-1",
             '{"customer_id": "\xe9"}'.encode("latin-1"),
