@@ -76,6 +76,9 @@ def configure_logging(log_format: str, level: str) -> None:
                 "django.db.backends": {"level": "WARNING"},
                 "amqp": {"level": "WARNING"},
                 "kombu": {"level": "WARNING"},
+                # Its start banner in every command, a line per login: its warnings (failures) stay;
+                # config.admin_lockout logs each lockout with the account and address.
+                "axes": {"level": "WARNING"},
             },
         }
     )
