@@ -29,16 +29,13 @@ def client_address(request: HttpRequest) -> str:
 
 
 def lockout_message(cool_off) -> str:
+    locked = "Too many failed logins for this account from your address: logging in is locked"
+    where = "(docs/operations.md, Admin lockout)"
+    if not cool_off:
+        return f"{locked} until an operator unlocks it {where}."
     moment = now()
-    wait = (
-        f"for {timeuntil(moment + cool_off, moment)} after the last attempt"
-        if cool_off
-        else "until an operator unlocks it"
-    )
-    return (
-        "Too many failed logins for this account from your address: logging in is locked "
-        f"{wait}. An operator can unlock it at once (docs/operations.md, Admin lockout)."
-    )
+    wait = timeuntil(moment + cool_off, moment)
+    return f"{locked} for {wait} after the last attempt. An operator can unlock it at once {where}."
 
 
 def lockout_response(request: HttpRequest, original_response=None, credentials=None) -> HttpResponse:

@@ -97,3 +97,16 @@ def test_the_locked_page_shows_no_form_and_keeps_the_admins_headers(operator):
     page = locked.content.decode()
     assert 'id="login-form"' not in page and "Saga shop operations" in page
     assert locked["X-Frame-Options"] == "DENY" and "Content-Security-Policy" in locked
+
+
+def test_with_no_cool_off_the_lock_holds_until_an_operator_unlocks_it(operator, settings):
+    settings.AXES_COOLOFF_TIME = None  # AXES_COOLOFF_TIME=0
+
+    for _ in range(5):
+        locked = log_in("wrong")
+
+    assert locked.status_code == 429
+    assert (
+        '<p class="errornote" id="login-locked-out">Too many failed logins for this account from your address: '
+        "logging in is locked until an operator unlocks it (docs/operations.md, Admin lockout).</p>"
+    ) in locked.content.decode()
