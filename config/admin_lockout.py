@@ -35,7 +35,7 @@ def lockout_message(cool_off) -> str:
         return f"{locked} until an operator unlocks it {where}."
     moment = now()
     wait = timeuntil(moment + cool_off, moment)
-    return f"{locked} for {wait} after the last attempt. An operator can unlock it at once {where}."
+    return f"{locked} for {wait}. An operator can unlock it at once {where}."
 
 
 def lockout_response(request: HttpRequest, original_response=None, credentials=None) -> HttpResponse:
@@ -49,16 +49,21 @@ def lockout_response(request: HttpRequest, original_response=None, credentials=N
 
 
 def log_lockout(sender, request, username, ip_address, **kwargs) -> None:
-    """Axes' ``user_locked_out`` signal, sent for the failure that reaches the limit and for each
-    attempt refused while locked (each one also restarts the cool-off)."""
+    """Axes' ``user_locked_out`` signal: sent for the failure that reaches the limit (axes has
+    just counted it) and for each attempt refused while locked (not counted)."""
+    failures = getattr(request, "axes_failures_since_start", None)
+    if failures is None:
+        logger.warning(
+            "admin login refused while locked out", extra={"username": username, "client_address": ip_address}
+        )
+        return
+    cool_off = settings.AXES_COOLOFF_TIME
     logger.warning(
         "admin login locked out",
         extra={
             "username": username,
             "client_address": ip_address,
-            "failures": getattr(request, "axes_failures_since_start", None),
-            "cool_off": format_duration(settings.AXES_COOLOFF_TIME.total_seconds())
-            if settings.AXES_COOLOFF_TIME
-            else "until unlocked",
+            "failures": failures,
+            "cool_off": format_duration(cool_off.total_seconds()) if cool_off else "until unlocked",
         },
     )

@@ -368,8 +368,12 @@ METRICS_TOKEN = env.str("METRICS_TOKEN", default="")
 # Axes' backend first: it refuses a locked-out account and address before any password is checked.
 AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contrib.auth.backends.ModelBackend"]
 AXES_FAILURE_LIMIT = env.int("AXES_FAILURE_LIMIT", default=5)
-# Counted from the last failure, refused attempts included; 0: locked until an operator unlocks.
+# Counted from the failure that locked; 0: locked until an operator unlocks.
 AXES_COOLOFF_TIME = timedelta(seconds=parse_duration(env.str("AXES_COOLOFF_TIME", default="15m"))) or None
+# An attempt while locked is refused with one read and no write: axes would otherwise append each
+# one's form to the row, which a client could grow without end (and restart the cool-off, which
+# changes nothing: it may not guess meanwhile).
+AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]  # why: config/admin_lockout.py
 AXES_CLIENT_IP_CALLABLE = "config.admin_lockout.client_address"
 AXES_LOCKOUT_CALLABLE = "config.admin_lockout.lockout_response"

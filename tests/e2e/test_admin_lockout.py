@@ -26,7 +26,7 @@ pytestmark = pytest.mark.django_db(transaction=True, databases=ALL_DATABASES)
 PASSWORD = "correct horse battery staple"
 LOCKED = (
     b'<p class="errornote" id="login-locked-out">Too many failed logins for this account from your address: '
-    b"logging in is locked for 15\xc2\xa0minutes after the last attempt. An operator can unlock it at once "
+    b"logging in is locked for 15\xc2\xa0minutes. An operator can unlock it at once "
     b"(docs/operations.md, Admin lockout).</p>"
 )
 WRONG = b"Please enter the correct username and password for a staff account."
@@ -87,10 +87,10 @@ def log_in(server: Server, password: str, *, source: str = "127.0.0.1", extra: b
 
 def lockout_lines(server: Server) -> list[tuple]:
     return [
-        (line["level"], line["username"], line["client_address"], line["failures"])
+        (line["event"], line["level"], line["username"], line["client_address"], line.get("failures"))
         for _, proc, _ in server.group.procs
         for line in server.group.log_lines(proc)
-        if line.get("event") == "admin login locked out"
+        if line.get("logger") == "config.admin_lockout"
     ]
 
 
@@ -102,7 +102,11 @@ def test_five_wrong_passwords_lock_the_account_at_that_address_until_an_operator
 
     assert tries == ["wrong"] * 4 + ["locked"]
     assert (right, forged, elsewhere) == ("locked", "locked", "in")
-    assert lockout_lines(server) == [("warning", "ops", "127.0.0.1", failures) for failures in (5, 6, 7)]
+    assert lockout_lines(server) == [
+        ("admin login locked out", "warning", "ops", "127.0.0.1", 5),
+        ("admin login refused while locked out", "warning", "ops", "127.0.0.1", None),
+        ("admin login refused while locked out", "warning", "ops", "127.0.0.1", None),
+    ]
 
     unlocked = server.group.run("axes_reset_username", "ops")
     assert (unlocked.returncode, unlocked.stdout) == (0, "1 attempts removed.\n"), unlocked.stderr
