@@ -27,8 +27,8 @@ def operator(db) -> User:
     return User.objects.create_superuser("ops", "ops@example.com", PASSWORD)
 
 
-def log_in(password: str, username: str = "ops", address: str = ADDRESS):
-    client = Client(REMOTE_ADDR=address)
+def log_in(password: str, username: str = "ops", address: str = ADDRESS, agent: str = "browser"):
+    client = Client(REMOTE_ADDR=address, HTTP_USER_AGENT=agent)
     return client.post("/admin/login/?next=/admin/", {"username": username, "password": password, "next": "/admin/"})
 
 
@@ -113,3 +113,11 @@ def test_with_no_cool_off_the_lock_holds_until_an_operator_unlocks_it(operator, 
         '<p class="errornote" id="login-locked-out">Too many failed logins for this account from your address: '
         "logging in is locked until an operator unlocks it (docs/operations.md, Admin lockout).</p>"
     ) in locked.content.decode()
+
+
+def test_another_user_agent_or_spelling_of_the_name_is_the_same_account_and_address(operator):
+    tries = [outcome(log_in("wrong", agent=f"agent {n}")) for n in range(4)]
+    tries.append(outcome(log_in("wrong", username=" ops ")))  # the form strips it, as for the login itself
+
+    assert tries == ["wrong"] * 4 + ["locked"]
+    assert outcome(log_in(PASSWORD, agent="yet another")) == "locked"
