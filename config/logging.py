@@ -76,8 +76,8 @@ def configure_logging(log_format: str, level: str) -> None:
                 "django.db.backends": {"level": "WARNING"},
                 "amqp": {"level": "WARNING"},
                 "kombu": {"level": "WARNING"},
-                # Its start banner in every command, a line per login: its warnings (failures) stay;
-                # config.admin_lockout logs each lockout with the account and address.
+                # axes' INFO is a banner in every command and a line per login; its warnings (each
+                # failure) stay, and config.admin_lockout logs each lockout.
                 "axes": {"level": "WARNING"},
             },
         }

@@ -371,8 +371,8 @@ AXES_FAILURE_LIMIT = env.int("AXES_FAILURE_LIMIT", default=5)
 # Counted from the failure that locked; 0: locked until an operator unlocks.
 AXES_COOLOFF_TIME = timedelta(seconds=parse_duration(env.str("AXES_COOLOFF_TIME", default="15m"))) or None
 # An attempt while locked is refused with one read and no write: axes would otherwise append each
-# one's form to the row, which a client could grow without end (and restart the cool-off, which
-# changes nothing: it may not guess meanwhile).
+# one's form to the row, which a client could grow without end. Restarting the cool-off on each
+# would add nothing: a locked client cannot guess anyway.
 AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]  # why: config/admin_lockout.py
 AXES_CLIENT_IP_CALLABLE = "config.admin_lockout.client_address"
