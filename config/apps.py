@@ -12,6 +12,9 @@ class ShopConfig(AppConfig):
     verbose_name = "Saga shop"
 
     def ready(self) -> None:
+        from axes.signals import user_locked_out
+
+        from config.admin_lockout import log_lockout
         from config.telemetry import configure_tracing
         from kernel.contexts import installed, names
         from messaging.api import local_consumers
@@ -22,3 +25,4 @@ class ShopConfig(AppConfig):
             installed=names(installed()),
             consumers=local_consumers(),
         )
+        user_locked_out.connect(log_lockout, dispatch_uid="config.admin_lockout")

@@ -76,6 +76,9 @@ def configure_logging(log_format: str, level: str) -> None:
                 "django.db.backends": {"level": "WARNING"},
                 "amqp": {"level": "WARNING"},
                 "kombu": {"level": "WARNING"},
+                # axes' INFO is a banner in every command and a line per login; its warnings (each
+                # failure) stay, and config.admin_lockout logs each lockout.
+                "axes": {"level": "WARNING"},
             },
         }
     )

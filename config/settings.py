@@ -4,6 +4,7 @@ No environment at all gives the embedded default: SQLite and kombu's filesystem
 broker under ``var/``. ``.env.example`` lists every variable.
 """
 
+from datetime import timedelta
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
@@ -86,6 +87,7 @@ INSTALLED_APPS = [
     "django.contrib.sessions",
     "django.contrib.messages",
     "django.contrib.staticfiles",
+    "axes",  # the admin's login lockout (config/admin_lockout.py)
     "rest_framework",
     "drf_spectacular",
     "drf_spectacular_sidecar",  # Swagger UI served from our own static files, no CDN
@@ -111,6 +113,8 @@ MIDDLEWARE = [
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
+    # Last, as django-axes asks: turns a login refused for a lockout into its page (429).
+    "axes.middleware.AxesMiddleware",
 ]
 
 # Content-Security-Policy (django-csp) on every response. Scripts, styles, images and fonts
@@ -369,6 +373,24 @@ SPECTACULAR_SETTINGS = {
 # --- Operations ---------------------------------------------------------------------------
 # Set: /metrics requires "Authorization: Bearer <token>".
 METRICS_TOKEN = env.str("METRICS_TOKEN", default="")
+
+# --- The admin's login lockout (django-axes; docs/operations.md, "Admin lockout") -----------
+# Axes' backend first: it refuses a locked-out account and address before any password is checked.
+AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contrib.auth.backends.ModelBackend"]
+AXES_FAILURE_LIMIT = env.int("AXES_FAILURE_LIMIT", default=5)
+# Counted from the failure that locked; 0: locked until an operator unlocks.
+AXES_COOLOFF_TIME = timedelta(seconds=parse_duration(env.str("AXES_COOLOFF_TIME", default="15m"))) or None
+# An attempt while locked is refused with one read and no write: axes would otherwise append each
+# one's form to the row, which a client could grow without end. Restarting the cool-off on each
+# would add nothing: a locked client cannot guess anyway.
+AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]  # why: config/admin_lockout.py
+AXES_CLIENT_IP_CALLABLE = "config.admin_lockout.client_address"
+AXES_LOCKOUT_CALLABLE = "config.admin_lockout.lockout_response"
+AXES_RESET_ON_SUCCESS = True  # a successful login starts the count again
+# No row per successful login (it would grow without end): the log lines are the audit trail.
+AXES_DISABLE_ACCESS_LOG = True
+AXES_SENSITIVE_PARAMETERS = []  # axes' own lines name the account and address (never the password)
 
 # --- Static files, i18n -------------------------------------------------------------------
 STATIC_URL = "static/"

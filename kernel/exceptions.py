@@ -43,6 +43,15 @@ class PayloadTooLarge(exceptions.APIException):
         super().__init__(detail=f"The request body is larger than {limit} bytes." if limit else None)
 
 
+class JSONParseError(exceptions.ParseError):
+    """A body that is not acceptable JSON; ``errors`` names the paths at fault, where there are
+    any (a duplicated key), else the answer says ``{"body": [detail]}``."""
+
+    def __init__(self, detail: str, errors: dict[str, list[str]] | None = None):
+        super().__init__(detail=detail)
+        self.errors = errors
+
+
 def sqlstate_of(exc: BaseException) -> str | None:
     """The SQLSTATE of a database error Django wrapped, if the server sent one."""
     return getattr(exc.__cause__, "sqlstate", None) or getattr(exc, "sqlstate", None)
@@ -102,7 +111,8 @@ def api_exception_handler(exc, context):
     if isinstance(exc, exceptions.ValidationError):
         body = {"code": "invalid", "detail": "The request is invalid.", "errors": flatten_errors(exc.detail)}
     elif isinstance(exc, exceptions.ParseError):
-        body = {"code": "parse_error", "detail": str(exc.detail), "errors": {"body": [str(exc.detail)]}}
+        errors = getattr(exc, "errors", None) or {"body": [str(exc.detail)]}
+        body = {"code": "parse_error", "detail": str(exc.detail), "errors": errors}
     elif isinstance(exc, ApiError):
         body = {"code": exc.code, "detail": str(exc.detail)}
     elif isinstance(exc, exceptions.APIException):

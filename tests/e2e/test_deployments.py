@@ -32,6 +32,11 @@ DJANGO_TABLES = {
     "django_content_type",
     "django_migrations",
     "django_session",
+    # The admin's login lockout (django-axes): the admin is served in every deployment.
+    "axes_accessattempt",
+    "axes_accessattemptexpiration",
+    "axes_accessfailurelog",
+    "axes_accesslog",
 }
 MESSAGING_TABLES = {"messaging_outbox", "messaging_inbox", "messaging_event_log", "messaging_dead_letter"}
 OWN_TABLES = {

@@ -216,3 +216,61 @@ def test_too_many_query_fields_are_a_json_400_even_where_the_view_renders_html_o
 
     assert (reply.status_code, reply["Content-Type"]) == (400, "application/json")
     assert reply.json() == {"code": "bad_request", "detail": "The request is malformed."}
+
+
+def post_bytes(web: str, body: bytes, content_type: str):
+    """``body`` as it is, with ``content_type`` as it is: what urllib would leave alone, said exactly."""
+    headers = {
+        "Host": "127.0.0.1",
+        "Content-Type": content_type,
+        "Content-Length": str(len(body)),
+        "Idempotency-Key": str(uuid.uuid4()),
+    }
+    return raw_request(web, request_bytes("POST", "/api/checkout/", headers, body))
+
+
+def test_json_is_read_as_utf_8_whatever_the_charset_and_a_duplicated_key_is_refused(web):
+    # Issue 26, rows 7 and 9: 5,000 brackets under a charset other than UTF-8 were a 500;
+    # {"quantity": 1, "quantity": 7} was an order of 7.
+    deep = {
+        charset: post_bytes(web, b"[" * 5000, f"application/json; charset={charset}")
+        for charset in ("cp500", "utf-7", "cp1026")
+    }
+    spelt = {
+        "cp500": post_bytes(web, "[".encode("cp500") * 5000, "application/json; charset=cp500"),
+        "utf-7": post_bytes(web, b"+AFs-" * 5000, "application/json; charset=utf-7"),
+        "latin-1": post_bytes(web, '{"customer_id": "\xe9"}'.encode("latin-1"), "application/json; charset=latin-1"),
+    }
+    valid = json.dumps(checkout_body())
+    twice = valid.replace('"quantity": 1', '"quantity": 1, "quantity": 7')
+    duplicated = post_bytes(web, twice.encode(), "application/json")
+    top_level = post_bytes(web, (valid[:-1] + ', "customer_id": "mallory"}').encode(), "application/json")
+
+    for reply in deep.values():
+        assert assert_error(reply, 400, "parse_error")["errors"] == {
+            "body": ["JSON parse error - nested deeper than 32 levels."]
+        }
+        assert_security_headers(reply)
+    expected = {
+        "cp500": "JSON parse error - Expecting value: line 1 column 1 (char 0)",
+        "utf-7": "JSON parse error - Expecting value: line 1 column 1 (char 0)",
+        "latin-1": "JSON parse error - byte 17 is not UTF-8; JSON is UTF-8 (RFC 8259).",
+    }
+    assert {charset: reply.json()["errors"] for charset, reply in spelt.items()} == {
+        charset: {"body": [detail]} for charset, detail in expected.items()
+    }
+    for reply in spelt.values():
+        assert_error(reply, 400, "parse_error")
+    assert duplicated.json() == {
+        "code": "parse_error",
+        "detail": "JSON parse error - duplicate key: items.0.quantity.",
+        "errors": {"items.0.quantity": ["Duplicate key: send each key of an object once."]},
+    }
+    assert top_level.json()["errors"] == {"customer_id": ["Duplicate key: send each key of an object once."]}
+    for reply in (duplicated, top_level):
+        assert_error(reply, 400, "parse_error")
+    assert nothing_written()
+    # A body that is UTF-8 is read as such whatever charset it declares (RFC 8259: it has no effect).
+    placed = post_bytes(web, valid.encode(), "application/json; charset=cp500")
+    assert placed.status == 201, placed.body
+    assert Order.objects.get().lines.get().quantity == 1

@@ -162,6 +162,9 @@ HOSTILE = {
     ),
     "a request line that is not HTTP": (b"HELLO\r\n\r\n", 400, "bad_request"),
     "nginx's own error pages, asked for directly": (get_with(target=b"/_error/502"), 404, "not_found"),
+    # nginx refuses TRACE itself, whatever the path (issue 26, row 8).
+    "TRACE": (b"TRACE /api/products/ HTTP/1.1\r\n" + HOST + b"\r\n", 405, "method_not_allowed"),
+    "TRACE on the admin": (b"TRACE /admin/login/ HTTP/1.1\r\n" + HOST + b"\r\n", 405, "method_not_allowed"),
 }
 
 
@@ -435,3 +438,35 @@ def test_every_row_of_the_issues_table_answers_as_expected_through_make_serve(ti
     assert (placed.status, order.status) == (201, 200)
     assert placed.headers["cache-control"] == order.headers["cache-control"] == NO_STORE
     assert Order.objects.count() == 1  # only the valid checkout wrote anything
+
+
+def post_as(content_type: bytes, body: bytes) -> bytes:
+    key = str(uuid.uuid4()).encode()
+    head = b"POST /api/checkout/ HTTP/1.1\r\n" + HOST + b"Content-Type: " + content_type + b"\r\n"
+    return head + b"Idempotency-Key: " + key + b"\r\nContent-Length: %d\r\n\r\n" % len(body) + body
+
+
+def test_issue_26s_rows_answer_as_expected_through_make_serve(tier, widget):
+    valid = checkout_json()
+    trace = request(tier.port, b"TRACE /api/orders/ HTTP/1.1\r\n" + HOST + b"Max-Forwards: 0\r\n\r\n")
+    deep = {
+        charset: request(tier.port, post_as(b"application/json; charset=" + charset, b"[" * 5000))
+        for charset in (b"cp500", b"utf-7", b"cp1026")
+    }
+    twice = valid.replace(b'"quantity": 1', b'"quantity": 1, "quantity": 7')
+    duplicated = request(tier.port, post_as(b"application/json", twice))
+
+    assert (trace.status, json.loads(trace.body)) == (
+        405,
+        {"code": "method_not_allowed", "detail": "Method TRACE is not allowed."},
+    )
+    assert trace.headers["allow"] == "GET, HEAD, POST, OPTIONS"
+    assert_json_error(trace, 405, "method_not_allowed")
+    for reply in deep.values():
+        assert assert_django_json(reply, 400, "parse_error")["errors"] == {
+            "body": ["JSON parse error - nested deeper than 32 levels."]
+        }
+    assert assert_django_json(duplicated, 400, "parse_error")["errors"] == {
+        "items.0.quantity": ["Duplicate key: send each key of an object once."]
+    }
+    assert not Order.objects.exists() and not CheckoutRequest.objects.exists()

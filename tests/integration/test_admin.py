@@ -228,6 +228,7 @@ def admin_urls(order_id: str) -> list[str]:
         "/admin/payments/payment/",
         "/admin/inventory/product/",
         "/admin/inventory/reservation/",
+        "/admin/axes/accessattempt/",  # the login lockout's counts (docs/operations.md, "Admin lockout")
     ]
 
 
