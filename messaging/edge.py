@@ -109,9 +109,20 @@ def instant_within_window(value) -> datetime | None:
 
 
 def refuse_deep_body(body: bytes) -> None:
-    """``invalid_payload`` for a body nested deeper than any event (before it is parsed)."""
+    """``invalid_payload`` for a body nested deeper than any event (before it is parsed), or
+    holding a NUL (JSON ``\\u0000``), which no PostgreSQL text or jsonb can store."""
     if nested_deeper_than(body, MAX_BODY_DEPTH):
         raise InvalidMessage("invalid_payload", f"the body nests deeper than {MAX_BODY_DEPTH} levels")
+    if b"\\u0000" in body:
+        raise InvalidMessage("invalid_payload", "the body holds a NUL character (\\u0000)")
+
+
+def refuse_unstorable(*ids) -> None:
+    """``invalid_headers`` for an id (message, correlation, causation) holding a NUL: the inbox
+    could not store it, and the message would fail every attempt for no fault of its handler."""
+    for value in ids:
+        if isinstance(value, str) and "\x00" in value:
+            raise InvalidMessage("invalid_headers", f"an id holds a NUL character: {_shown(value)}")
 
 
 def clamped_count(value, default: int = 1) -> int:

@@ -22,6 +22,7 @@ from messaging.edge import (
     event_type_checked,
     occurred_at_of,
     refuse_deep_body,
+    refuse_unstorable,
     schema_version_of,
 )
 
@@ -112,6 +113,7 @@ def parse_incoming(body: bytes, properties: dict, headers: dict, routing_key: st
     schema_version = schema_version_of(headers)
     attempt = attempt_of(headers)
     occurred_at = occurred_at_of(headers)
+    refuse_unstorable(str(message_id), properties.get("correlation_id"), headers.get("causation_id"))
     refuse_deep_body(body)
     try:
         payload = json.loads(body)

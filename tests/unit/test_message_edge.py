@@ -135,3 +135,16 @@ def test_an_instant_outside_the_window_or_unreadable_is_none(value):
 def test_a_metric_labels_an_event_type_no_context_publishes_as_other():
     assert event_type_label("orders.order.created") == "orders.order.created"
     assert event_type_label(f"made.up.{uuid.uuid4().hex}") == "other"
+
+
+@pytest.mark.parametrize(
+    ("body", "properties", "headers", "reason"),
+    [
+        (b'{"name": "a\\u0000b"}', {"message_id": "m"}, {}, "invalid_payload"),
+        (BODY, {"message_id": "m\x00"}, {}, "invalid_headers"),
+        (BODY, {"message_id": "m", "correlation_id": "c\x00"}, {}, "invalid_headers"),
+        (BODY, {"message_id": "m"}, {"causation_id": "\x00"}, "invalid_headers"),
+    ],
+)
+def test_a_nul_no_database_can_store_is_refused_at_the_edge(body, properties, headers, reason):
+    assert refusal(body=body, properties=properties, headers=headers)[0] == reason
