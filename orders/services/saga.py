@@ -46,8 +46,13 @@ class InvalidOrderState(Exception):
 
 
 def _ignore(order_id: uuid.UUID, event: str, reason: str) -> None:
-    """What an ignored event leaves: a warning and ``orders_events_ignored_total``."""
-    logger.warning("%s ignored, the saga cannot have caused it: %s", event, reason, extra={"order_id": str(order_id)})
+    """What an ignored event leaves: a warning and ``orders_events_ignored_total``, once the
+    decision commits (a batch that runs its handlers again does not report it twice)."""
+    transaction.on_commit(
+        lambda: logger.warning(
+            "%s ignored, the saga cannot have caused it: %s", event, reason, extra={"order_id": str(order_id)}
+        )
+    )
     event_ignored_observed(event=event, reason=reason)
 
 

@@ -58,6 +58,7 @@ def test_each_forged_event_of_row_6_then_a_genuine_order_confirms(processes, qui
     publish("orders.order.created", forged.order_created_v2(str(uuid.uuid4()), currency="EUR"), version=2)
     publish("orders.order.confirmed", forged.order_confirmed(str(uuid.uuid4()), total="-500.00"))
     publish("inventory.product.updated", forged.product_updated("WIDGET", price="-5.00", version=10**15))
+    publish("inventory.product.updated", forged.product_updated("WIDGET", price="-5.00", version=1000))
     publish("inventory.product.updated", forged.product_updated("WIDGET", version=10**15))
     # A stock reservation for the order whose charge is failing: never confirms it.
     publish("inventory.stock.reserved", forged.stock_reserved(failing, [{"sku": "WIDGET", "quantity": 1}]))
@@ -73,7 +74,7 @@ def test_each_forged_event_of_row_6_then_a_genuine_order_confirms(processes, qui
             ("payments", "orders.order.created", "handler_error"): 1,  # the failing charge itself
             ("payments", "orders.order.created", "invalid_payload"): 2,
             ("shipping", "orders.order.confirmed", "invalid_payload"): 1,
-            ("orders", "inventory.product.updated", "invalid_payload"): 2,
+            ("orders", "inventory.product.updated", "invalid_payload"): 3,
             ("orders", "inventory.stock.reserved", "handler_error"): 1,  # retried: its payment never came
         }
     )
@@ -88,6 +89,12 @@ def test_each_forged_event_of_row_6_then_a_genuine_order_confirms(processes, qui
         "orders.order.created v2 at total/currency: 'EUR' is not a 'system-currency'",
         f"orders.order.confirmed v1 at total: {forged.NEGATIVE_MONEY}",
     }
+
+    product_errors = DeadLetter.objects.filter(event_type="inventory.product.updated").values_list("error", flat=True)
+    assert sorted(product_errors) == [
+        "inventory.product.updated v1 at price: '-5.00' does not match '^[0-9]+\\\\.[0-9]{2}$'",
+        *["inventory.product.updated v1 at version: 1000000000000000 is greater than the maximum of 2147483647"] * 2,
+    ]
 
     # The failing order: PENDING, never charged, nothing reserved for it.
     stuck = Order.objects.get(pk=failing)
@@ -113,16 +120,17 @@ def test_each_forged_event_of_row_6_then_a_genuine_order_confirms(processes, qui
     assert ledger(never_paid) == []
     assert stock("RARE") == 3 - 1
     assert list(Shipment.objects.values_list("order_id", "status")) == [(uuid.UUID(never_confirmed), "PREPARING")]
-    # The storefront kept the genuine price and version: the forged ones were refused.
+    # The storefront kept inventory's price and version (2: the forged order's reservation), not the forged ones.
     assert list(StorefrontProduct.objects.filter(sku="WIDGET").values_list("price", "version")) == [
-        (Decimal("19.99"), 1)
+        (Decimal("19.99"), 2)
     ]
 
     # A genuine catalogue update still applies, and a genuine order still confirms.
     product_upsert(sku="WIDGET", name="Widget", price=Decimal("21.00"), stock=stock("WIDGET"))
     wait_until(
-        lambda: StorefrontProduct.objects.get(sku="WIDGET").price == Decimal("21.00"), timeout=30, message="the price"
+        lambda: StorefrontProduct.objects.get(sku="WIDGET").version == 3, timeout=30, message="the genuine update"
     )
+    assert StorefrontProduct.objects.get(sku="WIDGET").price == Decimal("21.00")
     genuine = checkout(client, [{"sku": "WIDGET", "quantity": 2}])["id"]
     wait_terminal([genuine])
     assert Order.objects.get(pk=genuine).status == "CONFIRMED"
