@@ -2,13 +2,15 @@
 
 import uuid
 
+from django.core.validators import MinValueValidator
 from django.db import models
 
 
 class Product(models.Model):
     sku = models.CharField(max_length=64, primary_key=True)
     name = models.CharField(max_length=200)
-    price = models.DecimalField(max_digits=12, decimal_places=2)
+    # inventory.product.updated refuses negative money: the admin refuses it before it is published.
+    price = models.DecimalField(max_digits=12, decimal_places=2, validators=[MinValueValidator(0)])
     stock = models.PositiveIntegerField(help_text="Units available to reserve.")
     version = models.PositiveBigIntegerField(default=1, help_text="Grows with every change; sent to the storefront.")
     updated_at = models.DateTimeField(auto_now=True)

@@ -21,7 +21,7 @@ from functools import cache
 from pathlib import Path
 
 from django.conf import settings
-from jsonschema import Draft202012Validator
+from jsonschema import Draft202012Validator, FormatChecker
 from jsonschema.exceptions import best_match
 
 from kernel.contexts import ContextDeclaration, DeclarationError, installed, schema_folder
@@ -89,12 +89,26 @@ def newest_version(event_type: str) -> int:
     return max((v for (e, v) in schemas() if e == event_type), default=1)
 
 
+# ``"format": "system-currency"``: the one currency of the system (settings ``CURRENCY``, the same
+# in every deployment). A schema file cannot name a setting, so the check is a format of our own;
+# it is read at each validation, so a test's override is seen. Other tools treat an unknown
+# format as an annotation (AsyncAPI's parser, the frozen-schema check): the pattern still holds.
+SYSTEM_CURRENCY = "system-currency"
+
+
+def _format_checker() -> FormatChecker:
+    checker = FormatChecker()
+    checker.checkers = dict(Draft202012Validator.FORMAT_CHECKER.checkers)
+    checker.checks(SYSTEM_CURRENCY)(lambda value: not isinstance(value, str) or value == settings.CURRENCY)
+    return checker
+
+
 @cache
 def _validator(event_type: str, version: int) -> Draft202012Validator | None:
     known = schemas().get((event_type, version))
     if known is None:
         return None
-    return Draft202012Validator(known.schema, format_checker=Draft202012Validator.FORMAT_CHECKER)
+    return Draft202012Validator(known.schema, format_checker=_format_checker())
 
 
 def validation_error(event_type: str, version: int, payload) -> str:

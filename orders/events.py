@@ -28,3 +28,25 @@ def product_update_of(event: IncomingEvent) -> dict:
         if not isinstance(update[field], int) or isinstance(update[field], bool):
             raise InvalidPayload(f"{field} must be an integer")
     return update
+
+
+def payment_of(event: IncomingEvent) -> dict:
+    """A payment's amount and currency (payments.payment.succeeded v1; the schema checked both)."""
+    try:
+        return {"amount": Decimal(str(event.payload["amount"])), "currency": event.payload["currency"]}
+    except (KeyError, InvalidOperation):
+        raise InvalidPayload("payment without an amount and its currency") from None
+
+
+def reserved_lines_of(event: IncomingEvent) -> dict[str, int]:
+    """What inventory reserved, SKU -> quantity (a SKU twice: added up, as a mismatch would be)."""
+    items = event.payload.get("items")
+    if not isinstance(items, list):
+        raise InvalidPayload("items must be a list")
+    lines: dict[str, int] = {}
+    for item in items:
+        try:
+            lines[item["sku"]] = lines.get(item["sku"], 0) + item["quantity"]
+        except (KeyError, TypeError):
+            raise InvalidPayload(f"item without sku or quantity: {item!r}") from None
+    return lines

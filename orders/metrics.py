@@ -36,3 +36,16 @@ def saga_outcome_observed(*, order: Order, previous_status: str) -> None:
             CHECKOUT_TO_TERMINAL_SECONDS.labels(status).observe(latency)
 
     transaction.on_commit(observe)
+
+
+EVENTS_IGNORED = Counter(
+    "orders_events_ignored_total",
+    "Well-formed events the saga cannot have caused (an unknown order, a stock outcome before any payment, "
+    "amounts or lines that are not the order's): acked with a warning, no effect.",
+    ["event", "reason"],
+)
+
+
+def event_ignored_observed(*, event: str, reason: str) -> None:
+    """Count an ignored event once the transaction that decided it commits (a batch may run twice)."""
+    transaction.on_commit(lambda: EVENTS_IGNORED.labels(event, reason).inc())

@@ -43,6 +43,9 @@ class Order(models.Model):
     failure_reason = models.CharField(max_length=30, choices=FailureReason.choices, null=True, blank=True)
     total = models.DecimalField(max_digits=12, decimal_places=2)
     currency = models.CharField(max_length=3)
+    paid_at = models.DateTimeField(
+        null=True, blank=True, help_text="When payments' success for this order arrived; stock outcomes wait for it."
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

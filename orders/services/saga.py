@@ -3,20 +3,34 @@
 A transition applies only from the state it expects; an event that no longer applies (late,
 duplicated, out of order) changes nothing and is logged. The order's row lock serialises
 every handler of one order.
+
+The saga also refuses what it cannot have caused (``_ignore``: acked with a warning and a
+metric, no state change, no event): an event about an order it never had (checkout
+writes the order and its first event in one commit, so an honest one never precedes it), a
+payment whose amount is not the order's total, a decline after a success, a reservation of
+other lines than the order's. A stock outcome waits for the order's payment success:
+inventory answers only a paid order, so before it the outcome is either overtaking its cause
+(a retried delivery) or forged; it is retried (a ``TransientError``) and ends a dead letter if
+the payment never comes, and never confirms an order whose payment never succeeded.
 """
 
 import logging
 import uuid
 from datetime import timedelta
+from decimal import Decimal
 
 from django.db import transaction
 from django.utils import timezone
 
-from messaging.api import publish
-from orders.metrics import saga_outcome_observed
-from orders.models import Order
+from messaging.api import TransientError, publish
+from orders.metrics import event_ignored_observed, saga_outcome_observed
+from orders.models import Order, OrderLine
 
 logger = logging.getLogger(__name__)
+
+# The events the saga reads about its orders (names in its log lines and metric).
+PAYMENT_SUCCEEDED, PAYMENT_FAILED = "payments.payment.succeeded", "payments.payment.failed"
+STOCK_RESERVED, RESERVATION_FAILED = "inventory.stock.reserved", "inventory.stock.reservation_failed"
 
 
 class OrderNotFound(Exception):
@@ -29,6 +43,25 @@ class InvalidOrderState(Exception):
     def __init__(self, order: Order):
         super().__init__(f"order {order.id} is {order.status}")
         self.order = order
+
+
+def _ignore(order_id: uuid.UUID, event: str, reason: str) -> None:
+    """What an ignored event leaves: a warning and ``orders_events_ignored_total``, once the
+    decision commits (a batch that runs its handlers again does not report it twice)."""
+    transaction.on_commit(
+        lambda: logger.warning(
+            "%s ignored, the saga cannot have caused it: %s", event, reason, extra={"order_id": str(order_id)}
+        )
+    )
+    event_ignored_observed(event=event, reason=reason)
+
+
+def _lock_known(order_id: uuid.UUID, event: str) -> Order | None:
+    """The order, locked; None (ignored) if this context never had it."""
+    order = Order.objects.select_for_update().filter(pk=order_id).first()
+    if order is None:
+        _ignore(order_id, event, "unknown order")
+    return order
 
 
 def _lock_order(order_id: uuid.UUID) -> Order:
@@ -48,10 +81,43 @@ def _publish(order: Order, event_type: str, **fields) -> None:
 
 
 @transaction.atomic(savepoint=False)
-def order_confirm(*, order_id: uuid.UUID) -> None:
-    order = _lock_order(order_id)
+def order_payment_record(*, order_id: uuid.UUID, amount: Decimal, currency: str) -> None:
+    """Note that the order's charge succeeded (once): its stock outcome may now decide it."""
+    if (order := _lock_known(order_id, PAYMENT_SUCCEEDED)) is None:
+        return
+    if (amount, currency) != (order.total, order.currency):
+        _ignore(order_id, PAYMENT_SUCCEEDED, "not the order's total")
+        return
+    if order.paid_at is not None:
+        logger.info("payment success already noted")
+        return
+    order.paid_at = timezone.now()
+    order.save(update_fields=["paid_at", "updated_at"])
+
+
+def _lines_of(order: Order) -> dict[str, int]:
+    return dict(OrderLine.objects.filter(order=order).values_list("sku", "quantity"))
+
+
+def _lock_paid_pending(order_id: uuid.UUID, event: str) -> Order | None:
+    """The order, locked, if a stock outcome may decide it: None if unknown or decided already."""
+    if (order := _lock_known(order_id, event)) is None:
+        return None
     if order.status != Order.Status.PENDING:
-        logger.info("confirmation ignored: order is already %s", order.status)
+        logger.info("%s ignored: order is already %s", event, order.status)
+        return None
+    if order.paid_at is None:
+        raise TransientError(f"{event} before the order's payment succeeded here: later, or never if forged")
+    return order
+
+
+@transaction.atomic(savepoint=False)
+def order_confirm(*, order_id: uuid.UUID, reserved: dict[str, int]) -> None:
+    """Confirm a paid pending order whose lines were all reserved (``reserved``: SKU -> quantity)."""
+    if (order := _lock_paid_pending(order_id, STOCK_RESERVED)) is None:
+        return
+    if reserved != _lines_of(order):
+        _ignore(order_id, STOCK_RESERVED, "not the order's lines")
         return
     order.status = Order.Status.CONFIRMED
     order.save(update_fields=["status", "updated_at"])
@@ -60,12 +126,24 @@ def order_confirm(*, order_id: uuid.UUID) -> None:
 
 
 @transaction.atomic(savepoint=False)
-def order_fail(*, order_id: uuid.UUID, reason: str) -> None:
-    order = _lock_order(order_id)
-    if order.status != Order.Status.PENDING:
-        logger.info("failure (%s) ignored: order is already %s", reason, order.status)
+def order_decline(*, order_id: uuid.UUID) -> None:
+    """The charge was declined: fail the pending order (payments sends a decline or a success, never both)."""
+    if (order := _lock_known(order_id, PAYMENT_FAILED)) is None:
         return
-    _fail(order, reason)
+    if order.paid_at is not None:
+        _ignore(order_id, PAYMENT_FAILED, "a decline after a success")
+        return
+    if order.status != Order.Status.PENDING:
+        logger.info("failure (payment_declined) ignored: order is already %s", order.status)
+        return
+    _fail(order, Order.FailureReason.PAYMENT_DECLINED)
+
+
+@transaction.atomic(savepoint=False)
+def order_fail_out_of_stock(*, order_id: uuid.UUID) -> None:
+    if (order := _lock_paid_pending(order_id, RESERVATION_FAILED)) is None:
+        return
+    _fail(order, Order.FailureReason.OUT_OF_STOCK)
 
 
 def _fail(order: Order, reason: str) -> None:

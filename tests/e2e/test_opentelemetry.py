@@ -99,7 +99,7 @@ def test_the_whole_saga_is_one_trace_of_server_producer_and_consumer_spans(otlp,
     message_ids = {str(row.event_id): event_type for event_type, row in rows.items()}
     handled_by = {
         "orders.order.created": ["payments", "events"],
-        "payments.payment.succeeded": ["inventory", "events"],
+        "payments.payment.succeeded": ["orders", "inventory", "events"],  # orders notes the payment
         "inventory.stock.reserved": ["orders", "events"],
         "orders.order.confirmed": ["shipping", "events"],
         "shipping.shipment.created": ["events"],
@@ -284,6 +284,7 @@ def test_a_split_deployment_puts_the_saga_in_one_trace_across_its_deployments(ot
         {
             ("saga-shop-payments-consumers", "payments <- orders.order.created"): 1,
             ("saga-shop-inventory-consumers", "inventory <- payments.payment.succeeded"): 1,
+            ("saga-shop-orders-consumers", "orders <- payments.payment.succeeded"): 1,
             ("saga-shop-orders-consumers", "orders <- inventory.stock.reserved"): 1,
             ("saga-shop-shipping-consumers", "shipping <- orders.order.confirmed"): 1,
             **{("saga-shop-orders-consumers", f"events <- {event_type}"): 1 for event_type in SAGA},

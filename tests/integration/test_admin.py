@@ -97,10 +97,12 @@ def test_the_order_page_shows_who_handled_what_and_where_the_saga_is_stuck(staff
 
     response = order_page(staff, order_id)
 
-    # Then: the events consumer has not recorded the second event yet, and inventory dead-lettered it.
+    # Then: the events and orders consumers have not handled the second event yet, and inventory
+    # dead-lettered it.
     assert sorted(waiting(response)) == [
         ("dead_letter", "payments.payment.succeeded", "inventory"),
         ("unhandled", "payments.payment.succeeded", "events"),
+        ("unhandled", "payments.payment.succeeded", "orders"),
     ]
     timeline = [row.entry for row in response.context["saga"]["timeline"]]
     assert [(e.event_type, e.source, e.state) for e in timeline] == [
