@@ -12,6 +12,8 @@ import uuid
 from collections.abc import Callable
 from contextlib import contextmanager
 
+from django.db import connections
+
 from faultlib.broker import publish_exact
 from faultlib.faults import Restartable
 from faultlib.invariants import ExpectedDeadLetter
@@ -63,7 +65,16 @@ def deep_headers() -> str:
 
 
 def reused_id() -> str:
-    """A genuine order's event, already charged, again under its id with another total."""
+    """A genuine order's event, already charged, again under its id with another total.
+    Runs in the injector's thread: its database connection is closed after, or it would keep
+    the test database from being dropped."""
+    try:
+        return _reuse_a_charged_orders_id()
+    finally:
+        connections.close_all()  # this thread's connections only
+
+
+def _reuse_a_charged_orders_id() -> str:
     wait_until(
         lambda: InboxMessage.objects.filter(consumer="payments", event_type=CREATED).exists(),
         timeout=60,
