@@ -103,7 +103,9 @@ def test_the_readmes_try_it_block_as_pasted_against_make_run(tmp_path):
         assert replayed.strip() == "Idempotent-Replayed: true"
         charge = json.loads(ledger)
         assert (charge["order_id"], charge["kind"], charge["amount"]) == (order["id"], "charge", "39.98")
-        assert json.loads(pasted.stderr)["status"] == "PENDING"  # the checkout's answer, shown by tee
+        # The checkout's answer, shown by tee: one line of its own, not glued to the next answer.
+        [placed] = pasted.stderr.splitlines(keepends=True)
+        assert (json.loads(placed)["status"], placed[-2:]) == ("PENDING", "}\n")
 
         # Embedded retries happen at once, and the log says so (no delay queues without RabbitMQ).
         stuck = checkout(base, "tok_unavailable")
