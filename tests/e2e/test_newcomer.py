@@ -251,6 +251,23 @@ def test_a_missing_secret_key_without_debug_is_one_line(tmp_path):
     ]
 
 
+def test_a_wrong_event_versions_pin_is_one_line(tmp_path):
+    for pin, problem in (
+        ("orders.order.created=9", "orders.order.created v9 is not a version this tree writes (1..2)"),
+        ("orders.order.created", "'orders.order.created' is not <routing key>=<version>"),
+    ):
+        result = subprocess.run(
+            [sys.executable, "manage.py", "check"],
+            cwd=BASE_DIR,
+            env=clean_env(DEBUG="1", VAR_DIR=str(tmp_path), EVENT_VERSIONS=pin),
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert (result.returncode, result.stdout) == (1, "")
+        assert result.stderr.splitlines() == [f"Configuration error: EVENT_VERSIONS: {problem}"]
+
+
 def test_a_split_deployment_finds_its_ledger_and_broker_beside_its_database(tmp_path):
     """Only DATABASE_URL, no VAR_DIR: the SQLite ledger and the filesystem broker follow it."""
     script = "from django.conf import settings as s; print(s.DATABASES['gateway']['NAME'], s.FILESYSTEM_BROKER_DIR)"
