@@ -452,6 +452,22 @@ def test_the_outbox_and_dead_letter_lists_show_short_ids_with_the_full_id_on_hov
         assert f">{full}<" not in html, url  # never spelled out in a cell
 
 
+def test_the_outbox_list_shows_a_sku_whole(staff):
+    OutboxMessage.objects.create(
+        source="inventory",
+        aggregate_type="product",
+        aggregate_id="LIMITED-PRINT",
+        event_type="inventory.product.updated",
+        correlation_id="LIMITED-PRINT",
+        payload={"sku": "LIMITED-PRINT"},
+    )
+
+    html = staff.get("/admin/messaging/outboxmessage/").content.decode()
+
+    assert '<td class="field-aggregate">LIMITED-PRINT</td>' in html
+    assert "…ED-PRINT" not in html
+
+
 def test_a_dead_letter_page_links_its_order_and_offers_its_actions(staff, order_id):
     letter = letter_for(order_id, str(uuid.uuid4()))
 
