@@ -79,18 +79,33 @@ def try_it_block() -> str:
     return after[after.index("```sh\n") + 6 : after.index("```\n")]
 
 
+def free_on_loopback(port: int) -> bool:
+    with socket.socket() as sock:
+        return sock.connect_ex(("127.0.0.1", port)) != 0
+
+
+def port_with_free_metrics_ports() -> int:
+    """A free PORT whose metrics ports (PORT + 1101..1104, as make run derives them) are free too."""
+    for _ in range(50):
+        port = free_port()
+        if port + 1104 <= 65535 and all(free_on_loopback(port + offset) for offset in range(1101, 1105)):
+            return port
+    raise RuntimeError("no free PORT with free metrics ports")
+
+
 def test_the_readmes_try_it_block_as_pasted_against_make_run(tmp_path):
-    port = free_port()
-    metrics = {
-        name: str(free_port())
-        for name in ("RELAY_METRICS_PORT", "CONSUMERS_METRICS_PORT", "ORDERS_CONSUMERS_METRICS_PORT")
-    }
-    env = clean_env(VAR_DIR=str(tmp_path / "var"), DEADLINE_METRICS_PORT=str(free_port()), **metrics)
+    port = port_with_free_metrics_ports()  # no metrics variable set: make run derives them from PORT
+    env = clean_env(VAR_DIR=str(tmp_path / "var"))
     group = ProcessGroup(tmp_path, env)
     make = group.spawn("make-run", ["make", "run", f"PORT={port}"])
     base = f"http://127.0.0.1:{port}"
     try:
-        wait_until(lambda: len(get_json(f"{base}/api/products/") or []) == 4, timeout=120, message="make run's API")
+        # "make run: up" is said once checkouts are accepted: the catalogue is listed at that moment.
+        up = f"make run: up: {base}/api/products/ lists the catalogue; checkouts are accepted"
+        wait_until(lambda: up in group.logs(tail=100_000), timeout=120, message="make run's up line")
+        assert len(get_json(f"{base}/api/products/")) == 4
+        with urllib.request.urlopen(f"http://127.0.0.1:{port + 1101}/metrics", timeout=5) as relay:
+            assert "messaging_relay_published_total" in relay.read().decode()  # the relay's, on PORT + 1101
 
         # The block as written, only on this test's port; VAR_DIR (make run's folder) as its shell has it.
         pasted = shell(try_it_block().replace("localhost:8000", f"localhost:{port}"), VAR_DIR=str(tmp_path / "var"))
