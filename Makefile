@@ -38,7 +38,7 @@ run: $(STAMP) ## run web, relay, consumers and the saga deadline loop together u
 	@echo "  Metrics: /metrics on the web port; relay :$(RELAY_METRICS_PORT), consumers :$(CONSUMERS_METRICS_PORT) and :$(ORDERS_CONSUMERS_METRICS_PORT) (orders, events), deadline loop :$(DEADLINE_METRICS_PORT)"
 	@echo "  Other commands from another terminal take the same DEBUG=1 (and DATABASE_URL/BROKER_URL"
 	@echo "  if you set them here), e.g.  DEBUG=1 .venv/bin/python manage.py gateway_ledger"
-	@echo "  Starting: the line 'make run: up' says when the API lists the catalogue and takes checkouts."
+	@echo "  Starting. Wait for the line saying it is up: the API then lists the catalogue and takes checkouts."
 	@echo ""
 	@# honcho answers Ctrl-C with 130 even when every process stopped cleanly (each exits 0). The
 	@# shell ignores Ctrl-C itself (honcho still gets it): dying of it would make make say "Interrupt".
