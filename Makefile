@@ -20,6 +20,13 @@ $(STAMP): requirements.txt
 
 install: $(STAMP) ## create .venv and install the pinned requirements
 
+# The workers' metrics ports follow PORT (PORT + 1101..1104: 9101-9104 for the default 8000, which
+# deploy/prometheus/ scrapes), so a second make run on another PORT (4 or more apart) does not clash.
+# Each variable, set, wins.
+run: export RELAY_METRICS_PORT ?= $(shell expr $(PORT) + 1101)
+run: export CONSUMERS_METRICS_PORT ?= $(shell expr $(PORT) + 1102)
+run: export DEADLINE_METRICS_PORT ?= $(shell expr $(PORT) + 1103)
+run: export ORDERS_CONSUMERS_METRICS_PORT ?= $(shell expr $(PORT) + 1104)
 run: export DEBUG ?= 1
 run: export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 run: $(STAMP) ## run web, relay, consumers and the saga deadline loop together until Ctrl-C, every installed context in one deployment (embedded SQLite + filesystem broker unless DATABASE_URL/BROKER_URL are set)
@@ -28,12 +35,15 @@ run: $(STAMP) ## run web, relay, consumers and the saga deadline loop together u
 	@echo "  API:    http://127.0.0.1:$(PORT)/api/products/   (checkout: POST /api/checkout/)"
 	@echo "  Admin:  http://127.0.0.1:$(PORT)/admin/  - no default login; create one with:"
 	@echo "          DEBUG=1 .venv/bin/python manage.py createsuperuser"
+	@echo "  Metrics: /metrics on the web port; relay :$(RELAY_METRICS_PORT), consumers :$(CONSUMERS_METRICS_PORT) and :$(ORDERS_CONSUMERS_METRICS_PORT) (orders, events), deadline loop :$(DEADLINE_METRICS_PORT)"
 	@echo "  Other commands from another terminal take the same DEBUG=1 (and DATABASE_URL/BROKER_URL"
 	@echo "  if you set them here), e.g.  DEBUG=1 .venv/bin/python manage.py gateway_ledger"
+	@echo "  Starting. Wait for the line saying it is up: the API then lists the catalogue and takes checkouts."
 	@echo ""
 	@# honcho answers Ctrl-C with 130 even when every process stopped cleanly (each exits 0). The
 	@# shell ignores Ctrl-C itself (honcho still gets it): dying of it would make make say "Interrupt".
-	trap '' INT; honcho start -f Procfile -p $(PORT) || [ $$? -eq 130 ]
+	@# scripts/announce_ready.py waits in the background for the catalogue, and ends with this shell.
+	trap '' INT; python scripts/announce_ready.py --port $(PORT) --parent $$$$ & honcho start -f Procfile -p $(PORT) || [ $$? -eq 130 ]
 
 serve: $(STAMP) ## the production web tier on PORT (all interfaces; SERVE_HOST=127.0.0.1 for this machine only): nginx (installs Debian's package if missing) in front of gunicorn, DEBUG off; needs SECRET_KEY and ALLOWED_HOSTS, uses DATABASE_URL/BROKER_URL; migrates first; Ctrl-C stops both
 	@$(PY) scripts/ensure_nginx.py

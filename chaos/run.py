@@ -4,7 +4,7 @@
 The same scenarios as the fault tests (``faultlib/scenarios.py``), longer and harder, plus
 two that ``make test`` never runs: a full broker restart (``rabbitmqctl stop_app`` /
 ``start_app``, which disturbs every vhost of the broker) and every fault at once. ``cluster``
-runs on a three-node RabbitMQ cluster of its own (``tests/support/cluster.py``). Each scenario
+runs on a three-node RabbitMQ cluster of its own (``faultlib/cluster.py``). Each scenario
 runs on a fresh database and prints what it injected and every invariant it checked; the run
 exits 1 if any scenario failed or broke an invariant.
 
@@ -42,6 +42,7 @@ from hypothesis import HealthCheck, given, seed, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 from faultlib import scenarios as s  # noqa: E402
+from faultlib.cluster import node_loss, observed_on, own_cluster, saga_durations  # noqa: E402
 from faultlib.faults import with_application_name  # noqa: E402
 from faultlib.hostile import hostile  # noqa: E402
 from faultlib.invariants import broker_queue_depths, check_invariants  # noqa: E402
@@ -135,8 +136,6 @@ AFTER_CHECK: list = []
 def on_a_cluster(group, rng: random.Random, **scenario):
     """The node-loss scenario on a cluster started for it; the invariants read its vhost, then it stops."""
     import contextlib
-
-    from tests.support.cluster import node_loss, observed_on, own_cluster, saga_durations
 
     stack = contextlib.ExitStack()
     AFTER_CHECK.append(stack.close)

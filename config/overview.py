@@ -1,7 +1,8 @@
 """The operator's overview page, linked from the admin index: what is waiting, and where.
 
-Messaging's figures (outbox, dead letters of the consumers hosted here), then a section per
-hosted context that registered one (``kernel.operations``).
+Messaging's figures (outbox, dead letters of the consumers hosted here, and in a split where the
+others' are: the command that lists them in their own deployment), then a section per hosted
+context that registered one (``kernel.operations``).
 """
 
 from dataclasses import dataclass
@@ -12,8 +13,16 @@ from django.utils import timezone
 from django.utils.safestring import mark_safe
 
 from kernel.charts import horizontal_bars, line_chart
+from kernel.contexts import installed
 from kernel.operations import overview_sections
-from messaging.api import dead_letter_counts_by_state, local_consumers, outbox_backlog, outbox_backlog_history
+from messaging.api import (
+    command_in_deployment,
+    dead_letter_counts_by_state,
+    local_consumers,
+    outbox_backlog,
+    outbox_backlog_history,
+    system_consumers,
+)
 
 BACKLOG_COLORS = {"backlog": "#1565c0", "oldest pending": "#ef6c00"}
 LETTER_COLORS = {"waiting": "#c62828", "replayed": "#90a4ae"}
@@ -50,6 +59,29 @@ def dead_letter_rows() -> list[DeadLetterRow]:
     ]
 
 
+@dataclass(frozen=True)
+class ElsewhereRow:
+    """A consumer another deployment hosts: its dead letters are in that deployment's database."""
+
+    consumer: str
+    command: str
+
+
+def dead_letters_elsewhere() -> list[ElsewhereRow]:
+    here = local_consumers()
+    contexts = {d.name for d in installed()}
+    # The event log's consumer runs in the deployment of the context that declares it.
+    event_log = next((d.name for d in installed() if d.event_log), None)
+    rows = []
+    for consumer in system_consumers():
+        context = consumer if consumer in contexts else event_log
+        if consumer not in here and context:
+            rows.append(
+                ElsewhereRow(consumer, command_in_deployment(context, "dead_letters", "list", "--consumer", consumer))
+            )
+    return rows
+
+
 def dead_letters_chart(rows: list[DeadLetterRow]) -> str:
     return horizontal_bars(
         rows=[(row.consumer, {"waiting": row.waiting, "replayed": row.replayed}) for row in rows],
@@ -67,6 +99,7 @@ def overview_view(request):
         "now": now,
         "backlog": outbox_backlog(),
         "dead_letters": dead_letters,
+        "dead_letters_elsewhere": dead_letters_elsewhere(),
         # kernel.charts escapes every text it draws.
         "outbox_chart": mark_safe(outbox_chart(now)),  # noqa: S308
         "dead_letters_chart": mark_safe(dead_letters_chart(dead_letters)),  # noqa: S308

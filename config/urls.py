@@ -8,6 +8,7 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
 from config.errors import allow_methods
+from config.favicon import favicon_view
 from config.health import HealthApi, ReadinessApi
 from config.metrics import metrics_view
 from config.overview import overview_view
@@ -25,6 +26,7 @@ urlpatterns = [
     path("healthz", HealthApi.as_view(), name="healthz"),
     path("readyz", ReadinessApi.as_view(), name="readyz"),
     path("metrics", allow_methods("GET", "HEAD")(metrics_view), name="metrics"),
+    path("favicon.ico", favicon_view, name="favicon"),
 ]
 
 if apis := [d.urls for d in hosted() if d.urls]:

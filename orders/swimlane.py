@@ -97,7 +97,7 @@ def saga_swimlane(entries: list[TimelineEntry], *, started_at: datetime, waiting
             f'<text x="10" y="{y + LANE_HEIGHT / 2 + 4:.0f}" font-size="13" font-weight="600" fill="#37474f">'
             f"{escape(lane)}</text>"
         )
-    parts += _arrows(entries, at)
+    parts += _arrows(entries, at, column)
     for index, entry in enumerate(entries):
         parts += _mark(entry, index, at, lanes, started_at, reasons.get(entry.message_id, ""))
     parts += _legend(legend_y)
@@ -105,25 +105,71 @@ def saga_swimlane(entries: list[TimelineEntry], *, started_at: datetime, waiting
     return "\n".join(parts)
 
 
-def _arrows(entries: list[TimelineEntry], at) -> list[str]:
+Point = tuple[float, float]
+CLEARANCE = RADIUS + 6  # how far an arrow keeps from the centre of an event it does not join
+
+
+def _arrows(entries: list[TimelineEntry], at, column: float) -> list[str]:
     position = {e.message_id: (i, e) for i, e in enumerate(entries)}
     drawn = []
     for index, entry in enumerate(entries):
         cause = position.get(entry.causation_id or "")
         if cause is None:
             continue
-        (x1, y1), (x2, y2) = at(cause[0], cause[1].source), at(index, entry.source)
-        # An S from the cause's right to the effect's left: it never crosses the labels above
-        # and below the marks.
-        start, end = x1 + RADIUS, x2 - RADIUS - 2
-        bend = (end - start) / 2
-        path = f"M{start:.1f},{y1:.1f} C{start + bend:.1f},{y1:.1f} {end - bend:.1f},{y2:.1f} {end:.1f},{y2:.1f}"
+        # Each column holds one event: those between cause and effect are the ones to keep clear of.
+        between = [at(k, entries[k].source) for k in range(cause[0] + 1, index)]
+        path = _arrow_path(at(cause[0], cause[1].source), at(index, entry.source), between, column)
         drawn.append(
             f'<path class="saga-cause" d="{path}" fill="none" stroke="#607d8b" stroke-width="1.4" '
             f'marker-end="url(#saga-arrow)"><title>{escape(cause[1].event_type)} caused '
             f"{escape(entry.event_type)}</title></path>"
         )
     return drawn
+
+
+def _arrow_path(cause: Point, effect: Point, between: list[Point], column: float) -> str:
+    """From the cause's right to the effect's left: an S, which never crosses the labels above and
+    below the marks; if that S would run through an event between them, a detour along a lane's
+    edge instead (no event sits there), bending only in the half-columns next to its two ends."""
+    (x1, y1), (x2, y2) = cause, effect
+    start, end = x1 + RADIUS, x2 - RADIUS - 2
+    bend = (end - start) / 2
+    s_curve = ((start, y1), (start + bend, y1), (end - bend, y2), (end, y2))
+    if not any(_distance(mark, _bezier(*s_curve)) < CLEARANCE for mark in between):
+        return f"M{_xy(s_curve[0])} C{_xy(s_curve[1])} {_xy(s_curve[2])} {_xy(s_curve[3])}"
+    edge = _edge_between(y1, y2)
+    out, back = x1 + column / 2, x2 - column / 2  # half-way to the next column, and from the last one
+    first, last = (start + out) / 2, (back + end) / 2
+    return (
+        f"M{_xy((start, y1))} C{_xy((first, y1))} {_xy((first, edge))} {_xy((out, edge))} "
+        f"L{_xy((back, edge))} C{_xy((last, edge))} {_xy((last, y2))} {_xy((end, y2))}"
+    )
+
+
+def _edge_between(y1: float, y2: float) -> float:
+    """The lane edge to run along: between two lanes, the one next to the effect's lane; within
+    one lane, its bottom edge."""
+    lane1, lane2 = (int((y - TOP) // LANE_HEIGHT) for y in (y1, y2))
+    if lane1 == lane2:
+        return TOP + LANE_HEIGHT * (lane1 + 1)
+    return TOP + LANE_HEIGHT * (lane2 + 1 if lane2 < lane1 else lane2)
+
+
+def _bezier(p0: Point, p1: Point, p2: Point, p3: Point, steps: int = 256) -> list[Point]:
+    points = []
+    for n in range(steps + 1):
+        t = n / steps
+        a, b, c, d = (1 - t) ** 3, 3 * (1 - t) ** 2 * t, 3 * (1 - t) * t**2, t**3
+        points.append((a * p0[0] + b * p1[0] + c * p2[0] + d * p3[0], a * p0[1] + b * p1[1] + c * p2[1] + d * p3[1]))
+    return points
+
+
+def _distance(mark: Point, points: list[Point]) -> float:
+    return min(((x - mark[0]) ** 2 + (y - mark[1]) ** 2) ** 0.5 for x, y in points)
+
+
+def _xy(point: Point) -> str:
+    return f"{point[0]:.1f},{point[1]:.1f}"
 
 
 def _mark(entry: TimelineEntry, index: int, at, lanes: list[str], started_at: datetime, waiting: str) -> list[str]:

@@ -9,7 +9,8 @@ temporary folder, never your database), logs in as a throwaway superuser and che
 - the overview draws its charts (orders per minute, the outbox's history, dead letters);
 - an order's page draws the saga as a swimlane above its timeline: a confirmed order, a
   compensated one (out of stock, refunded), one waiting in the outbox and one whose payment
-  became a dead letter; the swimlane also reads in a phone-sized window;
+  became a dead letter; at 500 px the page is no wider than the window (its timeline scrolls
+  in its own box); the swimlane also reads in a phone-sized window;
 - every list (orders, outbox, inbox, event log, dead letters) and every table of an order's page
   fits its own box at 1400 px beside the sidebar (no table scrolls sideways, not only the page),
   no two different ids look alike (a short id must tell them apart), no text (an event type) is
@@ -435,6 +436,11 @@ def run_checks(shop: Shop, browser: Browser, orders: dict[str, str]) -> Check:
         "a dead letter's page offers replay and purge", browser.find("#action-replay") and browser.find("#action-purge")
     )
     browser.screenshot("05-dead-letter")
+
+    browser.resize(500, 900)  # a narrow window: the page keeps its width, its wide tables scroll in their boxes
+    browser.open(f"{shop.url}/admin/orders/order/{orders['compensated']}/change/")
+    page, window = browser.run("return [document.documentElement.scrollWidth, window.innerWidth]")
+    check("at 500 px an order's page is no wider than the window", page <= window, f"{page} px: {browser.widest()}")
 
     browser.resize(390, 844)  # a phone
     browser.open(f"{shop.url}/admin/orders/order/{orders['compensated']}/change/")

@@ -77,13 +77,18 @@ def load_settings():
     from django.conf import settings
     from django.core.exceptions import ImproperlyConfigured
 
-    required = "DEBUG is off: SECRET_KEY and ALLOWED_HOSTS are required, e.g. ALLOWED_HOSTS=shop.example.com"
+    # Not the settings' own message: it offers DEBUG=1, which make serve turns off whatever it was.
+    required = (
+        "make serve runs with DEBUG off, which needs both, "
+        "e.g. SECRET_KEY=<50 random characters> ALLOWED_HOSTS=shop.example.com"
+    )
+    names = ("SECRET_KEY", "ALLOWED_HOSTS")
     try:
-        for name in ("SECRET_KEY", "ALLOWED_HOSTS"):
-            if not getattr(settings, name):  # set, but empty: as good as missing
-                die(f"{name} is empty ({required})")
-    except ImproperlyConfigured as exc:
-        die(f"{exc} ({required})")
+        missing = [name for name in names if not getattr(settings, name)]  # set, but empty: as good as missing
+    except ImproperlyConfigured:
+        missing = [name for name in names if not os.environ.get(name)]  # the settings read .env into it
+    if missing:
+        die(f"{' and '.join(missing)} not set: {required}")
     return settings
 
 

@@ -1,5 +1,6 @@
 """Template filters for the operator pages."""
 
+import uuid
 from datetime import UTC
 
 from django import template
@@ -17,14 +18,27 @@ def age(seconds) -> str:
     return "-" if seconds is None else format_duration(seconds)
 
 
+# The longest SKU: a longer value in an id's place is an opaque id from outside (a dead letter's).
+LONGEST_NAME = 64
+
+
+def _is_uuid(text: str) -> bool:
+    try:
+        uuid.UUID(text)
+    except ValueError:
+        return False
+    return True
+
+
 @register.filter
 def short(value) -> str:
     """An id as its last eight characters, the whole id on hover (as in the admin's lists).
 
     The last ones: a time-ordered UUID (version 7, the message ids) begins with its timestamp,
-    so ids of one minute share their first eight characters; their ends are random."""
+    so ids of one minute share their first eight characters; their ends are random. Only ids
+    are shortened: a SKU in the same column (a catalogue event's aggregate) is a name, whole."""
     text = str(value or "")
-    if len(text) <= 12:
+    if not _is_uuid(text) and len(text) <= LONGEST_NAME:
         return text or "-"
     return format_html('<span class="ops-mono nowrap" title="{}">…{}</span>', text, text[-8:])
 

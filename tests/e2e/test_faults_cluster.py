@@ -6,13 +6,13 @@ connected to is SIGKILLed mid-saga and started again; nobody restarts a process 
 
 import pytest
 
+from faultlib.cluster import connected_ports, node_loss, observed_on, own_cluster, saga_durations
 from faultlib.invariants import check_invariants
 from faultlib.load import INITIAL_STOCK
 from messaging.topology import consumers
 from orders.models import Order
 from tests.conftest import ALL_DATABASES
 from tests.support import fault_fixtures
-from tests.support.cluster import connected_ports, node_loss, observed_on, own_cluster, saga_durations
 
 pytestmark = pytest.mark.django_db(transaction=True, databases=ALL_DATABASES)
 process_env, rng = fault_fixtures.process_env, fault_fixtures.rng

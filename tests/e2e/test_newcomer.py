@@ -79,18 +79,33 @@ def try_it_block() -> str:
     return after[after.index("```sh\n") + 6 : after.index("```\n")]
 
 
+def free_on_loopback(port: int) -> bool:
+    with socket.socket() as sock:
+        return sock.connect_ex(("127.0.0.1", port)) != 0
+
+
+def port_with_free_metrics_ports() -> int:
+    """A free PORT whose metrics ports (PORT + 1101..1104, as make run derives them) are free too."""
+    for _ in range(50):
+        port = free_port()
+        if port + 1104 <= 65535 and all(free_on_loopback(port + offset) for offset in range(1101, 1105)):
+            return port
+    raise RuntimeError("no free PORT with free metrics ports")
+
+
 def test_the_readmes_try_it_block_as_pasted_against_make_run(tmp_path):
-    port = free_port()
-    metrics = {
-        name: str(free_port())
-        for name in ("RELAY_METRICS_PORT", "CONSUMERS_METRICS_PORT", "ORDERS_CONSUMERS_METRICS_PORT")
-    }
-    env = clean_env(VAR_DIR=str(tmp_path / "var"), DEADLINE_METRICS_PORT=str(free_port()), **metrics)
+    port = port_with_free_metrics_ports()  # no metrics variable set: make run derives them from PORT
+    env = clean_env(VAR_DIR=str(tmp_path / "var"))
     group = ProcessGroup(tmp_path, env)
     make = group.spawn("make-run", ["make", "run", f"PORT={port}"])
     base = f"http://127.0.0.1:{port}"
     try:
-        wait_until(lambda: len(get_json(f"{base}/api/products/") or []) == 4, timeout=120, message="make run's API")
+        # "make run: up" is said once checkouts are accepted: the catalogue is listed at that moment.
+        up = f"make run: up: {base}/api/products/ lists the catalogue; checkouts are accepted"
+        wait_until(lambda: up in group.logs(tail=100_000), timeout=120, message="make run's up line")
+        assert len(get_json(f"{base}/api/products/")) == 4
+        with urllib.request.urlopen(f"http://127.0.0.1:{port + 1101}/metrics", timeout=5) as relay:
+            assert "messaging_relay_published_total" in relay.read().decode()  # the relay's, on PORT + 1101
 
         # The block as written, only on this test's port; VAR_DIR (make run's folder) as its shell has it.
         pasted = shell(try_it_block().replace("localhost:8000", f"localhost:{port}"), VAR_DIR=str(tmp_path / "var"))
@@ -103,7 +118,9 @@ def test_the_readmes_try_it_block_as_pasted_against_make_run(tmp_path):
         assert replayed.strip() == "Idempotent-Replayed: true"
         charge = json.loads(ledger)
         assert (charge["order_id"], charge["kind"], charge["amount"]) == (order["id"], "charge", "39.98")
-        assert json.loads(pasted.stderr)["status"] == "PENDING"  # the checkout's answer, shown by tee
+        # The checkout's answer, shown by tee: one line of its own, not glued to the next answer.
+        [placed] = pasted.stderr.splitlines(keepends=True)
+        assert (json.loads(placed)["status"], placed[-2:]) == ("PENDING", "}\n")
 
         # Embedded retries happen at once, and the log says so (no delay queues without RabbitMQ).
         stuck = checkout(base, "tok_unavailable")
@@ -174,9 +191,7 @@ def test_the_splits_hand_run_commands_as_make_and_the_order_page_print_them(tmp_
         ledger = shell(ledger_cmd)
         assert ledger.returncode == 0, ledger.stderr
         assert [(e["order_id"], e["kind"]) for e in map(json.loads, ledger.stdout.splitlines())] == [(paid, "charge")]
-        wait_until(
-            lambda: "\tpayments\t" in shell(dead_letters_cmd).stdout, timeout=60, message="payments' dead letter"
-        )
+        wait_until(lambda: stuck in shell(dead_letters_cmd).stdout, timeout=60, message="payments' dead letter")
 
         # The orders deployment's page of the stuck order prints where to look, and that runs too.
         made = shell(f"{create_user} --noinput --username ops --email ops@example.com", DJANGO_SUPERUSER_PASSWORD="pw")
@@ -187,8 +202,10 @@ def test_the_splits_hand_run_commands_as_make_and_the_order_page_print_them(tmp_
         [look_there] = banner_commands
         assert look_there == dead_letters_cmd + " --consumer payments"
         listed = shell(look_there)
-        assert listed.returncode == 0 and len(listed.stdout.splitlines()) == 1, listed
-        assert listed.stdout.split("\t")[1:4:2] == ["payments", "handler_error"]
+        assert listed.returncode == 0 and len(listed.stdout.splitlines()) == 2, listed  # a header, one row
+        [header, row] = [line.split() for line in listed.stdout.splitlines()]
+        assert header == ["id", "consumer", "order", "message_id", "reason", "state"]
+        assert (row[1:3], row[4:]) == (["payments", stuck], ["handler_error", "waiting"])
 
         # make demo against the split: as the banner says, and without SPLIT=1 one clear line, no traceback.
         demo = shell(f"make demo SPLIT=1 PORT={port} SPLIT_VAR={split_var}")
@@ -247,6 +264,23 @@ def test_a_missing_secret_key_without_debug_is_one_line(tmp_path):
         "Configuration error: SECRET_KEY not set: with DEBUG off set SECRET_KEY and ALLOWED_HOSTS "
         "(or DEBUG=1 on a development machine)"
     ]
+
+
+def test_a_wrong_event_versions_pin_is_one_line(tmp_path):
+    for pin, problem in (
+        ("orders.order.created=9", "orders.order.created v9 is not a version this tree writes (1..2)"),
+        ("orders.order.created", "'orders.order.created' is not <routing key>=<version>"),
+    ):
+        result = subprocess.run(
+            [sys.executable, "manage.py", "check"],
+            cwd=BASE_DIR,
+            env=clean_env(DEBUG="1", VAR_DIR=str(tmp_path), EVENT_VERSIONS=pin),
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert (result.returncode, result.stdout) == (1, "")
+        assert result.stderr.splitlines() == [f"Configuration error: EVENT_VERSIONS: {problem}"]
 
 
 def test_a_split_deployment_finds_its_ledger_and_broker_beside_its_database(tmp_path):

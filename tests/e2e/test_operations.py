@@ -53,13 +53,30 @@ def test_list_show_replay_and_purge_dead_letters(processes, quiet_broker):
     anonymous = order_created_letter(str(uuid.uuid4()), None)
 
     empty = processes.run("dead_letters", "list", "--consumer", "inventory")
-    assert (empty.returncode, empty.stdout) == (0, "")
-    assert empty.stderr.splitlines() == ["id\tconsumer\tmessage_id\treason\tstate", "no dead letters for inventory"]
+    assert (empty.returncode, empty.stdout, empty.stderr) == (0, "no dead letters for inventory\n", "")
+    # A table on stdout, header included (nothing on stderr); the order column is the correlation id.
     listing = processes.run("dead_letters", "list")
-    assert listing.stderr.splitlines() == ["id\tconsumer\tmessage_id\treason\tstate"]  # the header, not in stdout
+    ids = max(len("id"), len(str(anonymous.pk)))
+    assert (listing.returncode, listing.stderr) == (0, "")
     assert listing.stdout.splitlines() == [
-        f"{letter.pk}\tpayments\t{message_id}\thandler_error\twaiting",
-        f"{anonymous.pk}\tpayments\t-\thandler_error\twaiting",
+        f"{'id':<{ids}}  consumer  {'order':<36}  {'message_id':<36}  reason         state",
+        f"{letter.pk:<{ids}}  payments  {order_id}  {message_id}  handler_error  waiting",
+        f"{anonymous.pk:<{ids}}  payments  {'-':<36}  {'-':<36}  handler_error  waiting",
+    ]
+    scripted = processes.run("dead_letters", "list", "--json")
+    assert [json.loads(line) for line in scripted.stdout.splitlines()] == [
+        {
+            "id": one.pk,
+            "consumer": "payments",
+            "correlation_id": order,
+            "message_id": message,
+            "event_type": "orders.order.created",
+            "reason": "handler_error",
+            "attempts": 5,
+            "last_failed_at": one.last_failed_at.isoformat(),
+            "replayed_at": None,
+        }
+        for one, order, message in ((letter, order_id, message_id), (anonymous, None, None))
     ]
     shown = processes.run("dead_letters", "show", str(letter.pk)).stdout
     assert "tok_****" in shown and "tok_visa" not in shown
@@ -71,11 +88,15 @@ def test_list_show_replay_and_purge_dead_letters(processes, quiet_broker):
     # Only the original consumer's queue got it.
     assert (queue_depth("payments_queue"), queue_depth("inventory_queue"), queue_depth("events_queue")) == (1, 0, 0)
     letter.refresh_from_db()
-    assert processes.run("dead_letters", "list").stdout.splitlines()[0] == (
-        f"{letter.pk}\tpayments\t{message_id}\thandler_error\treplayed {letter.replayed_at:%Y-%m-%d %H:%M:%S}"
+    assert processes.run("dead_letters", "list").stdout.splitlines()[1] == (
+        f"{letter.pk:<{ids}}  payments  {order_id}  {message_id}  handler_error  "
+        f"replayed {letter.replayed_at:%Y-%m-%d %H:%M:%S}"
     )
     waiting = processes.run("dead_letters", "list", "--waiting")
-    assert waiting.stdout.splitlines() == [f"{anonymous.pk}\tpayments\t-\thandler_error\twaiting"]
+    assert waiting.stdout.splitlines() == [
+        f"{'id':<{ids}}  consumer  order  message_id  reason         state",
+        f"{anonymous.pk:<{ids}}  payments  -      -           handler_error  waiting",
+    ]
     assert processes.run("run_consumers", "payments", "--once").returncode == 0
     assert ledger(order_id) == [("charge", Decimal("12.50"))]
     letter.refresh_from_db()

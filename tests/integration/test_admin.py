@@ -403,6 +403,43 @@ def test_the_overview_counts_backlog_dead_letters_and_stuck_orders(staff, order_
     assert f"/admin/orders/order/{order_id}/change/" in response.content.decode()
 
 
+def test_a_split_deployments_overview_says_where_the_other_consumers_dead_letters_are(staff, monkeypatch, settings):
+    # Given: this process hosts only payments; the orders deployment's database is known to it.
+    monkeypatch.setattr("config.overview.local_consumers", lambda: ["payments"])
+    settings.DEPLOYMENT_DATABASE_URLS = {"orders": "sqlite:////srv/split/orders.sqlite3"}
+    settings.DEBUG = True
+
+    response = staff.get("/admin/overview/")
+
+    assert [(d.consumer, d.waiting) for d in response.context["dead_letters"]] == [("payments", 0)]
+    listing = ".venv/bin/python manage.py dead_letters list --consumer"
+    broker = "BROKER_URL=<BROKER_URL>"  # RabbitMQ here: its URL may carry a password
+    orders_db = f"DATABASE_URL=sqlite:////srv/split/orders.sqlite3 {broker}"
+    assert [(row.consumer, row.command) for row in response.context["dead_letters_elsewhere"]] == [
+        ("orders", f"DEBUG=1 CONTEXTS=orders {orders_db} {listing} orders"),
+        (
+            "inventory",
+            f"DEBUG=1 CONTEXTS=inventory DATABASE_URL=<INVENTORY_DATABASE_URL> {broker} {listing} inventory",
+        ),
+        (
+            "shipping",
+            f"DEBUG=1 CONTEXTS=shipping DATABASE_URL=<SHIPPING_DATABASE_URL> {broker} {listing} shipping",
+        ),
+        ("events", f"DEBUG=1 CONTEXTS=orders {orders_db} {listing} events"),  # the event log runs with orders
+    ]
+    html = response.content.decode()
+    assert "Not counted here: orders, inventory, shipping, events\n    run in other deployments" in html
+    command = f"DEBUG=1 CONTEXTS=orders {orders_db} {listing} orders".replace("<", "&lt;").replace(">", "&gt;")
+    assert f'<code class="ops-command">{command}</code>' in html
+
+
+def test_the_monoliths_overview_counts_every_consumer_and_points_nowhere_else(staff):
+    response = staff.get("/admin/overview/")
+
+    assert response.context["dead_letters_elsewhere"] == []
+    assert 'id="dead-letters-elsewhere"' not in response.content.decode()
+
+
 def test_the_admin_index_links_the_overview_and_the_docs(staff):
     html = staff.get("/admin/").content.decode()
     assert 'href="/admin/overview/"' in html
@@ -453,6 +490,22 @@ def test_the_outbox_and_dead_letter_lists_show_short_ids_with_the_full_id_on_hov
         html = staff.get(url).content.decode()
         assert f'title="{full}">…{full[-8:]}</span>' in html, url
         assert f">{full}<" not in html, url  # never spelled out in a cell
+
+
+def test_the_outbox_list_shows_a_sku_whole(staff):
+    OutboxMessage.objects.create(
+        source="inventory",
+        aggregate_type="product",
+        aggregate_id="LIMITED-PRINT",
+        event_type="inventory.product.updated",
+        correlation_id="LIMITED-PRINT",
+        payload={"sku": "LIMITED-PRINT"},
+    )
+
+    html = staff.get("/admin/messaging/outboxmessage/").content.decode()
+
+    assert '<td class="field-aggregate">LIMITED-PRINT</td>' in html
+    assert "…ED-PRINT" not in html
 
 
 def test_a_dead_letter_page_links_its_order_and_offers_its_actions(staff, order_id):

@@ -8,13 +8,18 @@ import sys
 from scripts.debian_packages import end_daemon
 
 
-def without_core_dumps() -> None:
-    """SIGQUIT's default action dumps core: no core file may land in the working tree."""
+def as_a_daemon_starts() -> None:
+    """SIGQUIT's default action, without its core file (none may land in the working tree).
+
+    A child inherits ignored signals: started from a background job, ``nohup`` or a CI step, SIGQUIT would
+    be ignored and the graceful signal never end it. A daemon sets its own handlers; this one resets it.
+    """
+    signal.signal(signal.SIGQUIT, signal.SIG_DFL)
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
 
 
 def test_a_running_daemon_is_ended_by_its_graceful_signal():
-    daemon = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], preexec_fn=without_core_dumps)
+    daemon = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], preexec_fn=as_a_daemon_starts)
 
     left = end_daemon(lambda: [] if daemon.poll() is not None else [daemon.pid], signal.SIGQUIT)
 

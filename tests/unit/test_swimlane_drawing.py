@@ -1,11 +1,12 @@
 """The swimlane as drawn from timeline entries, without a database: lanes, columns, arrows, states."""
 
+import random
 import xml.etree.ElementTree as ET
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 from messaging.api import DeadLetterMark, Handling, TimelineEntry, WaitingPlace, timeline_waiting
-from orders.swimlane import COLORS, GUTTER, LANE_HEIGHT, MAX_COLUMN, TOP, saga_swimlane, waiting_reasons
+from orders.swimlane import COLORS, GUTTER, LANE_HEIGHT, MAX_COLUMN, RADIUS, TOP, saga_swimlane, waiting_reasons
 
 SVG = "{http://www.w3.org/2000/svg}"
 STARTED = datetime(2026, 11, 24, 18, 0, tzinfo=UTC)
@@ -130,3 +131,88 @@ def test_waiting_reasons_in_the_order_an_operator_looks_for_them(monkeypatch):
     elsewhere = replace(base, handled_by=[by_events])  # payments runs in another deployment
     assert reason(elsewhere, expect_answers=True) == "no answer yet from payments (another deployment)"
     assert reason(elsewhere, expect_answers=False) == ""
+
+
+# --- Arrows never pass through an unrelated event ---------------------------------------------
+
+OUT_OF_STOCK = [
+    entry("m1", "orders.order.created", "orders", after=0.0),
+    entry("m2", "payments.payment.succeeded", "payments", after=0.2, caused_by="m1"),
+    entry("m3", "inventory.stock.reservation_failed", "inventory", after=0.45, caused_by="m2"),
+    entry("m4", "payments.payment.refunded", "payments", after=0.7, caused_by="m3"),
+    entry("m5", "orders.order.failed", "orders", after=0.72, caused_by="m3"),
+]
+
+
+def path_points(d: str, steps: int = 100) -> list[tuple[float, float]]:
+    """The points along an SVG path of absolute M, L and C commands, as the swimlane writes them."""
+    tokens = d.replace(",", " ").split()
+    points, at, i = [], (0.0, 0.0), 0
+    while i < len(tokens):
+        command, i = tokens[i][0], i
+        tokens[i] = tokens[i][1:]
+        if command == "M":
+            at, i = (float(tokens[i]), float(tokens[i + 1])), i + 2
+            points.append(at)
+        elif command == "L":
+            end, i = (float(tokens[i]), float(tokens[i + 1])), i + 2
+            points += [
+                (at[0] + (end[0] - at[0]) * n / steps, at[1] + (end[1] - at[1]) * n / steps)
+                for n in range(1, steps + 1)
+            ]
+            at = end
+        else:
+            assert command == "C", d
+            c1, c2, end = ((float(tokens[i + k]), float(tokens[i + k + 1])) for k in (0, 2, 4))
+            i += 6
+            for n in range(1, steps + 1):
+                t = n / steps
+                w = ((1 - t) ** 3, 3 * (1 - t) ** 2 * t, 3 * (1 - t) * t**2, t**3)
+                points.append(tuple(sum(wk * p[j] for wk, p in zip(w, (at, c1, c2, end), strict=True)) for j in (0, 1)))
+            at = end
+    return points
+
+
+def arrows_through_unrelated_events(svg: ET.Element) -> list[str]:
+    """Each arrow that comes within a mark's radius (and a little) of an event it does not join."""
+    centres = {
+        g.find(f"{SVG}title").text.split("\n", 1)[0]: (
+            float(g.find(f"{SVG}circle").get("cx")),
+            float(g.find(f"{SVG}circle").get("cy")),
+        )
+        for g in marks(svg).values()
+    }
+    found = []
+    for arrow in svg.iter(f"{SVG}path"):
+        if arrow.get("class") != "saga-cause":
+            continue
+        title = arrow.find(f"{SVG}title").text
+        joined = set(title.split(" caused "))
+        points = path_points(arrow.get("d"))
+        for event_type, (cx, cy) in centres.items():
+            if event_type not in joined and min(((x - cx) ** 2 + (y - cy) ** 2) ** 0.5 for x, y in points) < RADIUS + 4:
+                found.append(f"{title} runs through {event_type}")
+    return found
+
+
+def test_the_out_of_stock_sagas_failure_arrow_goes_round_the_refund():
+    svg = drawn(OUT_OF_STOCK)
+
+    assert arrows_through_unrelated_events(svg) == []
+    arrows = {p.find(f"{SVG}title").text: p.get("d") for p in svg.iter(f"{SVG}path") if p.get("class") == "saga-cause"}
+    detour = arrows.pop("inventory.stock.reservation_failed caused orders.order.failed")
+    assert (detour.count("C"), detour.count("L")) == (2, 1)  # round the refund, along a lane's edge
+    assert [d.count("C") for d in arrows.values()] == [1, 1, 1]  # between neighbours: an S, as before
+
+
+def test_no_arrow_of_any_saga_passes_through_an_unrelated_event():
+    rng = random.Random(28)
+    lanes = ["orders", "payments", "inventory", "shipping"]
+    for _ in range(80):
+        count = rng.randint(2, 12)
+        entries = []
+        for n in range(count):
+            lane = rng.choice(lanes)
+            cause = f"e{rng.randrange(n)}" if n and rng.random() < 0.9 else ""
+            entries.append(entry(f"e{n}", f"{lane}.thing.happened{n}", lane, after=n * 0.1, caused_by=cause))
+        assert arrows_through_unrelated_events(drawn(entries)) == [], [(e.source, e.causation_id) for e in entries]

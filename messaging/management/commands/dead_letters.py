@@ -13,6 +13,41 @@ from messaging.masking import mask_sensitive, mask_text
 from messaging.models import DeadLetter
 from messaging.topology import consumers
 
+LIST_COLUMNS = ("id", "consumer", "order", "message_id", "reason", "state")
+
+
+def list_row(letter: DeadLetter) -> tuple[str, ...]:
+    """``order`` is the correlation id (a SKU for a catalogue event); ``message_id`` as received."""
+    state = f"replayed {letter.replayed_at:%Y-%m-%d %H:%M:%S}" if letter.replayed_at else "waiting"
+    order = letter.correlation_id or "-"
+    return str(letter.pk), letter.consumer, order, letter.message_id or "-", letter.reason, state
+
+
+def table(headers: tuple[str, ...], rows: list[tuple[str, ...]]) -> str:
+    """Columns padded to their widest cell, two spaces apart (the last one unpadded)."""
+    widths = [max(len(cell) for cell in column) for column in zip(headers, *rows, strict=True)]
+    lines = (
+        "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
+        for row in [headers, *rows]
+    )
+    return "\n".join(lines)
+
+
+def as_json(letter: DeadLetter) -> str:
+    return json.dumps(
+        {
+            "id": letter.pk,
+            "consumer": letter.consumer,
+            "correlation_id": letter.correlation_id or None,
+            "message_id": letter.message_id or None,
+            "event_type": letter.event_type,
+            "reason": letter.reason,
+            "attempts": letter.attempts,
+            "last_failed_at": letter.last_failed_at.isoformat(),
+            "replayed_at": letter.replayed_at.isoformat() if letter.replayed_at else None,
+        }
+    )
+
 
 class Command(BaseCommand):
     help = "Inspect, replay and purge dead letters: list | show ID | replay ID... | replay --all | purge ID..."
@@ -20,10 +55,15 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         actions = parser.add_subparsers(dest="action", required=True)
         listing = actions.add_parser(
-            "list", help="one line per dead letter: id, consumer, message_id, reason, state (waiting or replayed)"
+            "list",
+            help="a table, one row per dead letter: id, consumer, order (its correlation id), message_id, reason, "
+            "state (waiting or replayed)",
         )
         listing.add_argument("--consumer", choices=consumers())
         listing.add_argument("--waiting", action="store_true", help="only those not replayed since they failed")
+        listing.add_argument(
+            "--json", action="store_true", dest="json_lines", help="for scripts: one JSON object per line, no header"
+        )
         show = actions.add_parser("show", help="everything about one dead letter")
         show.add_argument("id", type=int)
         replay = actions.add_parser("replay", help="republish to the original consumer only")
@@ -37,16 +77,18 @@ class Command(BaseCommand):
     def handle(self, *args, action, **options):
         getattr(self, f"_{action}")(**options)
 
-    def _list(self, consumer=None, waiting=False, **options):
-        # The header and "none" go to stderr: stdout stays one line per dead letter, for scripts.
+    def _list(self, consumer=None, waiting=False, json_lines=False, **options):
+        # Everything on stdout, unstyled: stderr is Django's error style (bold red), and a header
+        # there reads as an error and interleaves with the rows under 2>&1.
         letters = list(dead_letters_list(consumer=consumer, waiting=waiting))
-        self.stderr.write("id\tconsumer\tmessage_id\treason\tstate")
-        for letter in letters:
-            state = f"replayed {letter.replayed_at:%Y-%m-%d %H:%M:%S}" if letter.replayed_at else "waiting"
-            self.stdout.write(f"{letter.pk}\t{letter.consumer}\t{letter.message_id or '-'}\t{letter.reason}\t{state}")
-        if not letters:
+        if json_lines:
+            for letter in letters:
+                self.stdout.write(as_json(letter))
+        elif letters:
+            self.stdout.write(table(LIST_COLUMNS, [list_row(letter) for letter in letters]))
+        else:
             which = " waiting" if waiting else ""
-            self.stderr.write(f"no{which} dead letters{f' for {consumer}' if consumer else ''}")
+            self.stdout.write(f"no{which} dead letters{f' for {consumer}' if consumer else ''}")
 
     def _show(self, id, **options):
         letter = DeadLetter.objects.filter(pk=id).first()

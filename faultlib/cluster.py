@@ -2,7 +2,7 @@
 
 The cluster gets node names and ports no other run uses and is always stopped (``finally`` and
 ``atexit``), whatever the test did to its nodes. The scenario is shared by the short fault test
-and ``make chaos``.
+and ``make chaos`` (which imports nothing from ``tests``).
 """
 
 import atexit
