@@ -7,13 +7,14 @@
 The database failing is not the client's fault and not a bug either: a database that refuses
 connections, does not answer (a connect or pool timeout) or drops the connection gives ``503``
 ``unavailable`` with ``Retry-After``; a lock timeout (SQLSTATE 55P03) means a concurrent request
-holds what this one needs, so ``409``. Any other error is a bug: ``500``, logged.
+holds what this one needs, so ``409``; a write refused as read-only (SQLSTATE 25006: the server is a
+standby now, a failover) is ``503`` too. Any other error is a bug: ``500``, logged.
 """
 
 import logging
 
 from django.core.exceptions import PermissionDenied, RequestDataTooBig, SuspiciousOperation
-from django.db import InterfaceError, OperationalError
+from django.db import InterfaceError, InternalError, OperationalError
 from django.http import Http404
 from rest_framework import exceptions, status
 from rest_framework.renderers import JSONRenderer
@@ -23,6 +24,7 @@ logger = logging.getLogger(__name__)
 
 RETRY_AFTER_SECONDS = 5
 LOCK_NOT_AVAILABLE = "55P03"
+READ_ONLY_SQL_TRANSACTION = "25006"
 
 
 class ApiError(exceptions.APIException):
@@ -59,7 +61,8 @@ def sqlstate_of(exc: BaseException) -> str | None:
 
 def database_error_body(exc: BaseException) -> tuple[int, dict] | None:
     """``(status, body)`` for a database error that is not a bug; None for any other error."""
-    if not isinstance(exc, OperationalError | InterfaceError):
+    read_only = isinstance(exc, InternalError) and sqlstate_of(exc) == READ_ONLY_SQL_TRANSACTION
+    if not (read_only or isinstance(exc, OperationalError | InterfaceError)):
         return None
     if sqlstate_of(exc) == LOCK_NOT_AVAILABLE:
         return 409, {"code": "locked", "detail": "A concurrent request holds what this one needs; try again."}

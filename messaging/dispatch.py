@@ -38,7 +38,7 @@ from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, replace
 from typing import Any, NamedTuple
 
-from django.db import DatabaseError, InterfaceError, OperationalError, connection, transaction
+from django.db import DatabaseError, InterfaceError, InternalError, OperationalError, connection, transaction
 from psycopg import pq
 
 from kernel.exceptions import sqlstate_of
@@ -191,7 +191,7 @@ def decide(
         return refused.decision
     try:
         return _decide_once(consumer, event, spec, span)
-    except (OperationalError, InterfaceError) as exc:
+    except (OperationalError, InterfaceError, InternalError) as exc:  # InternalError: read-only, a failover
         if not connection_lost(exc):
             return _database_failure(exc, event)
         reconnect_databases()
@@ -200,7 +200,7 @@ def decide(
         logger.info("database connection lost: decided again at once", extra={"message_id": event.message_id})
     try:
         return _decide_once(consumer, event, spec, span)
-    except (OperationalError, InterfaceError) as exc:
+    except (OperationalError, InterfaceError, InternalError) as exc:
         return _database_failure(exc, event)
 
 
@@ -217,6 +217,10 @@ def _decide_once(consumer: str, event: IncomingEvent, spec, span) -> Decision:
         return _failure(Outcome.DEAD_LETTER, "invalid_payload", exc, event)
     except (OperationalError, InterfaceError):
         raise
+    except InternalError as exc:
+        if connection_lost(exc):  # a standby refused the write (a failover): decided again on the primary
+            raise
+        return _failure(Outcome.RETRY, "handler_error", exc, event)
     except Exception as exc:  # noqa: BLE001 - any handler failure is retried, then dead-lettered
         return _failure(Outcome.RETRY, "handler_error", exc, event)
     return Decision(Outcome.HANDLED, event)
@@ -491,6 +495,10 @@ def _decide_in_savepoint(
                 "database connection lost inside a batch: decided again alone", extra={"message_id": event.message_id}
             )
             return None
+        return _failure(Outcome.RETRY, "handler_error", exc, event)
+    except InternalError as exc:
+        if connection_lost(exc):  # read-only: the whole batch is on a standby, decided again on the primary
+            raise
         return _failure(Outcome.RETRY, "handler_error", exc, event)
     except Exception as exc:  # noqa: BLE001 - any handler failure is retried, then dead-lettered
         return _failure(Outcome.RETRY, "handler_error", exc, event)

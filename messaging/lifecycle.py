@@ -10,9 +10,9 @@ import signal
 import time
 
 from django.conf import settings
-from django.db import InterfaceError, OperationalError, connections
+from django.db import InterfaceError, InternalError, OperationalError, connections
 
-from kernel.exceptions import sqlstate_of
+from kernel.exceptions import READ_ONLY_SQL_TRANSACTION, sqlstate_of
 from kernel.session_timeouts import apply_session_timeouts
 
 logger = logging.getLogger(__name__)
@@ -86,7 +86,11 @@ def connection_lost(exc: BaseException) -> bool:
     SQLSTATE class 08 and the session-ending codes; psycopg's own errors without a SQLSTATE
     ("the connection is lost", "server closed the connection unexpectedly") too. SQLite's
     errors never carry one and are not counted (a busy database is not a lost connection).
+    A write refused as read-only (25006, an ``InternalError``) counts too: the server is a standby
+    now (a failover); a new connection (``target_session_attrs=read-write``) finds the primary.
     """
+    if isinstance(exc, InternalError) and sqlstate_of(exc) == READ_ONLY_SQL_TRANSACTION:
+        return True
     if not isinstance(exc, OperationalError | InterfaceError):
         return False
     if code := sqlstate_of(exc):

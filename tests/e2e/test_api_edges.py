@@ -13,7 +13,7 @@ from decimal import Decimal
 import psycopg
 import pytest
 from django.contrib.auth.models import User
-from django.db import OperationalError, connection, connections, transaction
+from django.db import InternalError, OperationalError, connection, connections, transaction
 from django.test import Client
 
 from kernel.exceptions import database_error_body
@@ -187,3 +187,14 @@ def test_a_lock_timeout_is_a_conflict_not_an_outage():
     status, body = database_error_body(raised.value)
     assert (status, body["code"]) == (409, "locked")
     assert database_error_body(OperationalError("connection refused"))[0] == 503
+
+
+def test_a_write_refused_as_read_only_is_an_outage_not_a_bug():
+    # a standby (a demoted primary, mid-failover) refuses the write with SQLSTATE 25006
+    with pytest.raises(InternalError) as raised, transaction.atomic():
+        with connection.cursor() as cursor:
+            cursor.execute("SET TRANSACTION READ ONLY")
+            cursor.execute("CREATE TEMPORARY TABLE refused (id int)")
+    status, body = database_error_body(raised.value)
+    assert (status, body["code"]) == (503, "unavailable")
+    assert database_error_body(InternalError("another internal error")) is None  # still a bug: 500

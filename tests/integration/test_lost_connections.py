@@ -120,3 +120,47 @@ def test_a_connection_lost_again_on_the_new_connection_is_retried_later(monkeypa
     assert decision.outcome is Outcome.RETRY
     assert decision.error.startswith("OperationalError"), decision.error
     assert not Payment.objects.exists()
+
+
+@pytest.fixture
+def dedicated_connections(monkeypatch):
+    """The workers' connections (``use_dedicated_connections``): no pool, so a connection closed is
+    gone rather than handed back, session state and all, by the test process's pool."""
+    for alias in ("default", "gateway"):
+        settings_dict = connections[alias].settings_dict
+        connections[alias].close()
+        monkeypatch.setitem(
+            settings_dict, "OPTIONS", {k: v for k, v in settings_dict["OPTIONS"].items() if k != "pool"}
+        )
+    yield
+    connections.close_all()
+
+
+def make_read_only(alias: str) -> None:
+    """``alias``'s session refuses writes from now on (SQLSTATE 25006), as a demoted primary does."""
+    with connections[alias].cursor() as cursor:
+        cursor.execute("SET SESSION CHARACTERISTICS AS TRANSACTION READ ONLY")
+
+
+@pytest.mark.parametrize("size", [1, 3])
+def test_a_write_refused_as_read_only_is_decided_again_on_a_new_connection(size, caplog, dedicated_connections):
+    # given the payments consumer's connection, now on a server that refuses writes (a failover
+    # left it on a standby)
+    decide_batch([created(str(uuid.uuid4()))])
+    make_read_only("default")
+
+    # when the next message (or batch) arrives
+    batch = [created(str(uuid.uuid4())) for _ in range(size)]
+    with caplog.at_level(logging.INFO, logger="messaging.dispatch"):
+        decisions = decide_batch(batch)
+
+    # then it is decided again at once on a new connection, as after a lost one: handled, charged
+    # once, not a handler error (never a retry that a failover could turn into a dead letter)
+    assert [d.outcome for d in decisions] == [Outcome.HANDLED] * size, [d.error for d in decisions]
+    orders = sorted(json.loads(d.body)["order_id"] for d in batch)
+    assert Payment.objects.filter(order_id__in=orders, status=Payment.Status.CHARGED).count() == size
+    assert [o for o in charges() if o in orders] == orders
+    if size == 1:
+        assert [r.getMessage() for r in caplog.records if r.name == "messaging.dispatch"] == [
+            "database connection lost: decided again at once"
+        ]
