@@ -4,7 +4,8 @@
 The same scenarios as the fault tests (``faultlib/scenarios.py``), longer and harder, plus
 two that ``make test`` never runs: a full broker restart (``rabbitmqctl stop_app`` /
 ``start_app``, which disturbs every vhost of the broker) and every fault at once. ``cluster``
-runs on a three-node RabbitMQ cluster of its own (``faultlib/cluster.py``). Each scenario
+runs on a three-node RabbitMQ cluster of its own (``faultlib/cluster.py``), ``postgres`` on a
+three-member PostgreSQL cluster of its own (``faultlib/postgres.py``). Each scenario
 runs on a fresh database and prints what it injected and every invariant it checked; the run
 exits 1 if any scenario failed or broke an invariant.
 
@@ -47,6 +48,7 @@ from faultlib.faults import with_application_name  # noqa: E402
 from faultlib.hostile import hostile  # noqa: E402
 from faultlib.invariants import broker_queue_depths, check_invariants  # noqa: E402
 from faultlib.load import INITIAL_STOCK  # noqa: E402
+from faultlib.postgres import on_the_cluster, outage_lines, own_pg_cluster, primary_loss  # noqa: E402
 from faultlib.processes import ProcessGroup, database_url, process_environment  # noqa: E402
 from faultlib.scenarios import Outcome  # noqa: E402
 from faultlib.simulation import shuffled_sagas  # noqa: E402
@@ -122,6 +124,12 @@ def scenarios(scale: float) -> dict:
                 g, r, orders=n(300), kill_after=n(30), down_for=15, kill_in_turn=(1, 2, 3), freeze_for=15, pace=0.25
             ),
         ),
+        "postgres": (
+            "a three-member PostgreSQL cluster of its own (Patroni, synchronous replication): 300 orders while the "
+            "primary is SIGKILLed mid-saga, then the new primary frozen (SIGSTOP) past Patroni's TTL and resumed "
+            "(it rejoins as a replica), then the killed member started again (a replica too)",
+            lambda g, r: on_a_pg_cluster(g, r, orders=n(300), kill_after=n(60), freeze_for=15),
+        ),
         "mixed": (
             "everything at once: kills, fault points, cut connections, poison, cancellations, deadline",
             lambda g, r: s.mixed(g, r, rounds=n(8), max_orders=n(2000)),
@@ -151,6 +159,25 @@ def on_a_cluster(group, rng: random.Random, **scenario):
         print(f"      {line}")
     if members != {("quorum", 3)}:
         raise AssertionError(f"every queue must be a quorum queue with a member on each node: {queues}")
+    return outcome
+
+
+def on_a_pg_cluster(group, rng: random.Random, **scenario):
+    """The primary-loss scenario on a PostgreSQL cluster started for it; this process's connections
+    point at its database until the invariants are checked, then it stops."""
+    import contextlib
+
+    stack = contextlib.ExitStack()
+    AFTER_CHECK.append(stack.close)
+    cluster = stack.enter_context(own_pg_cluster())
+    stack.enter_context(on_the_cluster(cluster, group))
+    outcome = primary_loss(group, rng, cluster, **scenario)
+    print("   the web while no primary accepted writes:")
+    for line in outage_lines(outcome):
+        print(f"      {line}")
+    print("   saga durations (checkout to terminal):")
+    for line in saga_durations(outcome):
+        print(f"      {line}")
     return outcome
 
 
