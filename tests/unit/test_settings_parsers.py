@@ -38,3 +38,17 @@ def test_an_unknown_context_is_named_with_the_choice():
 def test_no_context_at_all_is_refused():
     with pytest.raises(ValueError, match=r"^CONTEXTS is empty; choose among orders, payments, inventory, shipping$"):
         parse_contexts([" ", ""], INSTALLED)
+
+
+def test_a_multi_host_database_url_reaches_libpq_whole():
+    # scripts/postgres_cluster.py url: every member, and libpq keeps only the writable one
+    from django.db.backends.postgresql.base import DatabaseWrapper
+
+    from config.settings import _database
+
+    url = "postgres://app@10.0.0.1:5432,10.0.0.2:5433,10.0.0.3:5434/shop?target_session_attrs=read-write"
+    config = {**_database(url, pool=False), "TIME_ZONE": None, "AUTOCOMMIT": True, "CONN_MAX_AGE": 0}
+    params = DatabaseWrapper(config).get_connection_params()
+    assert params["host"] == "10.0.0.1,10.0.0.2,10.0.0.3" and params["port"] == "5432,5433,5434"
+    assert params["target_session_attrs"] == "read-write"
+    assert params["connect_timeout"] == 3 and params["keepalives_idle"] == 30  # the failover's detection
