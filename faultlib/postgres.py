@@ -162,6 +162,9 @@ def primary_loss(
     outages.append((f"{killed} killed", place_through_outage(load, at)))
     injections.append(Injection(time.monotonic() - started, f"{cluster.primary()} promoted"))
     if freeze_for:
+        # Only the synchronous standby may be promoted (it has every commit): wait until the new
+        # primary has named one, or no member could take over from it.
+        wait_until(lambda: {"leader", "sync_standby"} <= set(cluster.roles()), timeout=60, message="a sync standby")
         at = time.monotonic()
         frozen = cluster.freeze()
         injected(f"SIGSTOP {frozen} (the new primary) for {freeze_for:g}s, past the {postgres_cluster.TTL}s TTL")
@@ -199,7 +202,3 @@ def outage_lines(outcome: Outcome) -> list[str]:
         f"({sorted(set(o.statuses[:-1]))}), {o.without_retry_after} without Retry-After"
         for what, o in outcome.outages
     ]
-
-
-def wait_for_replicas(cluster: PgCluster, timeout: float = 60) -> None:
-    wait_until(cluster.healthy, timeout=timeout, message="a primary, a synchronous standby and a replica")

@@ -285,9 +285,13 @@ class Cluster:
         """Its Patroni answers and says its PostgreSQL runs (etcd's view lags a killed member by the TTL)."""
         return get_json(self.member(name).rest_port, "/health")[0] == 200
 
-    def healthy(self) -> bool:
+    def roles(self) -> list[str]:
+        """The roles of the members that run and answer, sorted."""
         members = [m for m in self.topology() if m["state"] in ("running", "streaming") and self.answers(m["name"])]
-        return sorted(m["role"] for m in members) == ["leader", "replica", "sync_standby"]
+        return sorted(m["role"] for m in members)
+
+    def healthy(self) -> bool:
+        return self.roles() == ["leader", "replica", "sync_standby"]
 
     def status(self) -> list[str]:
         seen = {m["name"]: m for m in self.topology()}
