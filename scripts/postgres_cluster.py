@@ -438,7 +438,7 @@ def main(argv: list[str] | None = None) -> int:
             cluster.create_database(args.dbname)
             print(cluster.url(args.dbname))
         elif args.command == "primary":
-            print(cluster.primary())
+            print(cluster.primary(timeout=30))  # long enough for a failover to end
         elif args.command == "kill-primary":
             print(cluster.kill_primary())
         elif args.command == "freeze":
