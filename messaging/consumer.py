@@ -35,7 +35,7 @@ from messaging.envelope import ATTEMPT_HEADER, Envelope
 from messaging.faults import fault_point
 from messaging.health import database_reachable
 from messaging.heartbeat import HandlerHeartbeat
-from messaging.lifecycle import Backoff, Stopper, drop_broken_db_connections
+from messaging.lifecycle import DATABASE_BACKOFF_MAX, Backoff, Stopper, drop_broken_db_connections
 from messaging.publisher import BatchPublisher, ConfirmTimeout
 from messaging.session import BrokerSession
 
@@ -176,7 +176,7 @@ class ConsumerWorker:
 
     def _wait_for_database(self) -> None:
         while not self.stopper.stopping:
-            self.stopper.sleep(self._backoff.next_delay())
+            self.stopper.sleep(min(self._backoff.next_delay(), DATABASE_BACKOFF_MAX))
             if database_reachable():
                 logger.info("database is back: consuming again")
                 return

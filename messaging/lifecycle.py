@@ -61,6 +61,11 @@ class Backoff:
         self.failures = 0
 
 
+# A database that does not answer is probed at least this often, however long it has been
+# down: a failover ends within seconds (Patroni's TTL), and a probe is one connection attempt.
+DATABASE_BACKOFF_MAX = 5.0
+
+
 def drop_broken_db_connections() -> None:
     """Close database connections that have failed, so the next query reconnects.
 

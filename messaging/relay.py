@@ -39,7 +39,7 @@ from messaging import broker, metrics, telemetry
 from messaging.conf import exchange_name, setting
 from messaging.envelope import envelope_for_outbox
 from messaging.faults import fault_point
-from messaging.lifecycle import Backoff, Stopper, drop_broken_db_connections
+from messaging.lifecycle import DATABASE_BACKOFF_MAX, Backoff, Stopper, drop_broken_db_connections
 from messaging.models import OutboxMessage
 from messaging.publisher import BatchPublisher, ConfirmTimeout
 from messaging.session import BrokerSession
@@ -263,7 +263,7 @@ class OutboxRelay:
                 connection.close()
                 if once:
                     return 1
-                self.stopper.sleep(backoff.next_delay())
+                self.stopper.sleep(min(backoff.next_delay(), DATABASE_BACKOFF_MAX))
                 continue
             except (ConfirmTimeout, *self.session.errors()) as exc:
                 logger.warning("broker unavailable: %s: %s", type(exc).__name__, exc)

@@ -122,3 +122,14 @@ def test_the_wait_is_capped_at_thirty_seconds():
     assert len(slept) == 9
     assert 0.75 * 30 <= slept[-1] <= 30
     assert 0.75 * 30 <= slept[-2] <= 30
+
+
+def test_a_database_down_is_probed_at_least_every_five_seconds(monkeypatch):
+    # a failover takes seconds: a consumer must not sleep 16 s more after the new primary answers
+    probes = iter([False] * 7 + [True])
+    monkeypatch.setattr(consumer_module, "database_reachable", lambda: next(probes))
+    slept = waits([DATABASE_DOWN])
+
+    assert len(slept) == 8
+    for wait, full in zip(slept, [0.5, 1.0, 2.0, 4.0, 5.0, 5.0, 5.0, 5.0], strict=True):
+        assert 0.75 * full <= wait <= full
