@@ -156,7 +156,7 @@ def primary_loss(
     while len(load.orders) < kill_after or ("CONFIRMED" not in _statuses(load) and len(load.orders) < orders - 1):
         load.place()
     in_flight = _statuses(load).count("PENDING")
-    at = time.monotonic()
+    at, killed_at = time.monotonic(), time.time()
     killed = cluster.kill_primary()
     injected(f"SIGKILL {killed} (primary: Patroni and postmaster) with {in_flight} saga(s) in flight")
     outages.append((f"{killed} killed", place_through_outage(load, at)))
@@ -185,7 +185,7 @@ def primary_loss(
     order_ids = list(load.orders)
     ends = [start for _, start in phases[1:]] + [len(order_ids)]
     outcome.phases = [(what, order_ids[start:end]) for (what, start), end in zip(phases, ends, strict=True)]
-    outcome.in_flight = in_flight
+    outcome.in_flight, outcome.killed_at = in_flight, killed_at
     outcome.outages = outages
     return outcome
 

@@ -4,6 +4,8 @@ replication): the primary is SIGKILLed mid-saga; nobody restarts a process by ha
 ``make chaos`` runs the long version (scenario ``postgres``: then the new primary frozen past the TTL).
 """
 
+from datetime import datetime
+
 import pytest
 
 from faultlib.cluster import saga_durations
@@ -26,6 +28,14 @@ def test_the_saga_survives_the_loss_of_the_primary(processes, rng):
         # the primary died with sagas in flight; every process stayed up and stopped cleanly
         assert outcome.in_flight > 0
         assert outcome.exit_codes == [0, 0, 0]
+        # the relay's two pipelines LISTENed at the start, and again on new connections after the kill
+        listening = [
+            (datetime.fromisoformat(line["timestamp"]).timestamp() > outcome.killed_at, line["backend_pid"])
+            for line in processes.log_lines(processes.procs[0][1])
+            if line.get("event") == "relay listening for new outbox rows"
+        ]
+        assert [after for after, _ in listening][:2] == [False, False], listening
+        assert len(listening) >= 4 and all(after for after, _ in listening[2:]), listening
         # meanwhile the web answered 503 with Retry-After, and placed orders again by itself
         [(_, outage)] = outcome.outages
         assert set(outage.statuses[:-1]) == {503} and outage.statuses[-1] == 201
