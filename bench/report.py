@@ -104,6 +104,9 @@ def rows(f: dict) -> list[list[str]]:
         for part, name in (("relay", f"9 relay x1, {c['rows'] // 1000}k rows"), ("saga", "9 backlog drained")):
             value = _pair(c[f"{part}_cluster_per_s"], c[f"{part}_single_per_s"], "/s")
             out.append(_row(f"{name}, three-node cluster / one node", value, ratio=c[f"{part}_ratio"]))
+    if c := f.get("10_pg_cluster"):
+        value = _pair(c["saga_cluster_per_s"], c["saga_single_per_s"], "/s")
+        out.append(_row("10 backlog drained, sync PostgreSQL cluster / one server", value, ratio=c["saga_ratio"]))
     return out
 
 
