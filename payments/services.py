@@ -13,7 +13,8 @@ from decimal import Decimal
 from django.db import transaction
 
 from messaging.api import TransientError, publish
-from payments.gateway import GatewayTimeout, GatewayUnavailable, gateway
+from payments.gateway import GatewayTimeout, GatewayUnavailable
+from payments.gateway_client import gateway
 from payments.models import Payment
 
 logger = logging.getLogger(__name__)
@@ -103,7 +104,10 @@ def payment_refund(*, order_id: uuid.UUID, reason: str) -> None:
         return
     with gateway_call():
         result = gateway.refund(
-            idempotency_key=refund_key(order_id), charge_key=charge_key(order_id), amount=payment.amount
+            idempotency_key=refund_key(order_id),
+            charge_key=charge_key(order_id),
+            charge_id=payment.charge_id,
+            amount=payment.amount,
         )
     payment.status, payment.refund_id = Payment.Status.REFUNDED, result.operation_id
     payment.save()

@@ -85,7 +85,9 @@ def test_the_readmes_try_it_block_as_pasted_against_make_run(tmp_path):
         name: str(free_port())
         for name in ("RELAY_METRICS_PORT", "CONSUMERS_METRICS_PORT", "ORDERS_CONSUMERS_METRICS_PORT")
     }
-    env = clean_env(VAR_DIR=str(tmp_path / "var"), DEADLINE_METRICS_PORT=str(free_port()), **metrics)
+    env = clean_env(
+        VAR_DIR=str(tmp_path / "var"), DEADLINE_METRICS_PORT=str(free_port()), GATEWAY_PORT=str(free_port()), **metrics
+    )
     group = ProcessGroup(tmp_path, env)
     make = group.spawn("make-run", ["make", "run", f"PORT={port}"])
     base = f"http://127.0.0.1:{port}"
@@ -122,7 +124,7 @@ def test_the_readmes_try_it_block_as_pasted_against_make_run(tmp_path):
     assert '"GET /api/products/ HTTP/1.1" 200' in output and "request=<socket" not in output
     assert "No hostname was supplied" not in output
     assert f"broker=filesystem://{tmp_path / 'var' / 'broker'}" in output
-    assert "Interrupt" not in output and output.count("stopped (rc=0)") == 5, output[-3000:]
+    assert "Interrupt" not in output and output.count("stopped (rc=0)") == 6, output[-3000:]
 
 
 def split_free_ports() -> int:
@@ -157,7 +159,7 @@ class AdminSession:
 
 def test_the_splits_hand_run_commands_as_make_and_the_order_page_print_them(tmp_path):
     port, split_var = split_free_ports(), tmp_path / "split"
-    group = ProcessGroup(tmp_path, clean_env(CONSUMER_MAX_ATTEMPTS="2"))
+    group = ProcessGroup(tmp_path, clean_env(CONSUMER_MAX_ATTEMPTS="2", GATEWAY_PORT=str(free_port())))
     make = group.spawn("make-run-split", ["make", "run-split", f"PORT={port}", f"SPLIT_VAR={split_var}"])
     base = f"http://127.0.0.1:{port}"
     try:
@@ -201,7 +203,7 @@ def test_the_splits_hand_run_commands_as_make_and_the_order_page_print_them(tmp_
     finally:
         output = ctrl_c(group, make)
         print(output[-6000:])  # on a failure above, pytest shows the split's own log: which process stopped
-    assert "Interrupt" not in output and output.count("stopped (rc=0)") == 13, output[-3000:]
+    assert "Interrupt" not in output and output.count("stopped (rc=0)") == 14, output[-3000:]
 
 
 @pytest.mark.parametrize(
