@@ -124,7 +124,7 @@ def test_the_readmes_try_it_block_as_pasted_against_make_run(tmp_path):
     assert '"GET /api/products/ HTTP/1.1" 200' in output and "request=<socket" not in output
     assert "No hostname was supplied" not in output
     assert f"broker=filesystem://{tmp_path / 'var' / 'broker'}" in output
-    assert "Interrupt" not in output and output.count("stopped (rc=0)") == 6, output[-3000:]
+    assert "Interrupt" not in output and output.count("stopped (rc=0)") == 7, output[-3000:]
 
 
 def split_free_ports() -> int:
@@ -203,7 +203,7 @@ def test_the_splits_hand_run_commands_as_make_and_the_order_page_print_them(tmp_
     finally:
         output = ctrl_c(group, make)
         print(output[-6000:])  # on a failure above, pytest shows the split's own log: which process stopped
-    assert "Interrupt" not in output and output.count("stopped (rc=0)") == 14, output[-3000:]
+    assert "Interrupt" not in output and output.count("stopped (rc=0)") == 15, output[-3000:]
 
 
 @pytest.mark.parametrize(
