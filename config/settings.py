@@ -292,7 +292,7 @@ GATEWAY_PORT = env.int("GATEWAY_PORT", default=8090)
 GATEWAY_URL = env.str("GATEWAY_URL", default=f"http://127.0.0.1:{GATEWAY_PORT}")
 # Gateway calls in the air at once per payments process: the HTTP client's connection pool and
 # the gateway worker's threads.
-GATEWAY_CONCURRENCY = env.int("GATEWAY_CONCURRENCY", default=64)
+GATEWAY_CONCURRENCY = env.int("GATEWAY_CONCURRENCY", default=128)
 # Where payments calls the gateway: "inline", inside the consumer's batch transaction (for now
 # the default), or "worker": the handler records the call in flight and commits, the gateway
 # worker (manage.py run_gateway_calls) calls outside any transaction (docs/payments-gateway.md).

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 
 from django.conf import settings
-from django.db import DatabaseError, connections
+from django.db import DatabaseError, connections, transaction
 
 from messaging.api import fault_point
 from payments import services
@@ -124,6 +124,18 @@ def record(answer: Answer) -> None:
     fault_point("gateway_calls.after_outcome")
 
 
+def record_all(answers: list[Answer]) -> None:
+    """The answers that came in together, in one short transaction: one commit, not one per call.
+    If it fails, their leases run out and each is asked about again by its key."""
+    try:
+        with transaction.atomic():
+            for answer in answers:
+                record(answer)
+    except DatabaseError:
+        logger.exception("the outcomes of %d gateway calls could not be recorded", len(answers))
+        connections.close_all()
+
+
 def as_call(payment: Payment) -> Call:
     return Call(
         order_id=payment.order_id,
@@ -149,11 +161,7 @@ def run(stop: threading.Event, concurrency: int | None = None) -> None:
             done, in_air = (
                 wait(in_air, timeout=POLL_SECONDS, return_when=FIRST_COMPLETED) if in_air else (set(), in_air)
             )
-            for future in done:
-                try:
-                    record(future.result())
-                except DatabaseError:  # its lease runs out and the call is asked about again
-                    logger.exception("the outcome of a gateway call could not be recorded")
-                    connections.close_all()
+            if done:
+                record_all([future.result() for future in done])
             if not in_air and not done:
                 stop.wait(POLL_SECONDS)
