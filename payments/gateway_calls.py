@@ -121,7 +121,6 @@ def record(answer: Answer) -> None:
         services.record_charge_outcome(call.order_id, answer.result)
     else:
         services.record_refund_outcome(call.order_id, answer.charge, answer.result)
-    fault_point("gateway_calls.after_outcome")
 
 
 def record_all(answers: list[Answer]) -> None:
@@ -134,6 +133,8 @@ def record_all(answers: list[Answer]) -> None:
     except DatabaseError:
         logger.exception("the outcomes of %d gateway calls could not be recorded", len(answers))
         connections.close_all()
+        return
+    fault_point("gateway_calls.after_outcome")  # committed
 
 
 def as_call(payment: Payment) -> Call:
