@@ -79,6 +79,8 @@ class ProcessGroup:
         if self.gateway is not None and self.gateway.poll() is None:
             return
         merged = {**self.env, **(env or {})}
+        if merged.get("CONTEXTS") and "payments" not in merged["CONTEXTS"].split(","):
+            return  # a deployment without payments calls no gateway (and cannot run it)
         if not merged.get("GATEWAY_PORT") and not merged.get("GATEWAY_URL"):
             port = str(free_port())
             self.env.update(GATEWAY_PORT=port, GATEWAY_URL=f"http://127.0.0.1:{port}")
