@@ -21,8 +21,9 @@ $(STAMP): requirements.txt
 install: $(STAMP) ## create .venv and install the pinned requirements
 
 # The workers' metrics ports follow PORT (PORT + 1101..1104: 9101-9104 for the default 8000, which
-# deploy/prometheus/ scrapes), so a second make run on another PORT (4 or more apart) does not clash.
-# Each variable, set, wins.
+# deploy/prometheus/ scrapes), and so does the fake gateway's (PORT + 90: 8090), so a second make run
+# on another PORT (4 or more apart, not 90) does not clash. Each variable, set, wins.
+run: export GATEWAY_PORT ?= $(shell expr $(PORT) + 90)
 run: export RELAY_METRICS_PORT ?= $(shell expr $(PORT) + 1101)
 run: export CONSUMERS_METRICS_PORT ?= $(shell expr $(PORT) + 1102)
 run: export DEADLINE_METRICS_PORT ?= $(shell expr $(PORT) + 1103)
@@ -36,6 +37,7 @@ run: $(STAMP) ## run web, relay, consumers and the saga deadline loop together u
 	@echo "  Admin:  http://127.0.0.1:$(PORT)/admin/  - no default login; create one with:"
 	@echo "          DEBUG=1 .venv/bin/python manage.py createsuperuser"
 	@echo "  Metrics: /metrics on the web port; relay :$(RELAY_METRICS_PORT), consumers :$(CONSUMERS_METRICS_PORT) and :$(ORDERS_CONSUMERS_METRICS_PORT) (orders, events), deadline loop :$(DEADLINE_METRICS_PORT)"
+	@echo "  Gateway: the fake card gateway on http://127.0.0.1:$(GATEWAY_PORT)/ (GATEWAY_PORT)"
 	@echo "  Other commands from another terminal take the same DEBUG=1 (and DATABASE_URL/BROKER_URL"
 	@echo "  if you set them here), e.g.  DEBUG=1 .venv/bin/python manage.py gateway_ledger"
 	@echo "  Starting. Wait for the line saying it is up: the API then lists the catalogue and takes checkouts."

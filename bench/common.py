@@ -16,7 +16,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 
-from faultlib.processes import wait_until
+from faultlib.processes import listening, wait_until
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 PY = sys.executable
@@ -161,7 +161,19 @@ class Processes:
         return lines[-1] if lines else ""
 
     def manage(self, name: str, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen:
+        if args and args[0] == "run_consumers":
+            self.ensure_gateway()
         return self.start(name, [PY, "manage.py", *args], env)
+
+    def ensure_gateway(self) -> None:
+        """The fake gateway's HTTP service that payments' consumers call, started once (on a free
+        port unless GATEWAY_PORT is set), at the latency the environment gives it."""
+        if getattr(self, "gateway", None) is not None and self.gateway.poll() is None:
+            return
+        port = self.env.get("GATEWAY_PORT") or str(free_port())
+        self.env.update(GATEWAY_PORT=port, GATEWAY_URL=f"http://127.0.0.1:{port}")
+        self.gateway = self.start("gateway", [PY, "manage.py", "run_fake_gateway"])
+        wait_until(lambda: listening(int(port)), timeout=60, message="the fake gateway")
 
     def run(self, argv: list[str], env: dict[str, str] | None = None, timeout: float = 300) -> str:
         """Run to completion; its stdout (a failure raises with its output)."""

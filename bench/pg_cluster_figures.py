@@ -1,4 +1,4 @@
-"""Figure 10: the cost of synchronous replication in PostgreSQL. The saga (a backlog of accepted
+"""Figure 11: the cost of synchronous replication in PostgreSQL. The saga (a backlog of accepted
 checkouts drained by the Procfile's processes, as figure 6) on the machine's PostgreSQL and on a
 three-member Patroni cluster of the bench's own (``scripts/postgres_cluster.py``, ``synchronous_mode``),
 alternately in each round of the same run."""
@@ -44,12 +44,12 @@ def on_database(bench: Bench, url: str):
 
 
 def pg_cluster(bench: Bench) -> None:
-    """Figure 10: saga orders/s (BACKLOG) on one PostgreSQL server vs a synchronous Patroni cluster."""
+    """Figure 11: saga orders/s (BACKLOG) on one PostgreSQL server vs a synchronous Patroni cluster."""
     root = Path(tempfile.mkdtemp(prefix="bench-pg-cluster-"))
     members = postgres_cluster.Cluster(f"benchpg{uuid.uuid4().hex[:6]}", _free_base_port(), root=root)
     single = bench.procs.env["DATABASE_URL"]
     try:
-        progress("10 starting a three-member PostgreSQL cluster (about 10 s)")
+        progress("11 starting a three-member PostgreSQL cluster (about 10 s)")
         members.start()
         name = f"bench_{uuid.uuid4().hex[:8]}"
         members.create_database(name)
@@ -71,7 +71,7 @@ def pg_cluster(bench: Bench) -> None:
                         bench.stop([web])
             rounds.append(row)
             progress(
-                f"10 PostgreSQL cluster round {n}/{bench.rounds}: saga {row['saga_single_per_s']:.0f} orders/s on one "
+                f"11 PostgreSQL cluster round {n}/{bench.rounds}: saga {row['saga_single_per_s']:.0f} orders/s on one "
                 f"server, {row['saga_cluster_per_s']:.0f} on the synchronous cluster"
             )
     finally:
@@ -79,7 +79,7 @@ def pg_cluster(bench: Bench) -> None:
         shutil.rmtree(root, ignore_errors=True)
     keys = ("saga_single_per_s", "saga_cluster_per_s")
     figure = {key: median([r[key] for r in rounds]) for key in keys}
-    bench.figures["10_pg_cluster"] = figure | {
+    bench.figures["11_pg_cluster"] = figure | {
         "saga_ratio": figure["saga_cluster_per_s"] / figure["saga_single_per_s"],
         "backlog": BACKLOG,
         "rounds": rounds,

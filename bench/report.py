@@ -104,9 +104,21 @@ def rows(f: dict) -> list[list[str]]:
         for part, name in (("relay", f"9 relay x1, {c['rows'] // 1000}k rows"), ("saga", "9 backlog drained")):
             value = _pair(c[f"{part}_cluster_per_s"], c[f"{part}_single_per_s"], "/s")
             out.append(_row(f"{name}, three-node cluster / one node", value, ratio=c[f"{part}_ratio"]))
-    if c := f.get("10_pg_cluster"):
+    if g := f.get("10_gateway_pace"):
+        for mode in ("inline", "worker"):
+            if mode not in g:
+                continue
+            rates, ratios = g[mode]["terminal_per_s_by_latency_ms"], g[mode]["ratio_to_0ms"]
+            for ms, rate in rates.items():
+                name = f"10 backlog of {g['backlog']} drained, gateway {ms} ms, calls {mode}"
+                if int(ms) == 250:
+                    ok = rate >= 150 and ratios.get(ms, 0) >= 0.6
+                    out.append(_row(name, _fmt(rate, "/s"), "0 ms", ratios.get(ms), ">= 150/s, >= 0.6", ok))
+                else:
+                    out.append(_row(name, _fmt(rate, "/s"), "0 ms", ratios.get(ms)))
+    if c := f.get("11_pg_cluster"):
         value = _pair(c["saga_cluster_per_s"], c["saga_single_per_s"], "/s")
-        out.append(_row("10 backlog drained, sync PostgreSQL cluster / one server", value, ratio=c["saga_ratio"]))
+        out.append(_row("11 backlog drained, sync PostgreSQL cluster / one server", value, ratio=c["saga_ratio"]))
     return out
 
 

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """`make bench`: the seven figures of the performance issue, each beside its ceiling, and
 figure 8, the cost of tracing (OpenTelemetry off and on, same run), figure 9, the cost of
-replication (the relay and the saga on the single node and on a three-node cluster, same run), and
-figure 10, the cost of synchronous replication in PostgreSQL (the saga on one server and on a
+replication (the relay and the saga on the single node and on a three-node cluster, same run),
+figure 10, the saga's pace with the fake gateway answering at 0, 50, 250 and 1,000 ms (same run), and
+figure 11, the cost of synchronous replication in PostgreSQL (the saga on one server and on a
 three-member Patroni cluster, same run).
 
 Runs under scripts/with_test_services.py, which gives it a RabbitMQ vhost of its own
@@ -11,7 +12,7 @@ database, migrates it and drops it at the end, and ends every process it started
 happens. Prints progress while it runs, a table at the end, and writes the JSON of the run to
 ``bench/results/``.
 
-Usage: bench/run.py [--rounds N] [--only 1-2,3,4,5,6,7,8,9,10] [--profile]
+Usage: bench/run.py [--rounds N] [--only 1-2,3,4,5,6,7,8,9,10,11] [--profile]
 """
 
 import argparse
@@ -27,7 +28,15 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench import app_figures, bus, cluster_figures, pg_cluster_figures, relay_figures, tracing_figures  # noqa: E402
+from bench import (  # noqa: E402
+    app_figures,
+    bus,
+    cluster_figures,
+    gateway_figures,
+    pg_cluster_figures,
+    relay_figures,
+    tracing_figures,
+)
 from bench.common import (  # noqa: E402
     BASE_DIR,
     PY,
@@ -51,7 +60,8 @@ FIGURES = {
     "7": app_figures.web,
     "8": tracing_figures.tracing,
     "9": cluster_figures.cluster,
-    "10": pg_cluster_figures.pg_cluster,
+    "10": gateway_figures.gateway_pace,
+    "11": pg_cluster_figures.pg_cluster,
 }
 
 

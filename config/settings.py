@@ -299,6 +299,24 @@ IDEMPOTENCY_KEY_WAIT = parse_duration(env.str("IDEMPOTENCY_KEY_WAIT", default="2
 # --- Bounds on what a hung dependency can hold (docs/operations.md, "Bounded waits") --------
 # The caller's wait for the payment gateway's answer; a later answer is a timeout (retried).
 GATEWAY_TIMEOUT = parse_duration(env.str("GATEWAY_TIMEOUT", default="10"))
+# Payments reaches the card gateway over HTTP (payments/gateway_client.py); by default the fake
+# gateway the Procfile runs (payments/gateway_server.py) on GATEWAY_PORT. "inprocess:" is the
+# in-process stand-in of the unit and integration tiers: no HTTP, the same ledger.
+GATEWAY_PORT = env.int("GATEWAY_PORT", default=8090)
+GATEWAY_URL = env.str("GATEWAY_URL", default=f"http://127.0.0.1:{GATEWAY_PORT}")
+# Gateway calls in the air at once per payments process: the HTTP client's connection pool and
+# the gateway worker's threads.
+GATEWAY_CONCURRENCY = env.int("GATEWAY_CONCURRENCY", default=128)
+# Where payments calls the gateway: "inline", inside the consumer's batch transaction (for now
+# the default), or "worker": the handler records the call in flight and commits, the gateway
+# worker (manage.py run_gateway_calls) calls outside any transaction (docs/payments-gateway.md).
+GATEWAY_CALLS = env.str("GATEWAY_CALLS", default="inline")
+if GATEWAY_CALLS not in ("inline", "worker"):
+    raise ImproperlyConfigured(f"GATEWAY_CALLS must be inline or worker, not {GATEWAY_CALLS!r}")
+# The fake gateway's pace: its median answer time (ms, lognormal, p99 about 6x the median) and the
+# share of answers that never come (the operation done, the answer lost: a timeout for the caller).
+FAKE_GATEWAY_LATENCY = env.float("FAKE_GATEWAY_LATENCY", default=0.0)
+FAKE_GATEWAY_TIMEOUT_RATE = env.float("FAKE_GATEWAY_TIMEOUT_RATE", default=0.0)
 # PostgreSQL limits on the relay's and the consumers' sessions (seconds; 0: not set, the
 # server's own value applies). A handler's gateway call is idle time inside its batch's
 # transaction: the idle limit must outlast the call, or PostgreSQL would end a session whose

@@ -22,11 +22,15 @@ def database_url() -> str:
 
 
 def process_environment(database: str, **extra: str) -> dict[str, str]:
-    """The environment of the processes a test or a chaos scenario starts, on ``database``."""
+    """The environment of the processes a test or a chaos scenario starts, on ``database``; their fake
+    gateway on a port of its own (``ProcessGroup`` starts it with the first consumer)."""
+    port = extra.pop("GATEWAY_PORT", None) or str(free_port())
     return {
         **os.environ,
         "DATABASE_URL": database,
         "GATEWAY_DATABASE_URL": database,
+        "GATEWAY_PORT": port,
+        "GATEWAY_URL": f"http://127.0.0.1:{port}",
         "DEBUG": "1",
         "RELAY_POLL_INTERVAL": "0.2",
         "PYTHONUNBUFFERED": "1",
@@ -34,17 +38,59 @@ def process_environment(database: str, **extra: str) -> dict[str, str]:
     }
 
 
+GATEWAY_COMMAND = "run_fake_gateway"
+
+
 class ProcessGroup:
-    """Processes started by one test; whatever is still alive at the end is killed."""
+    """Processes started by one test; whatever is still alive at the end is killed. The first consumer
+    started brings the fake gateway's HTTP service up first (on the group's ``GATEWAY_PORT``), unless
+    the group runs one already (a Procfile's ``gateway``) or its ``GATEWAY_URL`` is elsewhere."""
 
     def __init__(self, log_dir: Path, env: dict[str, str]):
         self.log_dir = log_dir
         self.env = env
         self.procs: list[tuple[str, subprocess.Popen, Path]] = []
+        self.gateway: subprocess.Popen | None = None
 
     def start(self, name: str, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen:
         """Start ``manage.py <args>``."""
+        if args and args[0] == GATEWAY_COMMAND:
+            return self.start_gateway(name, *args, env=env)
+        if args and args[0] == "run_consumers":
+            self.ensure_gateway(env)
         return self.spawn(name, [sys.executable, "manage.py", *args], env=env)
+
+    def start_gateway(
+        self, name: str = "gateway", *args: str, env: dict[str, str] | None = None, cwd: Path = BASE_DIR
+    ) -> subprocess.Popen:
+        """Start the fake gateway and wait until it answers."""
+        merged = {**self.env, **(env or {})}
+        argv = [sys.executable, "manage.py", *(args or (GATEWAY_COMMAND,))]
+        self.gateway = self.spawn(name, argv, env=env, cwd=cwd)
+        port = int(merged.get("GATEWAY_PORT") or 8090)
+        wait_until(lambda: listening(port) or self.gateway.poll() is not None, timeout=60, message="the gateway")
+        if self.gateway.poll() is not None:
+            raise RuntimeError(f"the fake gateway exited with {self.gateway.returncode}:\n{self.logs()}")
+        return self.gateway
+
+    def ensure_gateway(self, env: dict[str, str] | None = None, cwd: Path = BASE_DIR) -> None:
+        """The fake gateway this group's payments consumers reach, started if it is not running; a
+        group whose environment names no gateway gets one on a free port (every later process too)."""
+        if self.gateway is not None and self.gateway.poll() is None:
+            return
+        merged = {**self.env, **(env or {})}
+        if merged.get("CONTEXTS") and "payments" not in merged["CONTEXTS"].split(","):
+            return  # a deployment without payments calls no gateway (and cannot run it)
+        if not merged.get("GATEWAY_PORT") and not merged.get("GATEWAY_URL"):
+            port = str(free_port())
+            self.env.update(GATEWAY_PORT=port, GATEWAY_URL=f"http://127.0.0.1:{port}")
+            merged.update(GATEWAY_PORT=port, GATEWAY_URL=f"http://127.0.0.1:{port}")
+            if env is not None:
+                env.update(GATEWAY_PORT=port, GATEWAY_URL=f"http://127.0.0.1:{port}")
+        port = merged.get("GATEWAY_PORT")
+        if not port or merged.get("GATEWAY_URL", f"http://127.0.0.1:{port}") != f"http://127.0.0.1:{port}":
+            return  # a gateway elsewhere (or the in-process stand-in): not this group's to start
+        self.start_gateway(env=env, cwd=cwd)
 
     def spawn(
         self, name: str, argv: list[str], env: dict[str, str] | None = None, cwd: Path = BASE_DIR
@@ -62,6 +108,8 @@ class ProcessGroup:
         return proc
 
     def run(self, *args: str, env: dict[str, str] | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
+        if args and args[0] == "run_consumers":
+            self.ensure_gateway(env)
         return subprocess.run(
             [sys.executable, "manage.py", *args],
             cwd=BASE_DIR,
@@ -122,6 +170,13 @@ def wait_until(predicate, *, timeout: float, interval: float = 0.1, message: str
             return
         time.sleep(interval)
     raise TimeoutError(f"timed out after {timeout}s waiting for {message}")
+
+
+def listening(port: int) -> bool:
+    """Whether something accepts connections on 127.0.0.1:``port``."""
+    with socket.socket() as sock:
+        sock.settimeout(1)
+        return sock.connect_ex(("127.0.0.1", port)) == 0
 
 
 def free_port() -> int:

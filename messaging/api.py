@@ -18,6 +18,7 @@
 - ``outbox_backlog``, ``dead_letter_counts``, ``oldest_waiting_dead_letters``,
   ``local_consumers``, ``system_consumers`` (every queue's, hosted here or not) and
   ``broker_reachable`` serve the operators' pages, health checks and metrics;
+- ``fault_point`` names a place where crash tests stop a process (``FAULT_POINT``; inert otherwise);
 - ``enable_tracing``, ``server_span``, ``span_in_use``, ``trace_headers`` and ``trace_ids`` let
   the composition root set up OpenTelemetry and serve requests inside a span (``messaging.telemetry``).
 """
@@ -25,6 +26,7 @@
 from messaging.diagnosis import command_in_deployment, timeline_waiting, yet_to_handle
 from messaging.dispatch import InvalidPayload, TransientError
 from messaging.envelope import IncomingEvent
+from messaging.faults import fault_point
 from messaging.health import broker_reachable, database_reachable
 from messaging.lifecycle import Stopper, use_dedicated_connections
 from messaging.masking import mask_sensitive, mask_text
@@ -70,6 +72,7 @@ __all__ = [
     "database_reachable",
     "dead_letter_counts_by_state",
     "enable_tracing",
+    "fault_point",
     "local_consumers",
     "mask_sensitive",
     "mask_text",

@@ -11,3 +11,4 @@ class PaymentAdmin(ReadOnlyAdmin):
     list_display = ["order_id", "status", "amount", "currency", "decline_code", "updated_at"]
     list_filter = ["status"]
     search_fields = ["order_id", "charge_id"]
+    exclude = ["token"]  # a payment token is never shown outside the call that needs it

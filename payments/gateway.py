@@ -16,6 +16,11 @@
 - A charge is refunded at most once, whatever key the refund uses.
 - The ledger lives on the ``gateway`` database connection in autocommit, so a rollback of the
   caller's transaction does not undo a charge, as with a real card.
+
+This module is the fake's ledger and rules. The HTTP service (``payments/gateway_server.py``, the
+Procfile's ``gateway``) serves them to payments over the network, with the answers' pace; the
+``FakeGateway`` object itself is the in-process stand-in of the unit and integration tiers
+(``GATEWAY_URL=inprocess:``), answering ``tok_timeout``, ``tok_slow`` and ``tok_hang`` in-process.
 """
 
 import math
@@ -62,6 +67,11 @@ class GatewayResult:
     decline_code: str = ""
 
 
+def slow_delay() -> float:
+    """How long ``tok_slow`` takes to be answered."""
+    return float(os.environ.get("FAKE_GATEWAY_DELAY", "5"))
+
+
 def _answer_after(seconds: float) -> None:
     """The answer takes this long to reach the caller, who waits at most GATEWAY_TIMEOUT."""
     timeout = settings.GATEWAY_TIMEOUT
@@ -72,10 +82,14 @@ def _answer_after(seconds: float) -> None:
     raise GatewayTimeout(f"no answer within GATEWAY_TIMEOUT ({timeout:g} s)")
 
 
+def operation_id(op: GatewayOperation) -> str:
+    return f"{'ch' if op.kind == GatewayOperation.Kind.CHARGE else 're'}_{op.pk}"
+
+
 def _result(op: GatewayOperation) -> GatewayResult:
     return GatewayResult(
         succeeded=op.outcome == GatewayOperation.Outcome.SUCCEEDED,
-        operation_id=f"{'ch' if op.kind == GatewayOperation.Kind.CHARGE else 're'}_{op.pk}",
+        operation_id=operation_id(op),
         amount=op.amount,
         currency=op.currency,
         decline_code=op.decline_code,
@@ -92,12 +106,13 @@ class FakeGateway:
             raise IdempotencyKeyReused(f"{key} was used for a {op.kind} of {op.amount}")
         return op
 
-    def charge(
+    def record_charge(
         self, *, idempotency_key: str, order_id: str, amount: Decimal, currency: str, token: str
-    ) -> GatewayResult:
+    ) -> tuple[GatewayOperation, bool]:
+        """The charge under this key, made now unless it exists; and whether it was made now."""
         existing = self._existing(idempotency_key, GatewayOperation.Kind.CHARGE, amount)
         if existing:
-            return _result(existing)
+            return existing, False
         if token == "tok_unavailable":
             raise GatewayUnavailable("the gateway is unavailable")
         chargeable = token in CHARGEABLE_TOKENS
@@ -114,12 +129,20 @@ class FakeGateway:
                 else ("card_declined" if token == "tok_chargeDeclined" else "invalid_token"),
             )
         except IntegrityError:  # the same key at the same moment: the first one wins
-            return _result(self._existing(idempotency_key, GatewayOperation.Kind.CHARGE, amount))
-        if token == "tok_timeout":
+            return self._existing(idempotency_key, GatewayOperation.Kind.CHARGE, amount), False
+        return op, True
+
+    def charge(
+        self, *, idempotency_key: str, order_id: str, amount: Decimal, currency: str, token: str
+    ) -> GatewayResult:
+        op, made_now = self.record_charge(
+            idempotency_key=idempotency_key, order_id=order_id, amount=amount, currency=currency, token=token
+        )
+        if made_now and token == "tok_timeout":
             raise GatewayTimeout("charged, but the response was lost")
-        if token == "tok_slow":
-            _answer_after(float(os.environ.get("FAKE_GATEWAY_DELAY", "5")))
-        if token == "tok_hang":
+        if made_now and token == "tok_slow":
+            _answer_after(slow_delay())
+        if made_now and token == "tok_hang":
             _answer_after(math.inf)
         return _result(op)
 
@@ -128,13 +151,18 @@ class FakeGateway:
         op = self._operations().filter(idempotency_key=idempotency_key).first()
         return _result(op) if op else None
 
-    def refund(self, *, idempotency_key: str, charge_key: str, amount: Decimal) -> GatewayResult:
+    def refund(self, *, idempotency_key: str, charge_key: str, amount: Decimal, charge_id: str = "") -> GatewayResult:
+        """Refund the charge made under ``charge_key`` (``charge_id``, its ``ch_<n>``, is what the HTTP
+        API names it by; either finds it)."""
         existing = self._existing(idempotency_key, GatewayOperation.Kind.REFUND, amount)
         if existing:
             return _result(existing)
-        charge = self._operations().filter(idempotency_key=charge_key, kind=GatewayOperation.Kind.CHARGE).first()
+        charges = self._operations().filter(kind=GatewayOperation.Kind.CHARGE)
+        charge = charges.filter(idempotency_key=charge_key).first() if charge_key else None
+        if charge is None and charge_id.startswith("ch_") and charge_id[3:].isdigit():
+            charge = charges.filter(pk=int(charge_id[3:])).first()
         if charge is None or charge.outcome != GatewayOperation.Outcome.SUCCEEDED:
-            raise ChargeNotRefundable(f"no successful charge {charge_key}")
+            raise ChargeNotRefundable(f"no successful charge {charge_key or charge_id}")
         if amount > charge.amount:
             raise ChargeNotRefundable(f"refund {amount} exceeds charge {charge.amount}")
         try:
@@ -145,13 +173,13 @@ class FakeGateway:
                 order_id=charge.order_id,
                 amount=amount,
                 currency=charge.currency,
-                refunded_charge_key=charge_key,
+                refunded_charge_key=charge.idempotency_key,
             )
         except IntegrityError:
             existing = self._operations().filter(idempotency_key=idempotency_key).first()
             if existing:
                 return _result(existing)
-            raise ChargeNotRefundable(f"charge {charge_key} is already refunded") from None
+            raise ChargeNotRefundable(f"charge {charge.idempotency_key} is already refunded") from None
         return _result(op)
 
     def ledger(self, *, order_id: str | None = None) -> list[GatewayOperation]:

@@ -1,19 +1,27 @@
 """Payments' writes: charge an order once, refund it at most once.
 
-The gateway call happens inside the handler's transaction, holding the order's payment row
-lock; the idempotency keys (derived from the order) make a retried or redelivered call
-return the first result instead of moving money again.
+``GATEWAY_CALLS=inline`` (for now the default): the gateway call happens inside the handler's
+transaction, holding the order's payment row lock; the idempotency keys (derived from the order)
+make a retried or redelivered call return the first result instead of moving money again.
+
+``GATEWAY_CALLS=worker``: the handler only records the operation in flight (``charging``,
+``refunding``) and commits with its batch; the gateway worker (payments/gateway_calls.py) makes
+the call outside any transaction and records the outcome with its event (``record_*`` below).
 """
 
 import logging
 import uuid
 from contextlib import contextmanager
+from datetime import timedelta
 from decimal import Decimal
 
+from django.conf import settings
 from django.db import transaction
+from django.utils import timezone
 
 from messaging.api import TransientError, publish
-from payments.gateway import GatewayTimeout, GatewayUnavailable, gateway
+from payments.gateway import GatewayTimeout, GatewayUnavailable
+from payments.gateway_client import gateway
 from payments.models import Payment
 
 logger = logging.getLogger(__name__)
@@ -49,11 +57,21 @@ def payment_charge(*, order_id: uuid.UUID, amount: Decimal, currency: str, token
     if payment.status != Payment.Status.NEW:
         logger.info("charge ignored: payment is already %s", payment.status)
         return
+    if settings.GATEWAY_CALLS == "worker":
+        payment.status, payment.amount, payment.currency = Payment.Status.CHARGING, amount, currency
+        payment.token, payment.items, payment.call_due_at = token, items, timezone.now()
+        payment.save()
+        return
     with gateway_call():
         result = gateway.charge(
             idempotency_key=charge_key(order_id), order_id=str(order_id), amount=amount, currency=currency, token=token
         )
-    payment.amount, payment.currency = amount, currency
+    payment.amount, payment.currency, payment.items = amount, currency, items
+    _record_charge(payment, result)
+
+
+def _record_charge(payment: Payment, result) -> None:
+    order_id, amount, currency, items = payment.order_id, payment.amount, payment.currency, payment.items
     if result.succeeded:
         payment.status, payment.charge_id = Payment.Status.CHARGED, result.operation_id
         payment.save()
@@ -88,6 +106,9 @@ def payment_refund(*, order_id: uuid.UUID, reason: str) -> None:
     its commit exists only there); if it has none, a tombstone stops any later charge.
     """
     payment = _lock_payment(order_id)
+    if settings.GATEWAY_CALLS == "worker":
+        _request_refund(payment, reason)
+        return
     if payment.status == Payment.Status.NEW:
         with gateway_call():
             charge = gateway.find(charge_key(order_id))
@@ -103,8 +124,16 @@ def payment_refund(*, order_id: uuid.UUID, reason: str) -> None:
         return
     with gateway_call():
         result = gateway.refund(
-            idempotency_key=refund_key(order_id), charge_key=charge_key(order_id), amount=payment.amount
+            idempotency_key=refund_key(order_id),
+            charge_key=charge_key(order_id),
+            charge_id=payment.charge_id,
+            amount=payment.amount,
         )
+    _record_refund(payment, result, reason)
+
+
+def _record_refund(payment: Payment, result, reason: str) -> None:
+    order_id = payment.order_id
     payment.status, payment.refund_id = Payment.Status.REFUNDED, result.operation_id
     payment.save()
     publish(
@@ -119,3 +148,77 @@ def payment_refund(*, order_id: uuid.UUID, reason: str) -> None:
             "reason": reason,
         },
     )
+
+
+def _request_refund(payment: Payment, reason: str) -> None:
+    """Worker mode: leave the refund in flight for the gateway worker. A payment still ``new`` may
+    hide a charge an older release made before crashing: the worker asks the gateway by key
+    first and voids it if there is none; one still ``charging`` is refunded once charged."""
+    if payment.status in (Payment.Status.NEW, Payment.Status.CHARGED):
+        payment.status, payment.refund_reason = Payment.Status.REFUNDING, reason
+        payment.call_due_at, payment.call_attempts = timezone.now(), 0
+        payment.save()
+    elif payment.status == Payment.Status.CHARGING and not payment.refund_reason:
+        payment.refund_reason = reason
+        payment.save(update_fields=["refund_reason", "updated_at"])
+    else:
+        logger.info("refund ignored: payment is %s", payment.status)
+
+
+# --- the gateway worker's short transactions (GATEWAY_CALLS=worker) ---------------------------
+def _due(now):
+    return Payment.objects.filter(
+        status__in=[Payment.Status.CHARGING, Payment.Status.REFUNDING], call_due_at__lte=now
+    ).order_by("call_due_at")
+
+
+def claim_due_calls(limit: int, lease_seconds: float) -> list[Payment]:
+    """Take up to ``limit`` operations in flight whose time has come and lease them: another worker
+    takes one again only once its lease has run out (its worker died mid-call). A read first: an
+    idle worker never opens a write transaction (on SQLite, the database's one write lock)."""
+    if not _due(timezone.now()).exists():
+        return []
+    return _claim(limit, lease_seconds)
+
+
+@transaction.atomic(savepoint=False)
+def _claim(limit: int, lease_seconds: float) -> list[Payment]:
+    now = timezone.now()
+    claimed = list(_due(now).select_for_update(skip_locked=True)[:limit])
+    for payment in claimed:
+        payment.call_attempts += 1
+        payment.call_due_at = now + timedelta(seconds=lease_seconds)
+        payment.save(update_fields=["call_attempts", "call_due_at", "updated_at"])
+    return claimed
+
+
+@transaction.atomic(savepoint=False)
+def record_charge_outcome(order_id: uuid.UUID, result) -> None:
+    """The charge's answer and its event, unless another worker recorded it first."""
+    payment = Payment.objects.select_for_update().get(order_id=order_id)
+    if payment.status != Payment.Status.CHARGING:
+        return
+    payment.token = ""  # kept only while the call needed it
+    _record_charge(payment, result)
+    if payment.status == Payment.Status.CHARGED and payment.refund_reason:  # cancelled meanwhile
+        payment.status, payment.call_due_at, payment.call_attempts = Payment.Status.REFUNDING, timezone.now(), 0
+        payment.save(update_fields=["status", "call_due_at", "call_attempts", "updated_at"])
+
+
+@transaction.atomic(savepoint=False)
+def record_refund_outcome(order_id: uuid.UUID, charge, result) -> None:
+    """The refund's answer and its event; ``result`` None: there was no charge to refund (voided)."""
+    payment = Payment.objects.select_for_update().get(order_id=order_id)
+    if payment.status != Payment.Status.REFUNDING:
+        return
+    if result is None:
+        payment.status = Payment.Status.VOIDED
+        payment.save(update_fields=["status", "updated_at"])
+        return
+    payment.charge_id, payment.amount, payment.currency = charge.operation_id, charge.amount, charge.currency
+    _record_refund(payment, result, payment.refund_reason)
+
+
+def postpone_call(order_id: uuid.UUID, seconds: float) -> None:
+    """A call that failed for now (a timeout, an unavailable gateway): try it again later."""
+    Payment.objects.filter(order_id=order_id).update(call_due_at=timezone.now() + timedelta(seconds=seconds))

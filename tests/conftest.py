@@ -11,6 +11,11 @@ from faultlib.processes import ProcessGroup, database_url, process_environment
 
 ALL_DATABASES = ["default", "gateway"]
 
+# Payments code run in this process (integration tests, the saga helpers) charges the in-process
+# stand-in on the same ledger; the processes a test starts reach the gateway's HTTP service
+# (faultlib.processes starts it with their consumers).
+settings.GATEWAY_URL = "inprocess:"
+
 
 UNIT_TIER = Path(__file__).parent / "unit"
 

@@ -6,6 +6,8 @@ processes sharing var/. Short, so the embedded mode cannot rot.
 
 import json
 import os
+import sqlite3
+import time
 import urllib.error
 import urllib.request
 import uuid
@@ -75,3 +77,53 @@ def test_a_checkout_is_confirmed_on_sqlite_and_the_filesystem_broker(embedded):
     assert products.keys() == {"WIDGET", "GADGET", "GIZMO", "LIMITED-PRINT"}
     assert [embedded.stop(p) for p in (relay, consumers)] == [0, 0]
     embedded.stop(web)
+
+
+def post_checkout(base: str, token: str) -> tuple[dict, float]:
+    """A checkout through the API: the order and how long the answer took."""
+    request = urllib.request.Request(
+        f"{base}/api/checkout/",
+        data=json.dumps(
+            {"customer_id": "bob", "items": [{"sku": "WIDGET", "quantity": 1}], "payment_token": token}
+        ).encode(),
+        headers={"Content-Type": "application/json", "Idempotency-Key": str(uuid.uuid4())},
+        method="POST",
+    )
+    started = time.monotonic()
+    with urllib.request.urlopen(request, timeout=30) as response:
+        assert response.status == 201
+        return json.load(response), time.monotonic() - started
+
+
+def test_hung_gateway_calls_in_flight_hold_no_write_lock_in_worker_mode(embedded, tmp_path):
+    # given the embedded mode with the gateway worker (GATEWAY_CALLS=worker) and its gateway
+    for args in (["migrate", "-v0"], ["migrate", "--database", "gateway", "-v0"], ["seed_catalog"]):
+        result = embedded.run(*args)
+        assert result.returncode == 0, result.stderr
+    worker = {"GATEWAY_CALLS": "worker", "GATEWAY_TIMEOUT": "30"}  # longer than this test: the calls stay hung
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    embedded.start("web", "runserver", f"127.0.0.1:{port}", "--noreload")
+    embedded.start("relay", "run_outbox_relay")
+    embedded.start("consumers", "run_consumers", env=worker)
+    embedded.start("calls", "run_gateway_calls", env=worker)
+    wait_until(lambda: len(get_json(f"{base}/api/products/") or []) == 4, timeout=60, message="the storefront")
+
+    # when 3 orders paid with tok_hang have their calls in the air
+    hung = [post_checkout(base, "tok_hang")[0]["id"] for _ in range(3)]
+    database = sqlite3.connect(tmp_path / "var" / "db.sqlite3", timeout=10)
+    in_air = "SELECT count(*) FROM payments_payment WHERE status = 'charging' AND call_attempts >= 1"
+    wait_until(lambda: database.execute(in_air).fetchone()[0] == 3, timeout=30, message="3 hung calls in the air")
+
+    # then 20 more checkouts are each answered within 2 s and confirmed, while those calls hang
+    placed = [post_checkout(base, "tok_visa") for _ in range(20)]
+    assert [seconds < 2 for _, seconds in placed] == [True] * 20, [round(s, 2) for _, s in placed]
+    for order, _ in placed:
+        wait_until(
+            lambda o=order: (get_json(f"{base}/api/orders/{o['id']}/") or {}).get("status") == "CONFIRMED",
+            timeout=30,
+            message=f"order {order['id']} to be confirmed",
+        )
+    assert database.execute(in_air).fetchone()[0] == 3  # still hung: nothing waited for them
+    assert {(get_json(f"{base}/api/orders/{h}/") or {}).get("status") for h in hung} == {"PENDING"}
+    database.close()

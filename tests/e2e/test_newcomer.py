@@ -85,10 +85,12 @@ def free_on_loopback(port: int) -> bool:
 
 
 def port_with_free_metrics_ports() -> int:
-    """A free PORT whose metrics ports (PORT + 1101..1104, as make run derives them) are free too."""
+    """A free PORT whose metrics ports (PORT + 1101..1104) and gateway port (PORT + 90), as make run
+    derives them, are free too."""
     for _ in range(50):
         port = free_port()
-        if port + 1104 <= 65535 and all(free_on_loopback(port + offset) for offset in range(1101, 1105)):
+        offsets = [90, *range(1101, 1105)]
+        if port + 1104 <= 65535 and all(free_on_loopback(port + offset) for offset in offsets):
             return port
     raise RuntimeError("no free PORT with free metrics ports")
 
@@ -139,7 +141,7 @@ def test_the_readmes_try_it_block_as_pasted_against_make_run(tmp_path):
     assert '"GET /api/products/ HTTP/1.1" 200' in output and "request=<socket" not in output
     assert "No hostname was supplied" not in output
     assert f"broker=filesystem://{tmp_path / 'var' / 'broker'}" in output
-    assert "Interrupt" not in output and output.count("stopped (rc=0)") == 5, output[-3000:]
+    assert "Interrupt" not in output and output.count("stopped (rc=0)") == 7, output[-3000:]
 
 
 def split_free_ports() -> int:
@@ -174,7 +176,7 @@ class AdminSession:
 
 def test_the_splits_hand_run_commands_as_make_and_the_order_page_print_them(tmp_path):
     port, split_var = split_free_ports(), tmp_path / "split"
-    group = ProcessGroup(tmp_path, clean_env(CONSUMER_MAX_ATTEMPTS="2"))
+    group = ProcessGroup(tmp_path, clean_env(CONSUMER_MAX_ATTEMPTS="2", GATEWAY_PORT=str(free_port())))
     make = group.spawn("make-run-split", ["make", "run-split", f"PORT={port}", f"SPLIT_VAR={split_var}"])
     base = f"http://127.0.0.1:{port}"
     try:
@@ -218,7 +220,7 @@ def test_the_splits_hand_run_commands_as_make_and_the_order_page_print_them(tmp_
     finally:
         output = ctrl_c(group, make)
         print(output[-6000:])  # on a failure above, pytest shows the split's own log: which process stopped
-    assert "Interrupt" not in output and output.count("stopped (rc=0)") == 13, output[-3000:]
+    assert "Interrupt" not in output and output.count("stopped (rc=0)") == 15, output[-3000:]
 
 
 @pytest.mark.parametrize(

@@ -46,7 +46,7 @@ def dispatch_from_admin(staff: Client, *orders: str) -> list[str]:
 @pytest.mark.django_db(transaction=True, databases=ALL_DATABASES)
 def test_the_saga_with_shipping_as_the_procfile_runs_it(processes, quiet_broker):
     started = procfile_commands()
-    assert sorted(started) == ["consumers", "deadline", "orders-consumers", "relay"]
+    assert sorted(started) == ["consumers", "deadline", "gateway", "gateway-calls", "orders-consumers", "relay"]
     for name, args in started.items():
         processes.start(name, *args)
     seed_catalog()

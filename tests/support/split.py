@@ -25,7 +25,7 @@ import psycopg
 
 from faultlib.faults import rabbitmqctl
 from faultlib.invariants import ONCE_PER_ORDER, Report, shipment_problems, wait_quiet
-from faultlib.processes import BASE_DIR, ProcessGroup
+from faultlib.processes import BASE_DIR, GATEWAY_COMMAND, ProcessGroup, free_port
 from kernel.contexts import DECLARATION_FILE, installed, read_declaration, schema_folder
 from messaging.topology import ANY_EVENT, EVENT_LOG_CONSUMER, queue_bindings
 
@@ -100,6 +100,17 @@ class Deployment:
         )
 
     def start(self, group: ProcessGroup, name: str, *args: str, env: dict[str, str] | None = None):
+        # A tree with today's payments reaches the fake gateway over HTTP: its consumers start it.
+        if (self.tree / "payments" / "gateway_server.py").exists():
+            if "GATEWAY_PORT" not in self.env:
+                port = str(free_port())
+                self.env.update(GATEWAY_PORT=port, GATEWAY_URL=f"http://127.0.0.1:{port}")
+            if args and args[0] == GATEWAY_COMMAND:
+                return group.start_gateway(
+                    f"{self.context}-{name}", *args, env={**self.env, **(env or {})}, cwd=self.tree
+                )
+            if args and args[0] == "run_consumers":
+                group.ensure_gateway({**self.env, **(env or {})}, cwd=self.tree)
         return group.spawn(
             f"{self.context}-{name}",
             [sys.executable, "manage.py", *args],
@@ -143,6 +154,7 @@ class SplitSystem:
         rabbitmqctl("set_permissions", "-p", vhost, "guest", ".*", ".*", ".*")
         system = cls({}, vhost)
         base = os.environ.get("TEST_DATABASE_NAME") or "test_split"
+        gateway_port = str(free_port())  # payments' fake gateway (started with its consumers)
         with psycopg.connect(admin_url(), autocommit=True) as admin:
             for context in [d.name for d in installed()]:
                 name = f"{base}_{run_id}_{context}"[:63]
@@ -154,6 +166,8 @@ class SplitSystem:
                     "CONTEXTS": context,
                     "DATABASE_URL": database_url(name),
                     "GATEWAY_DATABASE_URL": database_url(name),
+                    "GATEWAY_PORT": gateway_port,
+                    "GATEWAY_URL": f"http://127.0.0.1:{gateway_port}",
                     "BROKER_URL": f"amqp://guest:guest@127.0.0.1:5672/{vhost}",
                     "DEBUG": "1",
                     "LOG_FORMAT": "json",

@@ -6,10 +6,16 @@ import subprocess
 
 from django.conf import settings
 
-VARIABLES = ("RELAY_METRICS_PORT", "CONSUMERS_METRICS_PORT", "DEADLINE_METRICS_PORT", "ORDERS_CONSUMERS_METRICS_PORT")
+VARIABLES = (
+    "RELAY_METRICS_PORT",
+    "CONSUMERS_METRICS_PORT",
+    "DEADLINE_METRICS_PORT",
+    "ORDERS_CONSUMERS_METRICS_PORT",
+    "GATEWAY_PORT",
+)
 
 
-def metrics_line(*make_args: str, **env: str) -> str:
+def metrics_line(*make_args: str, banner: str = "Metrics:", **env: str) -> str:
     clean = {key: value for key, value in os.environ.items() if key not in (*VARIABLES, "PORT", "MAKEFLAGS")}
     done = subprocess.run(
         ["make", "-n", "--no-print-directory", "run", *make_args],
@@ -20,7 +26,7 @@ def metrics_line(*make_args: str, **env: str) -> str:
         timeout=30,
     )
     assert done.returncode == 0, done.stderr
-    [line] = [line for line in done.stdout.splitlines() if "Metrics:" in line]
+    [line] = [line for line in done.stdout.splitlines() if banner in line]
     return line
 
 
@@ -45,3 +51,9 @@ def test_a_variable_that_is_set_wins():
         'echo "  Metrics: /metrics on the web port; relay :7001, consumers :9182 and :9184 (orders, events), '
         'deadline loop :7003"'
     )
+
+
+def test_the_fake_gateways_port_follows_port_too():
+    assert metrics_line(banner="Gateway:").endswith(':8090/ (GATEWAY_PORT)"')
+    assert metrics_line("PORT=8080", banner="Gateway:").endswith(':8170/ (GATEWAY_PORT)"')
+    assert metrics_line("PORT=8080", banner="Gateway:", GATEWAY_PORT="9999").endswith(':9999/ (GATEWAY_PORT)"')

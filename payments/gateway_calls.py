@@ -1,0 +1,168 @@
+"""The gateway worker (``GATEWAY_CALLS=worker``; ``manage.py run_gateway_calls``, the Procfile's
+``gateway-calls``): makes payments' gateway calls outside any database transaction, many at once.
+
+The payments handlers record each operation in flight (``charging``, ``refunding``) inside their
+batch's transaction. This loop, on one database connection, claims the due ones under a lease
+and commits; a pool of ``GATEWAY_CONCURRENCY`` threads makes the HTTP calls (they never touch the
+database, so the process holds one connection whatever the concurrency); the loop then records
+each outcome and its event in a short transaction of its own. A slow or hung call holds one
+thread for at most ``GATEWAY_TIMEOUT``, never a lock, a batch or SQLite's write lock.
+
+After a crash anywhere (between the record in flight, the call and the outcome's commit) the
+lease runs out and the operation is claimed again; a claim after the first asks the gateway by
+the operation's key before anything else, so a charge made before the crash is recorded, never
+made twice. A failure that may pass (timeout, unavailable) is tried again after a backoff.
+"""
+
+import logging
+import threading
+import uuid
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass
+from decimal import Decimal
+
+from django.conf import settings
+from django.db import DatabaseError, connections, transaction
+
+from messaging.api import fault_point
+from payments import services
+from payments.gateway import GatewayError, GatewayResult, GatewayTimeout, GatewayUnavailable
+from payments.gateway_client import CONNECT_TIMEOUT, gateway
+from payments.models import Payment
+
+logger = logging.getLogger(__name__)
+
+POLL_SECONDS = 0.1
+MAX_BACKOFF = 30.0
+
+
+@dataclass(frozen=True)
+class Call:
+    """What one call needs, read from its row: the threads never touch the database."""
+
+    order_id: uuid.UUID
+    kind: str  # Payment.Status.CHARGING or REFUNDING
+    attempt: int
+    amount: Decimal | None
+    currency: str
+    token: str
+    charge_id: str
+
+
+@dataclass(frozen=True)
+class Answer:
+    call: Call
+    result: GatewayResult | None = None  # the charge's or refund's; None: nothing to refund
+    charge: GatewayResult | None = None  # for a refund: the charge it refunds
+    retry_in: float | None = None  # a failure that may pass
+
+
+def lease_seconds() -> float:
+    """Longer than any one call can take (a few connects, then the answer's wait)."""
+    return settings.GATEWAY_TIMEOUT + 3 * CONNECT_TIMEOUT + 5
+
+
+def backoff(attempt: int) -> float:
+    return min(MAX_BACKOFF, 0.5 * 2 ** (attempt - 1))
+
+
+def charge(call: Call) -> Answer:
+    key = services.charge_key(call.order_id)
+    if call.attempt > 1 and (found := gateway.find(key)) is not None:  # after a crash: ask first
+        return Answer(call, found)
+    made = gateway.charge(
+        idempotency_key=key, order_id=str(call.order_id), amount=call.amount, currency=call.currency, token=call.token
+    )
+    return Answer(call, made)
+
+
+def refund(call: Call) -> Answer:
+    charged = None
+    if not call.charge_id:  # refunded before any charge was recorded: is there one?
+        charged = gateway.find(services.charge_key(call.order_id))
+        if charged is None or not charged.succeeded:
+            return Answer(call, None)
+    charged = charged or gateway.find(services.charge_key(call.order_id))
+    key = services.refund_key(call.order_id)
+    if call.attempt > 1 and (found := gateway.find(key)) is not None:
+        return Answer(call, found, charged)
+    made = gateway.refund(
+        idempotency_key=key,
+        charge_key=services.charge_key(call.order_id),
+        charge_id=charged.operation_id,
+        amount=charged.amount,
+    )
+    return Answer(call, made, charged)
+
+
+def make_call(call: Call) -> Answer:
+    """One call, outside any transaction; in a pool thread."""
+    fault_point("gateway_calls.before_call")
+    try:
+        answer = charge(call) if call.kind == Payment.Status.CHARGING else refund(call)
+    except (GatewayTimeout, GatewayUnavailable) as exc:
+        logger.warning(
+            "gateway call for order %s failed, again in %.1fs: %s", call.order_id, backoff(call.attempt), exc
+        )
+        return Answer(call, retry_in=backoff(call.attempt))
+    except GatewayError:
+        logger.exception("gateway call for order %s refused", call.order_id)
+        return Answer(call, retry_in=MAX_BACKOFF)
+    fault_point("gateway_calls.after_call")
+    return answer
+
+
+def record(answer: Answer) -> None:
+    """The outcome and its event in one short transaction (on the loop's connection)."""
+    call = answer.call
+    if answer.retry_in is not None:
+        services.postpone_call(call.order_id, answer.retry_in)
+    elif call.kind == Payment.Status.CHARGING:
+        services.record_charge_outcome(call.order_id, answer.result)
+    else:
+        services.record_refund_outcome(call.order_id, answer.charge, answer.result)
+
+
+def record_all(answers: list[Answer]) -> None:
+    """The answers that came in together, in one short transaction: one commit, not one per call.
+    If it fails, their leases run out and each is asked about again by its key."""
+    try:
+        with transaction.atomic():
+            for answer in answers:
+                record(answer)
+    except DatabaseError:
+        logger.exception("the outcomes of %d gateway calls could not be recorded", len(answers))
+        connections.close_all()
+        return
+    fault_point("gateway_calls.after_outcome")  # committed
+
+
+def as_call(payment: Payment) -> Call:
+    return Call(
+        order_id=payment.order_id,
+        kind=payment.status,
+        attempt=payment.call_attempts,
+        amount=payment.amount,
+        currency=payment.currency,
+        token=payment.token,
+        charge_id=payment.charge_id,
+    )
+
+
+def run(stop: threading.Event, concurrency: int | None = None) -> None:
+    """Claim, call, record, until ``stop``; then finish the calls in the air (each bounded by
+    GATEWAY_TIMEOUT) and record them."""
+    concurrency = concurrency or settings.GATEWAY_CONCURRENCY
+    in_air: set[Future] = set()
+    with ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="gateway-call") as pool:
+        while not stop.is_set() or in_air:
+            if not stop.is_set() and len(in_air) < concurrency:
+                for payment in services.claim_due_calls(concurrency - len(in_air), lease_seconds()):
+                    in_air.add(pool.submit(make_call, as_call(payment)))
+            done, in_air = (
+                wait(in_air, timeout=POLL_SECONDS, return_when=FIRST_COMPLETED) if in_air else (set(), in_air)
+            )
+            if done:
+                record_all([future.result() for future in done])
+            if not in_air and not done:
+                stop.wait(POLL_SECONDS)

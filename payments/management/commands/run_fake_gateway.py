@@ -1,0 +1,22 @@
+import signal
+import threading
+
+from django.conf import settings
+from django.core.management.base import BaseCommand
+
+from payments.gateway_server import serve
+
+
+class Command(BaseCommand):
+    help = "Run the fake card gateway's HTTP service (payments/gateway_server.py) until SIGTERM or Ctrl-C."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--host", default="127.0.0.1")
+        parser.add_argument("--port", type=int, default=None, help="default: GATEWAY_PORT")
+
+    def handle(self, *args, host="127.0.0.1", port=None, **options):
+        stop = threading.Event()
+        # Set, not inherited: a child started with these signals ignored must still stop on them.
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(signum, lambda *_: stop.set())
+        serve(host, port or settings.GATEWAY_PORT, stop)

@@ -1,0 +1,124 @@
+"""Payments' gateway calls outside any transaction (GATEWAY_CALLS=worker), in real processes on
+PostgreSQL and RabbitMQ, the fake gateway answering at a median of 250 ms: the gateway worker
+SIGKILLed after the record in flight, after the call and after the outcome's commit charges every
+order exactly once and refunds once (the gateway's own ledger, read over HTTP); hung calls hold up
+no other order.
+
+Scaled down from the issue's 100 and 200 orders to 40 and 60, to keep `make test` bounded."""
+
+import json
+import time
+import urllib.request
+from decimal import Decimal
+
+import pytest
+
+from faultlib.invariants import check_invariants, wait_quiet
+from faultlib.load import CATALOG, INITIAL_STOCK
+from faultlib.processes import wait_until
+from faultlib.saga import seed_catalog, wait_terminal
+from faultlib.scenarios import FAST_RETRIES
+from orders.models import Order
+from orders.services.checkout import Line, order_place
+from orders.services.saga import order_cancel
+from payments.models import Payment
+from tests.conftest import ALL_DATABASES
+from tests.support import fault_fixtures
+
+pytestmark = pytest.mark.django_db(transaction=True, databases=ALL_DATABASES)
+process_env = fault_fixtures.process_env
+
+LATENCY_MS = "250"
+PRICES = {sku: price for sku, _, price, _ in CATALOG}
+
+
+def start_saga(processes, gateway_timeout: float) -> dict[str, str]:
+    """The gateway at 250 ms, a relay, every consumer in worker mode; the workers' environment."""
+    worker = {"GATEWAY_CALLS": "worker", "GATEWAY_TIMEOUT": str(gateway_timeout), **FAST_RETRIES}
+    processes.start_gateway(env={"FAKE_GATEWAY_LATENCY": LATENCY_MS})
+    processes.start("relay", "run_outbox_relay")
+    processes.start("consumers", "run_consumers", env=worker)
+    seed_catalog(catalog=CATALOG)
+    return worker
+
+
+def http_ledger(processes) -> list[tuple[str, str, Decimal]]:
+    """The money the gateway moved, as its service answers it."""
+    with urllib.request.urlopen(processes.env["GATEWAY_URL"] + "/v1/ledger", timeout=10) as response:
+        data = json.load(response)["data"]
+    return sorted((op["metadata"]["order_id"], op["object"], Decimal(op["amount"]) / 100) for op in data)
+
+
+def expected_ledger(orders: dict[str, Decimal]) -> list[tuple[str, str, Decimal]]:
+    """One charge per order that got one; a refund of it for a cancelled or failed order."""
+    rows = []
+    for order in Order.objects.filter(pk__in=list(orders)):
+        amount = orders[str(order.pk)]
+        if order.status == Order.Status.CONFIRMED:
+            rows.append((str(order.pk), "charge", amount))
+        elif order.status == Order.Status.CANCELLED or order.failure_reason == "out_of_stock":
+            rows += [(str(order.pk), "charge", amount), (str(order.pk), "refund", amount)]
+    return sorted(rows)
+
+
+@pytest.mark.parametrize("point", ["before_call", "after_call", "after_outcome"])
+def test_the_gateway_worker_killed_at_each_step_charges_once_and_refunds_once(processes, quiet_broker, tmp_path, point):
+    # given the saga in worker mode and a gateway worker that stops at the point, among 40 orders
+    # (2 of them for more RARE prints than exist: refunded for stock) at 250 ms
+    worker = start_saga(processes, gateway_timeout=1.5)
+    marker = tmp_path / "calls.pid"
+    fault = {"FAULT_POINT": f"gateway_calls.{point}", "FAULT_MARKER": str(marker)}
+    doomed = processes.start("calls", "run_gateway_calls", env={**worker, **fault})
+    lines = [Line("WIDGET", 1 + n % 3) for n in range(38)] + [Line("RARE", 4), Line("RARE", 4)]
+    orders = {}
+    for n, line in enumerate(lines):
+        order = order_place(customer_id=f"c{n}", lines=[line], payment_token="tok_visa")
+        orders[str(order.id)] = PRICES[line.sku] * line.quantity
+
+    # when it is SIGKILLed there and a new one takes over; then 3 confirmed orders are cancelled
+    wait_until(marker.exists, timeout=60, message=f"the gateway worker to stop at {point}")
+    processes.kill(doomed)
+    calls = processes.start("calls", "run_gateway_calls", env=worker)
+    wait_terminal(list(orders), timeout=120)
+    confirmed = list(Order.objects.filter(pk__in=list(orders), status=Order.Status.CONFIRMED)[:3])
+    for order in confirmed:
+        order_cancel(order_id=order.id)
+    wait_quiet(timeout=120)
+
+    # then every order was charged once, the failed and cancelled ones refunded once, nothing else
+    statuses = sorted(Order.objects.filter(pk__in=list(orders)).values_list("status", flat=True))
+    assert statuses == ["CANCELLED"] * 3 + ["CONFIRMED"] * 36 + ["FAILED"]
+    assert http_ledger(processes) == expected_ledger(orders)
+    assert not Payment.objects.filter(status__in=[Payment.Status.CHARGING, Payment.Status.REFUNDING]).exists()
+    assert processes.stop(calls) == 0
+    report = check_invariants(initial_stock=INITIAL_STOCK, cancelled=[o.id for o in confirmed])
+    assert report.violations == [], str(report)
+
+
+def test_five_hung_calls_among_60_hold_up_no_other_order(processes, quiet_broker):
+    # given the saga in worker mode with a 5 s gateway timeout
+    gateway_timeout = 5.0
+    worker = start_saga(processes, gateway_timeout=gateway_timeout)
+    processes.start("calls", "run_gateway_calls", env=worker)
+
+    # when 5 orders paid with a token the gateway never answers come among 60 ordinary ones
+    hung, ordinary = [], []
+    for n in range(65):
+        token = "tok_hang" if n % 13 == 0 else "tok_visa"
+        order = order_place(customer_id=f"c{n}", lines=[Line("WIDGET", 1)], payment_token=token)
+        (hung if token == "tok_hang" else ordinary).append(order.id)
+    wait_terminal(ordinary, timeout=60)
+    ordinary_done = time.monotonic()
+    wait_terminal(hung, timeout=60)
+
+    # then the ordinary ones each finished within less than one gateway timeout of their checkout
+    # (none waited for a hung call), and the hung ones confirmed on a later call, charged once
+    waits = [(o.updated_at - o.created_at).total_seconds() for o in Order.objects.filter(pk__in=ordinary)]
+    assert len(waits) == 60 and max(waits) < gateway_timeout, sorted(waits)[-5:]
+    assert time.monotonic() >= ordinary_done
+    assert sorted(Order.objects.filter(pk__in=hung).values_list("status", flat=True)) == ["CONFIRMED"] * 5
+    ledger = http_ledger(processes)
+    assert [(kind, amount) for order_id, kind, amount in ledger if order_id in {str(h) for h in hung}] == [
+        ("charge", PRICES["WIDGET"])
+    ] * 5
+    assert len(ledger) == 65
