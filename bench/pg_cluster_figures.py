@@ -29,18 +29,28 @@ def _free_base_port() -> int:
     raise RuntimeError("no free ports for the bench's PostgreSQL cluster")
 
 
+def _gateway_anew(bench: Bench) -> None:
+    """Stop the fake gateway: the next consumer starts it again, its ledger on the database now in use."""
+    gateway = getattr(bench.procs, "gateway", None)
+    if gateway is not None:
+        bench.procs.stop(gateway)
+        bench.procs.gateway = None
+
+
 @contextlib.contextmanager
 def on_database(bench: Bench, url: str):
-    """The bench's processes and its own queries use the database at ``url`` meanwhile."""
+    """The bench's processes (the fake gateway too) and its own queries use the database at ``url`` meanwhile."""
     env = bench.procs.env
     saved = bench.db, env["DATABASE_URL"], env["GATEWAY_DATABASE_URL"]
     bench.db = Db(url)
     env["DATABASE_URL"] = env["GATEWAY_DATABASE_URL"] = url
+    _gateway_anew(bench)
     try:
         yield
     finally:
         bench.db.close()
         bench.db, env["DATABASE_URL"], env["GATEWAY_DATABASE_URL"] = saved
+        _gateway_anew(bench)
 
 
 def pg_cluster(bench: Bench) -> None:
