@@ -59,6 +59,7 @@ MODES = {
 CATALOG = [("WIDGET", "Widget", "19.99", 10_000_000), ("RARE", "Rare print", "250.00", 50)]
 POOL_MAX = int(os.environ.get("DATABASE_POOL_MAX_SIZE", "4"))
 RELAY_PIPELINES = int(os.environ.get("RELAY_PIPELINES", "2"))
+GATEWAY_STORAGE_THREADS = 4  # payments/gateway_server.py, STORAGE_THREADS: a database connection each
 GUNICORN_WORKERS = 2
 RSS_GROWTH_LIMIT = 0.20
 DRAIN_TIMEOUT = 300.0
@@ -253,8 +254,15 @@ class Sampler(threading.Thread):
 def connection_bounds(mode: str) -> dict[str, int]:
     """What each process may hold: a web process its pool, each loop its dedicated connections."""
     # The relay: one per pipeline; the other contexts' consumers (payments, inventory, shipping):
-    # default + the fake gateway's ledger; the orders and events consumers: default.
-    bounds = {"relay": RELAY_PIPELINES, "consumers": 2, "orders-consumers": 1, "deadline": 1}
+    # default + the gateway alias; the orders and events consumers: default; the fake gateway (the
+    # Procfile's ``gateway``): one per storage thread.
+    bounds = {
+        "relay": RELAY_PIPELINES,
+        "consumers": 2,
+        "orders-consumers": 1,
+        "deadline": 1,
+        "gateway": GATEWAY_STORAGE_THREADS,
+    }
     if mode == "gunicorn":
         bounds.update({"web": 0, "web workers": GUNICORN_WORKERS * POOL_MAX})
     else:
@@ -304,6 +312,7 @@ def soak_mode(mode: str, args, base_env: dict[str, str], run_dir: Path) -> dict:
             "orders-consumers": procs.manage("orders-consumers", "run_consumers", "orders", "events"),
             "deadline": procs.manage("deadline", "expire_pending_orders", "--loop"),
         }
+        running["gateway"] = procs.gateway  # started with the first consumer (bench.common.Processes)
         db = Db(db_url)
         db.wait(
             lambda: db.one("SELECT count(*) FROM orders_storefront_product")[0] == len(CATALOG),

@@ -54,4 +54,11 @@ def test_32_clients_against_make_runs_server_get_no_5xx_and_connections_stay_bou
     bounds = run["connection_bounds"]
     assert all(run["connections"][role] <= bound for role, bound in bounds.items())
     assert run["connections_total"] <= sum(bounds.values()) <= 40
-    assert run["exit_codes"] == {"web": 0, "relay": 0, "consumers": 0, "orders-consumers": 0, "deadline": 0}
+    assert run["exit_codes"] == {
+        "gateway": 0,
+        "web": 0,
+        "relay": 0,
+        "consumers": 0,
+        "orders-consumers": 0,
+        "deadline": 0,
+    }
