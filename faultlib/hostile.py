@@ -20,7 +20,7 @@ from faultlib.invariants import ExpectedDeadLetter
 from faultlib.load import CATALOG, OrderLoad, order_created_payload
 from faultlib.processes import ProcessGroup, wait_until
 from faultlib.saga import seed_catalog
-from faultlib.scenarios import FAST_RETRIES, Outcome, _run, _settle
+from faultlib.scenarios import FAST_RETRIES, Outcome, _run, _settle, message_faults
 from messaging.models import InboxMessage, OutboxMessage
 
 CREATED = "orders.order.created"
@@ -119,19 +119,6 @@ HOSTILE_KINDS: list[tuple[str, str, Callable[[], str]]] = [
 ]
 
 
-def _hostile_faults(rng: random.Random, copies: int, expected: list[ExpectedDeadLetter]) -> list:
-    def inject(consumer, reason, make):
-        def fault():
-            expected.append(ExpectedDeadLetter(consumer, make(), reason))
-            return f"hostile message for {consumer}: {reason}"
-
-        return fault
-
-    kinds = HOSTILE_KINDS * copies
-    rng.shuffle(kinds)
-    return [inject(*kind) for kind in kinds]
-
-
 def hostile(group: ProcessGroup, rng: random.Random, *, copies: int, max_orders: int, quiet=120) -> Outcome:
     """Every kind of hostile message, ``copies`` of each, among genuine orders, on the Procfile's
     two consumer processes (which must all still run at the end)."""
@@ -143,5 +130,6 @@ def hostile(group: ProcessGroup, rng: random.Random, *, copies: int, max_orders:
     seed_catalog(catalog=CATALOG)
     load = OrderLoad(rng)
     expected: list[ExpectedDeadLetter] = []
-    injections = _run(rng, load, _hostile_faults(rng, copies, expected), max_orders=max_orders, interval=(0.05, 0.4))
+    faults = message_faults(HOSTILE_KINDS, rng, copies, expected, "hostile message")
+    injections = _run(rng, load, faults, max_orders=max_orders, interval=(0.05, 0.4))
     return Outcome(injections, load, expected, exit_codes=_settle(group, [relay, *consumers], load, quiet))

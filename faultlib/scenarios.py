@@ -265,17 +265,20 @@ def poison_past_delivery_limit() -> str:
     return message_id
 
 
-def _poison_faults(rng: random.Random, copies: int, expected: list[ExpectedDeadLetter]) -> list:
-    """One fault per poison message; each adds the dead letter it must become to ``expected``."""
+def message_faults(
+    kinds: list, rng: random.Random, copies: int, expected: list[ExpectedDeadLetter], label: str = "poison"
+) -> list:
+    """One fault per message of ``kinds`` (consumer, reason, how to make it), ``copies`` of each, in
+    random order; each adds the dead letter it must become to ``expected``."""
 
     def inject(consumer, reason, make):
         def fault():
             expected.append(ExpectedDeadLetter(consumer, make(), reason))
-            return f"poison for {consumer}: {reason}"
+            return f"{label} for {consumer}: {reason}"
 
         return fault
 
-    kinds = POISON_KINDS * copies
+    kinds = kinds * copies
     rng.shuffle(kinds)
     return [inject(*kind) for kind in kinds]
 
@@ -291,7 +294,7 @@ def poison(group: ProcessGroup, rng: random.Random, *, copies: int, max_orders: 
     for consumer in consumers:
         consumer.start()
     load = OrderLoad(rng)
-    fault_list = _poison_faults(rng, copies, expected)
+    fault_list = message_faults(POISON_KINDS, rng, copies, expected)
     injections = _run(rng, load, fault_list, max_orders=max_orders, interval=(0.05, 0.4))
     injections.insert(0, Injection(0.0, "poison for payments: requeued past the delivery limit (before the load)"))
     return Outcome(injections, load, expected, exit_codes=_settle(group, [relay, *consumers], load, quiet))
@@ -364,7 +367,7 @@ def mixed(group: ProcessGroup, rng: random.Random, *, rounds: int, max_orders: i
     fault_list += [faults.kill_at(rng, consumers, rng.choice(CONSUMER_POINTS), group.log_dir) for _ in range(rounds)]
     fault_list += [faults.close_broker_connections, faults.terminate_database_backends] * rounds
     fault_list += [faults.kill_any(rng, [deadline])] * max(1, rounds // 2)
-    fault_list += _poison_faults(rng, 1, expected)
+    fault_list += message_faults(POISON_KINDS, rng, 1, expected)
     rng.shuffle(fault_list)
     injections = _run(rng, load, fault_list, max_orders=max_orders, interval=(0.2, 1.2))
     running = [*relays, *consumers, deadline]

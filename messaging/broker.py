@@ -115,8 +115,8 @@ def supports_confirms(connection: Connection) -> bool:
     return connection.transport.driver_type == "amqp"
 
 
-def events_exchange() -> Exchange:
-    return Exchange(exchange_name(), type="topic", durable=True)
+def events_exchange(*, declare: bool = True) -> Exchange:
+    return Exchange(exchange_name(), type="topic", durable=True, no_declare=not declare)
 
 
 # Replicated on every node, at-least-once dead-lettering (needs reject-publish): see above.
@@ -154,7 +154,7 @@ def main_queue(consumer: str) -> Queue:
     name = queue_name(consumer)
     # Bound, never declared with the queue (``declare_topology`` declares it first): a context's
     # own broker user may not configure the exchange.
-    exchange = Exchange(exchange_name(), type="topic", durable=True, no_declare=True)
+    exchange = events_exchange(declare=False)
     return Queue(
         name,
         bindings=[binding(exchange, routing_key=key) for key in queue_bindings()[consumer]],

@@ -3,15 +3,14 @@ consumers the Procfile runs, on PostgreSQL and RabbitMQ: each becomes a dead let
 reason, no consumer process stops, and the next genuine order confirms (issue 26, rows 1-5, 12)."""
 
 import json
-import sys
 import uuid
-from contextlib import contextmanager
 from decimal import Decimal
 
 import pytest
 from django.test import Client
 
-from faultlib.broker import publish_exact
+from faultlib.hostile import deeper_recursion
+from faultlib.hostile import send as send_exact
 from faultlib.load import order_created_payload
 from faultlib.processes import wait_until
 from faultlib.saga import checkout, ledger, seed_catalog, wait_terminal
@@ -38,26 +37,9 @@ def procfile_consumers(processes, quiet_broker):
     return consumers
 
 
-def send(queue: str, payload, *, event_type=CREATED, message_id: str | bytes | None = None, body=None, **headers):
-    message_id = message_id or str(uuid.uuid4())
-    publish_exact(
-        queue,
-        body if body is not None else json.dumps(payload).encode(),
-        headers={"event_type": event_type, "schema_version": 1, **headers},  # headers may replace the version
-        message_id=message_id,
-        content_type="application/json",
-    )
-    return message_id
-
-
-@contextmanager
-def deeper_recursion():
-    limit = sys.getrecursionlimit()
-    sys.setrecursionlimit(20_000)
-    try:
-        yield
-    finally:
-        sys.setrecursionlimit(limit)
+def send(queue: str, payload, *, body: bytes | None = None, **fields) -> str:
+    """A payload (or raw ``body``) into ``queue``, exactly as given (faultlib.hostile.send)."""
+    return send_exact(queue, body if body is not None else json.dumps(payload).encode(), **fields)
 
 
 def letters() -> set[tuple[str, str, str]]:
