@@ -203,7 +203,8 @@ def main() -> int:
         procs.stop_all()
         if db is not None:
             db.close()
-        drop_database(name)
+        if not os.environ.get("BENCH_KEEP_DATABASE"):
+            drop_database(name)
 
 
 if __name__ == "__main__":

@@ -39,18 +39,21 @@ def process_environment(database: str, **extra: str) -> dict[str, str]:
 
 
 GATEWAY_COMMAND = "run_fake_gateway"
+GATEWAY_CALLS_COMMAND = "run_gateway_calls"
 
 
 class ProcessGroup:
     """Processes started by one test; whatever is still alive at the end is killed. The first consumer
     started brings the fake gateway's HTTP service up first (on the group's ``GATEWAY_PORT``), unless
-    the group runs one already (a Procfile's ``gateway``) or its ``GATEWAY_URL`` is elsewhere."""
+    the group runs one already (a Procfile's ``gateway``) or its ``GATEWAY_URL`` is elsewhere, and
+    payments' gateway worker (the Procfile's ``gateway-calls``) unless one is running."""
 
     def __init__(self, log_dir: Path, env: dict[str, str]):
         self.log_dir = log_dir
         self.env = env
         self.procs: list[tuple[str, subprocess.Popen, Path]] = []
         self.gateway: subprocess.Popen | None = None
+        self.gateway_calls: subprocess.Popen | None = None
 
     def start(self, name: str, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen:
         """Start ``manage.py <args>``."""
@@ -58,7 +61,11 @@ class ProcessGroup:
             return self.start_gateway(name, *args, env=env)
         if args and args[0] == "run_consumers":
             self.ensure_gateway(env)
-        return self.spawn(name, [sys.executable, "manage.py", *args], env=env)
+            self.ensure_gateway_calls(env)
+        proc = self.spawn(name, [sys.executable, "manage.py", *args], env=env)
+        if args and args[0] == GATEWAY_CALLS_COMMAND:
+            self.gateway_calls = proc
+        return proc
 
     def start_gateway(
         self, name: str = "gateway", *args: str, env: dict[str, str] | None = None, cwd: Path = BASE_DIR
@@ -92,6 +99,20 @@ class ProcessGroup:
             return  # a gateway elsewhere (or the in-process stand-in): not this group's to start
         self.start_gateway(env=env, cwd=cwd)
 
+    def ensure_gateway_calls(
+        self, env: dict[str, str] | None = None, cwd: Path = BASE_DIR, name: str = "gateway-calls"
+    ) -> None:
+        """Payments' gateway worker, started if none is running: without it an order's charge stays
+        in flight. Not in a deployment without payments, nor in a tree from before the worker."""
+        if self.gateway_calls is not None and self.gateway_calls.poll() is None:
+            return
+        merged = {**self.env, **(env or {})}
+        if merged.get("CONTEXTS") and "payments" not in merged["CONTEXTS"].split(","):
+            return
+        if not (cwd / "payments" / "gateway_calls.py").exists():
+            return
+        self.gateway_calls = self.spawn(name, [sys.executable, "manage.py", GATEWAY_CALLS_COMMAND], env=env, cwd=cwd)
+
     def spawn(
         self, name: str, argv: list[str], env: dict[str, str] | None = None, cwd: Path = BASE_DIR
     ) -> subprocess.Popen:
@@ -110,6 +131,7 @@ class ProcessGroup:
     def run(self, *args: str, env: dict[str, str] | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
         if args and args[0] == "run_consumers":
             self.ensure_gateway(env)
+            self.ensure_gateway_calls(env)
         return subprocess.run(
             [sys.executable, "manage.py", *args],
             cwd=BASE_DIR,

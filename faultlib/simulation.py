@@ -5,7 +5,8 @@ delivery per consumer bound to the event type, and hands a chosen delivery to
 ``messaging.dispatch.decide`` exactly as the consumer loop does (a retry comes back with the
 next attempt number, a spent budget becomes a dead letter). ``shuffled_sagas`` lets
 hypothesis choose every step: which delivery goes next, whether it is delivered again later
-(its ack was lost), and when a cancellation or the deadline strikes.
+(its ack was lost), when payments' gateway worker makes the calls in flight (time runs forward
+to their due time), and when a cancellation or the deadline strikes.
 """
 
 import uuid
@@ -26,6 +27,8 @@ from messaging.topology import subscribers_of
 from orders.models import Order
 from orders.services.checkout import Line, order_place
 from orders.services.saga import InvalidOrderState, order_cancel, orders_expire
+from payments.gateway_calls import run_due_calls
+from payments.models import Payment
 
 MAX_ATTEMPTS = 4
 # Orders decides on a stock outcome only once the order's payment success has reached it: one
@@ -94,6 +97,18 @@ class Bus:
         return decision.outcome
 
 
+def calls_in_flight(order_ids: list) -> bool:
+    return Payment.objects.filter(
+        order_id__in=order_ids, status__in=[Payment.Status.CHARGING, Payment.Status.REFUNDING]
+    ).exists()
+
+
+def gateway_worker_step(order_ids: list) -> None:
+    """Time runs forward to the calls' due time (a backoff, a lease); the worker makes them."""
+    Payment.objects.filter(order_id__in=order_ids).update(call_due_at=timezone.now())
+    run_due_calls(rounds=1)
+
+
 TOKENS = ["tok_visa", "tok_visa", "tok_chargeDeclined", "tok_timeout", "tok_unavailable"]
 
 
@@ -117,6 +132,7 @@ def shuffled_sagas(data: st.DataObject) -> Report:
     cancel_at = data.draw(st.none() | st.integers(0, 40), label="cancel at step")
     cancelled = data.draw(st.sampled_from(orders), label="cancelled order")
     expire_at = data.draw(st.none() | st.integers(0, 40), label="deadline at step")
+    order_ids = [o.id for o in orders]
     accepted = []
     bus.scope.update(str(o.id) for o in orders)
     bus.relay()
@@ -128,12 +144,16 @@ def shuffled_sagas(data: st.DataObject) -> Report:
         if step == expire_at:
             orders_expire(timeout_seconds=0)
         bus.relay()
-        if not bus.pending:
-            if not Order.objects.filter(pk__in=[o.id for o in orders], status=Order.Status.PENDING).exists():
+        calls = calls_in_flight(order_ids)
+        if not bus.pending and not calls:
+            if not Order.objects.filter(pk__in=order_ids, status=Order.Status.PENDING).exists():
                 break
             orders_expire(timeout_seconds=0)  # a saga stuck on a dead letter: the deadline always comes
             continue
-        index = data.draw(st.integers(0, len(bus.pending) - 1), label="deliver")
+        index = data.draw(st.integers(0, len(bus.pending) - 1 + calls), label="deliver, or the gateway worker")
+        if index == len(bus.pending):
+            gateway_worker_step(order_ids)
+            continue
         again = duplicates < MAX_DUPLICATES and data.draw(st.booleans(), label="deliver again later")
         duplicates += again
         bus.deliver(index, again_later=again)
@@ -148,13 +168,10 @@ def shuffled_sagas(data: st.DataObject) -> Report:
         (d.consumer, d.envelope.headers["event_type"], outcome)
         for d, outcome in bus.outcomes
         if (d.consumer, d.envelope.headers["event_type"]) not in WAITS_FOR_PAYMENT
-        and (
-            outcome is Outcome.DEAD_LETTER
-            or (outcome is Outcome.RETRY and d.envelope.headers["event_type"] != "orders.order.created")
-        )
+        and outcome in (Outcome.DEAD_LETTER, Outcome.RETRY)
     ]
-    # only a charge whose answer was lost or that the gateway refused is retried, and a stock
-    # outcome that overtook its payment
+    # only a stock outcome that overtook its payment is retried: a charge whose answer was lost
+    # or that the gateway refused is the gateway worker's to try again, never a redelivery
     assert unexpected == []
     waited = DeadLetter.objects.filter(consumer="orders", correlation_id__in=[str(o.id) for o in orders])
     assert [d.error for d in waited.exclude(error__contains=WAITED_FOR_PAYMENT)] == []

@@ -1,5 +1,5 @@
-"""The gateway worker (``GATEWAY_CALLS=worker``; ``manage.py run_gateway_calls``, the Procfile's
-``gateway-calls``): makes payments' gateway calls outside any database transaction, many at once.
+"""The gateway worker (``manage.py run_gateway_calls``, the Procfile's ``gateway-calls``): makes
+payments' gateway calls outside any database transaction, many at once.
 
 The payments handlers record each operation in flight (``charging``, ``refunding``) inside their
 batch's transaction. This loop, on one database connection, claims the due ones under a lease
@@ -11,7 +11,10 @@ thread for at most ``GATEWAY_TIMEOUT``, never a lock, a batch or SQLite's write 
 After a crash anywhere (between the record in flight, the call and the outcome's commit) the
 lease runs out and the operation is claimed again; a claim after the first asks the gateway by
 the operation's key before anything else, so a charge made before the crash is recorded, never
-made twice. A failure that may pass (timeout, unavailable) is tried again after a backoff.
+made twice. A failure that may pass (timeout, unavailable) is tried again after a backoff; a
+charge still unanswered after ``GATEWAY_CHARGE_ATTEMPTS`` is given up (declined,
+``processing_error``) once the gateway confirms it holds nothing under its key. A refund is
+never given up: the money is owed.
 """
 
 import logging
@@ -55,6 +58,7 @@ class Answer:
     result: GatewayResult | None = None  # the charge's or refund's; None: nothing to refund
     charge: GatewayResult | None = None  # for a refund: the charge it refunds
     retry_in: float | None = None  # a failure that may pass
+    given_up: bool = False  # a charge the gateway never answered and has no record of
 
 
 def lease_seconds() -> float:
@@ -70,6 +74,8 @@ def charge(call: Call) -> Answer:
     key = services.charge_key(call.order_id)
     if call.attempt > 1 and (found := gateway.find(key)) is not None:  # after a crash: ask first
         return Answer(call, found)
+    if call.attempt > settings.GATEWAY_CHARGE_ATTEMPTS:  # and the gateway has nothing under the key
+        return Answer(call, given_up=True)
     made = gateway.charge(
         idempotency_key=key, order_id=str(call.order_id), amount=call.amount, currency=call.currency, token=call.token
     )
@@ -117,6 +123,8 @@ def record(answer: Answer) -> None:
     call = answer.call
     if answer.retry_in is not None:
         services.postpone_call(call.order_id, answer.retry_in)
+    elif answer.given_up:
+        services.record_charge_given_up(call.order_id)
     elif call.kind == Payment.Status.CHARGING:
         services.record_charge_outcome(call.order_id, answer.result)
     else:
@@ -147,6 +155,20 @@ def as_call(payment: Payment) -> Call:
         token=payment.token,
         charge_id=payment.charge_id,
     )
+
+
+def run_due_calls(rounds: int = 10) -> int:
+    """Make every call that is due, one after another in this thread, and record each: the worker's
+    loop without its threads (``run_gateway_calls --once``; the in-process tests). A recorded
+    charge whose order was cancelled meanwhile makes its refund due at once: another round."""
+    made = 0
+    for _ in range(rounds):
+        answers = [make_call(as_call(payment)) for payment in services.claim_due_calls(1000, lease_seconds())]
+        if not answers:
+            break
+        record_all(answers)
+        made += len(answers)
+    return made
 
 
 def run(stop: threading.Event, concurrency: int | None = None) -> None:

@@ -11,7 +11,7 @@ class Payment(models.Model):
     ``voided`` is a tombstone: the order was cancelled or failed before any charge, so an
     ``orders.order.created`` arriving later must not charge.
 
-    With ``GATEWAY_CALLS=worker`` a call is an operation in flight: ``charging`` / ``refunding``
+    A call is an operation in flight: ``charging`` / ``refunding``
     is committed before the call (with what the call needs), the gateway worker makes the call
     outside any transaction and records its outcome; ``call_due_at`` is when a worker may take it
     (its lease), ``call_attempts`` how many times one did (after the first, the gateway is asked by
@@ -34,7 +34,7 @@ class Payment(models.Model):
     charge_id = models.CharField(max_length=100, blank=True)
     refund_id = models.CharField(max_length=100, blank=True)
     decline_code = models.CharField(max_length=100, blank=True)
-    # The call in flight (GATEWAY_CALLS=worker). Database defaults: an older release's code,
+    # The call in flight. Database defaults: an older release's code,
     # which names none of these, still inserts rows during a rolling upgrade.
     token = models.CharField(max_length=255, blank=True, db_default="")
     items = models.JSONField(default=list, db_default=[])

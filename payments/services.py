@@ -1,30 +1,28 @@
-"""Payments' writes: charge an order once, refund it at most once.
+"""Payments' writes: charge an order once, refund it at most once, and never inside a transaction
+that waits on the network.
 
-``GATEWAY_CALLS=inline`` (for now the default): the gateway call happens inside the handler's
-transaction, holding the order's payment row lock; the idempotency keys (derived from the order)
-make a retried or redelivered call return the first result instead of moving money again.
-
-``GATEWAY_CALLS=worker``: the handler only records the operation in flight (``charging``,
-``refunding``) and commits with its batch; the gateway worker (payments/gateway_calls.py) makes
-the call outside any transaction and records the outcome with its event (``record_*`` below).
+The handlers only record the operation in flight (``charging``, ``refunding``) and commit with
+their batch; the gateway worker (payments/gateway_calls.py) makes the call outside any
+transaction, under an idempotency key derived from the order, and records the outcome with its
+event (``record_*`` below). After a crash the worker asks the gateway by that key first.
 """
 
 import logging
 import uuid
-from contextlib import contextmanager
 from datetime import timedelta
 from decimal import Decimal
 
-from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from messaging.api import TransientError, publish
-from payments.gateway import GatewayTimeout, GatewayUnavailable
-from payments.gateway_client import gateway
+from messaging.api import publish
 from payments.models import Payment
 
 logger = logging.getLogger(__name__)
+
+# What a charge the gateway never answered becomes once the worker gives up on it (Stripe's code
+# for a charge the processor could not make): the order fails as a declined payment would.
+GAVE_UP_DECLINE_CODE = "processing_error"
 
 
 def charge_key(order_id: uuid.UUID) -> str:
@@ -35,16 +33,6 @@ def refund_key(order_id: uuid.UUID) -> str:
     return f"refund-{order_id}"
 
 
-@contextmanager
-def gateway_call():
-    """A gateway that timed out or is unavailable: the message is retried later with the same
-    idempotency key, and the gateway then tells what happened."""
-    try:
-        yield
-    except (GatewayTimeout, GatewayUnavailable) as exc:
-        raise TransientError(f"gateway: {exc}") from exc
-
-
 def _lock_payment(order_id: uuid.UUID) -> Payment:
     """Lock this order's record, creating it first: all handlers of one order take turns."""
     Payment.objects.bulk_create([Payment(order_id=order_id)], ignore_conflicts=True)
@@ -53,21 +41,14 @@ def _lock_payment(order_id: uuid.UUID) -> Payment:
 
 @transaction.atomic(savepoint=False)
 def payment_charge(*, order_id: uuid.UUID, amount: Decimal, currency: str, token: str, items: list) -> None:
+    """Record the charge in flight, due now, for the gateway worker; a second request changes nothing."""
     payment = _lock_payment(order_id)
     if payment.status != Payment.Status.NEW:
         logger.info("charge ignored: payment is already %s", payment.status)
         return
-    if settings.GATEWAY_CALLS == "worker":
-        payment.status, payment.amount, payment.currency = Payment.Status.CHARGING, amount, currency
-        payment.token, payment.items, payment.call_due_at = token, items, timezone.now()
-        payment.save()
-        return
-    with gateway_call():
-        result = gateway.charge(
-            idempotency_key=charge_key(order_id), order_id=str(order_id), amount=amount, currency=currency, token=token
-        )
-    payment.amount, payment.currency, payment.items = amount, currency, items
-    _record_charge(payment, result)
+    payment.status, payment.amount, payment.currency = Payment.Status.CHARGING, amount, currency
+    payment.token, payment.items, payment.call_due_at = token, items, timezone.now()
+    payment.save()
 
 
 def _record_charge(payment: Payment, result) -> None:
@@ -88,48 +69,35 @@ def _record_charge(payment: Payment, result) -> None:
             },
         )
     else:
-        payment.status, payment.decline_code = Payment.Status.DECLINED, result.decline_code
-        payment.save()
-        publish(
-            event_type="payments.payment.failed",
-            aggregate_type="payment",
-            aggregate_id=str(order_id),
-            payload={"order_id": str(order_id), "reason": "payment_declined", "decline_code": result.decline_code},
-        )
+        _record_decline(payment, result.decline_code)
+
+
+def _record_decline(payment: Payment, decline_code: str) -> None:
+    payment.status, payment.decline_code = Payment.Status.DECLINED, decline_code
+    payment.save()
+    publish(
+        event_type="payments.payment.failed",
+        aggregate_type="payment",
+        aggregate_id=str(payment.order_id),
+        payload={"order_id": str(payment.order_id), "reason": "payment_declined", "decline_code": decline_code},
+    )
 
 
 @transaction.atomic(savepoint=False)
 def payment_refund(*, order_id: uuid.UUID, reason: str) -> None:
-    """Refund the order's charge if there is one and it is not refunded yet.
-
-    Before any charge is known, the gateway is asked (a charge whose handler crashed before
-    its commit exists only there); if it has none, a tombstone stops any later charge.
-    """
+    """Leave the refund in flight for the gateway worker. A payment still ``new`` may hide a charge
+    an older release made before crashing: the worker asks the gateway by key first and voids it
+    if there is none (a tombstone: no later charge); one still ``charging`` is refunded once charged."""
     payment = _lock_payment(order_id)
-    if settings.GATEWAY_CALLS == "worker":
-        _request_refund(payment, reason)
-        return
-    if payment.status == Payment.Status.NEW:
-        with gateway_call():
-            charge = gateway.find(charge_key(order_id))
-        if charge is None or not charge.succeeded:
-            payment.status = Payment.Status.VOIDED
-            payment.save()
-            logger.info("order ended before any charge: tombstone left")
-            return
-        payment.status, payment.charge_id = Payment.Status.CHARGED, charge.operation_id
-        payment.amount, payment.currency = charge.amount, charge.currency
-    if payment.status != Payment.Status.CHARGED:
+    if payment.status in (Payment.Status.NEW, Payment.Status.CHARGED):
+        payment.status, payment.refund_reason = Payment.Status.REFUNDING, reason
+        payment.call_due_at, payment.call_attempts = timezone.now(), 0
+        payment.save()
+    elif payment.status == Payment.Status.CHARGING and not payment.refund_reason:
+        payment.refund_reason = reason
+        payment.save(update_fields=["refund_reason", "updated_at"])
+    else:
         logger.info("refund ignored: payment is %s", payment.status)
-        return
-    with gateway_call():
-        result = gateway.refund(
-            idempotency_key=refund_key(order_id),
-            charge_key=charge_key(order_id),
-            charge_id=payment.charge_id,
-            amount=payment.amount,
-        )
-    _record_refund(payment, result, reason)
 
 
 def _record_refund(payment: Payment, result, reason: str) -> None:
@@ -150,26 +118,11 @@ def _record_refund(payment: Payment, result, reason: str) -> None:
     )
 
 
-def _request_refund(payment: Payment, reason: str) -> None:
-    """Worker mode: leave the refund in flight for the gateway worker. A payment still ``new`` may
-    hide a charge an older release made before crashing: the worker asks the gateway by key
-    first and voids it if there is none; one still ``charging`` is refunded once charged."""
-    if payment.status in (Payment.Status.NEW, Payment.Status.CHARGED):
-        payment.status, payment.refund_reason = Payment.Status.REFUNDING, reason
-        payment.call_due_at, payment.call_attempts = timezone.now(), 0
-        payment.save()
-    elif payment.status == Payment.Status.CHARGING and not payment.refund_reason:
-        payment.refund_reason = reason
-        payment.save(update_fields=["refund_reason", "updated_at"])
-    else:
-        logger.info("refund ignored: payment is %s", payment.status)
-
-
-# --- the gateway worker's short transactions (GATEWAY_CALLS=worker) ---------------------------
+# --- the gateway worker's short transactions ------------------------------------------------------
 def _due(now):
     return Payment.objects.filter(
         status__in=[Payment.Status.CHARGING, Payment.Status.REFUNDING], call_due_at__lte=now
-    ).order_by("call_due_at")
+    ).order_by("call_due_at", "created_at")  # the oldest first, ties in arrival order
 
 
 def claim_due_calls(limit: int, lease_seconds: float) -> list[Payment]:
@@ -203,6 +156,16 @@ def record_charge_outcome(order_id: uuid.UUID, result) -> None:
     if payment.status == Payment.Status.CHARGED and payment.refund_reason:  # cancelled meanwhile
         payment.status, payment.call_due_at, payment.call_attempts = Payment.Status.REFUNDING, timezone.now(), 0
         payment.save(update_fields=["status", "call_due_at", "call_attempts", "updated_at"])
+
+
+@transaction.atomic(savepoint=False)
+def record_charge_given_up(order_id: uuid.UUID) -> None:
+    """A charge the gateway never answered, and that it has no record of: the order fails."""
+    payment = Payment.objects.select_for_update().get(order_id=order_id)
+    if payment.status != Payment.Status.CHARGING:
+        return
+    payment.token = ""
+    _record_decline(payment, GAVE_UP_DECLINE_CODE)  # terminal: a refund asked for later finds nothing
 
 
 @transaction.atomic(savepoint=False)

@@ -82,16 +82,11 @@ def test_the_deadline_loop_and_zero_limits_set_nothing(processes):
     assert web.stdout.splitlines() == ["None"]  # no libpq options at all: PgBouncer accepts the connection
 
 
-def test_an_idle_limit_shorter_than_the_gateway_timeout_is_refused(processes):
-    result = processes.run(
-        "check", env={"GATEWAY_TIMEOUT": "30", "WORKER_IDLE_IN_TRANSACTION_TIMEOUT": "30"}, timeout=60
-    )
+def test_a_gateway_worker_that_would_never_try_a_charge_is_refused(processes):
+    result = processes.run("check", env={"GATEWAY_CHARGE_ATTEMPTS": "0"}, timeout=60)
 
     assert result.returncode == 1
-    assert result.stderr == (
-        "Configuration error: WORKER_IDLE_IN_TRANSACTION_TIMEOUT must exceed GATEWAY_TIMEOUT (30 s): "
-        "a consumer waits for the gateway inside its transaction\n"
-    )
+    assert result.stderr == "Configuration error: GATEWAY_CHARGE_ATTEMPTS must be at least 1, not 0\n"
 
 
 def test_a_consumer_behind_a_stuck_lock_gives_up_after_lock_timeout_and_retries_later(processes, quiet_broker):

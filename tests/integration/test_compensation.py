@@ -22,6 +22,7 @@ from orders.models import Order, StorefrontProduct
 from orders.services.checkout import Line, order_place
 from orders.services.saga import orders_expire
 from payments.gateway import gateway
+from payments.gateway_calls import run_due_calls
 from payments.models import Payment
 from payments.services import charge_key
 from tests.conftest import ALL_DATABASES
@@ -38,7 +39,8 @@ def order():
 
 
 def deliver(consumer: str, row: OutboxMessage) -> Outcome:
-    """Hand one outbox row to a consumer as the broker would."""
+    """Hand one outbox row to a consumer as the broker would; payments' gateway worker then makes
+    the calls that are due, as the Procfile's ``gateway-calls`` would."""
     decision = decide(
         consumer,
         body=json.dumps(row.payload).encode(),
@@ -46,6 +48,8 @@ def deliver(consumer: str, row: OutboxMessage) -> Outcome:
         headers={"event_type": row.event_type, "schema_version": row.schema_version},
         routing_key=row.event_type,
     )
+    if consumer == "payments":
+        run_due_calls()
     return decision.outcome
 
 
@@ -198,12 +202,48 @@ def test_a_timed_out_gateway_call_is_retried_without_a_second_charge():
     order = order_place(customer_id="c", lines=[Line("WIDGET", 1)], payment_token="tok_timeout")
     created = event("orders.order.created")
 
-    assert deliver("payments", created) is Outcome.RETRY  # charged, but the answer was lost
-    assert not Payment.objects.filter(order_id=order.pk).exists()
-    assert deliver("payments", created) is Outcome.HANDLED  # same key: the gateway answers now
+    assert deliver("payments", created) is Outcome.HANDLED  # in flight; the worker's call times out
+    payment = Payment.objects.get(order_id=order.pk)
+    assert (payment.status, payment.call_attempts) == (Payment.Status.CHARGING, 1)
+    assert payment.call_due_at > timezone.now()  # charged, but the answer was lost: again later
+    assert ledger(order.pk) == [("charge", Decimal("10.00"))]
+
+    Payment.objects.filter(order_id=order.pk).update(call_due_at=timezone.now())
+    assert run_due_calls() == 1  # asks by the same key first: the gateway answers the charge
 
     assert ledger(order.pk) == [("charge", Decimal("10.00"))]
     assert Payment.objects.get(order_id=order.pk).status == Payment.Status.CHARGED
+    assert [e.event_type for e in OutboxMessage.objects.filter(event_type__startswith="payments.")] == [
+        "payments.payment.succeeded"
+    ]
+
+
+def test_a_charge_the_gateway_never_answers_is_given_up_once_it_holds_nothing_under_the_key(settings):
+    settings.GATEWAY_CHARGE_ATTEMPTS = 2
+    product_upsert(sku="WIDGET", name="Widget", price=Decimal("10.00"), stock=5)
+    StorefrontProduct.objects.create(sku="WIDGET", name="Widget", price=Decimal("10.00"), available=5, version=1)
+    order = order_place(customer_id="c", lines=[Line("WIDGET", 1)], payment_token="tok_unavailable")
+
+    assert deliver("payments", event("orders.order.created")) is Outcome.HANDLED
+    for _ in range(2):  # the third attempt finds nothing under the key and gives up
+        assert Payment.objects.get(order_id=order.pk).status == Payment.Status.CHARGING
+        Payment.objects.filter(order_id=order.pk).update(call_due_at=timezone.now())
+        assert run_due_calls() == 1
+
+    payment = Payment.objects.get(order_id=order.pk)
+    assert (payment.status, payment.decline_code, payment.call_attempts) == (
+        Payment.Status.DECLINED,
+        "processing_error",
+        3,
+    )
+    assert event("payments.payment.failed").payload == {
+        "order_id": str(order.pk),
+        "reason": "payment_declined",
+        "decline_code": "processing_error",
+    }
+    assert ledger(order.pk) == []
+    assert deliver("orders", event("payments.payment.failed")) is Outcome.HANDLED
+    assert Order.objects.get(pk=order.pk).status == "FAILED"
 
 
 def test_cancel_answers(order):

@@ -26,6 +26,7 @@ from messaging.schema_freeze import frozen_problems, write_snapshots
 from orders.contracts import order_created_v2_to_v1
 from orders.models import StorefrontProduct
 from orders.services.checkout import Line, order_place
+from payments.gateway_calls import run_due_calls
 from payments.models import Payment
 from payments.upcasters import order_created_v1_to_v2
 from tests.conftest import ALL_DATABASES
@@ -173,13 +174,16 @@ def test_the_freeze_refuses_a_narrowed_enum_a_missing_snapshot_and_a_removed_ver
 
 # --- readers of every version, writers of one (the handlers and the outbox in this process) -------
 def deliver(payload: dict, version: int) -> Decision:
-    return decide(
+    """To payments, whose gateway worker then makes the charge."""
+    decision = decide(
         "payments",
         body=json.dumps(payload).encode(),
         properties={"message_id": str(uuid.uuid4()), "correlation_id": ORDER_ID},
         headers={"event_type": "orders.order.created", "schema_version": version},
         routing_key="orders.order.created",
     )
+    run_due_calls()
+    return decision
 
 
 @pytest.mark.django_db(transaction=True, databases=ALL_DATABASES)

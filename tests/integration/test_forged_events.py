@@ -20,6 +20,7 @@ from messaging.models import InboxMessage, OutboxMessage
 from orders.metrics import EVENTS_IGNORED
 from orders.models import Order, StorefrontProduct
 from orders.services.checkout import Line, order_place
+from payments.gateway_calls import run_due_calls
 from payments.models import Payment
 from shipping.models import Shipment
 from tests.conftest import ALL_DATABASES
@@ -39,7 +40,11 @@ def order():
 
 
 def deliver(consumer: str, event_type: str, payload: dict, version: int = 1) -> Decision:
-    return decide(consumer, routing_key=event_type, **forged.message(event_type, payload, version=version))
+    """Payments' gateway worker then makes the calls that are due."""
+    decision = decide(consumer, routing_key=event_type, **forged.message(event_type, payload, version=version))
+    if consumer == "payments":
+        run_due_calls()
+    return decision
 
 
 def outbox() -> list[str]:

@@ -111,6 +111,9 @@ class Deployment:
                 )
             if args and args[0] == "run_consumers":
                 group.ensure_gateway({**self.env, **(env or {})}, cwd=self.tree)
+                group.ensure_gateway_calls(
+                    {**self.env, **(env or {})}, cwd=self.tree, name=f"{self.context}-gateway-calls"
+                )
         return group.spawn(
             f"{self.context}-{name}",
             [sys.executable, "manage.py", *args],

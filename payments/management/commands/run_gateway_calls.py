@@ -3,13 +3,19 @@ import threading
 
 from django.core.management.base import BaseCommand
 
-from payments.gateway_calls import run
+from payments.gateway_calls import run, run_due_calls
 
 
 class Command(BaseCommand):
-    help = "Make payments' gateway calls outside any transaction, GATEWAY_CONCURRENCY at once (GATEWAY_CALLS=worker)."
+    help = "Make payments' gateway calls outside any transaction, GATEWAY_CONCURRENCY at once."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--once", action="store_true", help="make the calls due now, one at a time, and exit")
 
     def handle(self, *args, **options):
+        if options["once"]:
+            self.stdout.write(f"gateway calls: {run_due_calls()} made")
+            return
         stop = threading.Event()
         # Set, not inherited: a child started with these signals ignored must still stop on them.
         for signum in (signal.SIGTERM, signal.SIGINT):
