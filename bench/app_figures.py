@@ -182,6 +182,7 @@ PROCFILE = [  # what `make run` starts besides the web server (Procfile), with t
     ("consumers", ["run_consumers", "--except", "orders,events"]),
     ("orders-consumers", ["run_consumers", "orders", "events"]),
     ("deadline", ["expire_pending_orders", "--loop"]),
+    ("gateway-calls", ["run_gateway_calls"]),
 ]
 BACKLOG = 1_500
 COMMIT_SECONDS = 3.0

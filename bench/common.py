@@ -139,13 +139,15 @@ class Processes:
         self.procs: list[subprocess.Popen] = []
         self.started = 0
 
-    def start(self, name: str, argv: list[str], env: dict[str, str] | None = None) -> subprocess.Popen:
+    def start(
+        self, name: str, argv: list[str], env: dict[str, str] | None = None, cwd: Path = BASE_DIR
+    ) -> subprocess.Popen:
         self.started += 1
         path = self.log_dir / f"{self.started:03d}-{name}.log"
         with path.open("wb") as log:
             proc = subprocess.Popen(
                 argv,
-                cwd=BASE_DIR,
+                cwd=cwd,
                 env={**self.env, **(env or {})},
                 stdout=log,
                 stderr=subprocess.STDOUT,

@@ -105,15 +105,19 @@ def rows(f: dict) -> list[list[str]]:
             value = _pair(c[f"{part}_cluster_per_s"], c[f"{part}_single_per_s"], "/s")
             out.append(_row(f"{name}, three-node cluster / one node", value, ratio=c[f"{part}_ratio"]))
     if g := f.get("10_gateway_pace"):
-        for mode in ("inline", "worker"):
-            if mode not in g:
-                continue
-            rates, ratios = g[mode]["terminal_per_s_by_latency_ms"], g[mode]["ratio_to_0ms"]
+        if p := g.get("previous"):
+            name = f"10 backlog of {g['backlog']} drained, gateway 0 ms, the release before (calls inline)"
+            out.append(_row(name, _fmt(p["terminal_per_s_by_latency_ms"][0], "/s")))
+        if w := g.get("worker"):
+            rates, ratios = w["terminal_per_s_by_latency_ms"], w["ratio_to_0ms"]
             for ms, rate in rates.items():
-                name = f"10 backlog of {g['backlog']} drained, gateway {ms} ms, calls {mode}"
+                name = f"10 backlog of {g['backlog']} drained, gateway {ms} ms, gateway worker"
                 if int(ms) == 250:
                     ok = rate >= 150 and ratios.get(ms, 0) >= 0.6
                     out.append(_row(name, _fmt(rate, "/s"), "0 ms", ratios.get(ms), ">= 150/s, >= 0.6", ok))
+                elif int(ms) == 0 and "worker_0ms_to_previous_0ms" in g:
+                    ratio = g["worker_0ms_to_previous_0ms"]
+                    out.append(_row(name, _fmt(rate, "/s"), "release before", ratio, ">= 1.0", ratio >= 1.0))
                 else:
                     out.append(_row(name, _fmt(rate, "/s"), "0 ms", ratios.get(ms)))
     if c := f.get("11_pg_cluster"):

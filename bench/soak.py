@@ -3,9 +3,9 @@
 
 For each web mode (``make serve``'s nginx in front of gunicorn, as in production, and ``make
 run``'s development server), on a fresh database: the processes of the Procfile (web, one relay,
-two ``run_consumers``, the deadline loop), then ``--clients`` concurrent clients for
-``--seconds`` of checkouts, reads of their orders and cancellations, all to 127.0.0.1. Meanwhile
-it samples every process's PostgreSQL connections (each backend's client port, traced to the
+two ``run_consumers``, the deadline loop, the fake gateway and the gateway worker), then
+``--clients`` concurrent clients for ``--seconds`` of checkouts, reads of their orders and
+cancellations, all to 127.0.0.1. Meanwhile it samples every process's PostgreSQL connections (each backend's client port, traced to the
 process that owns the socket) and its RSS. At the end it waits for the saga backlog to drain
 (bounded) and prints: requests, status counts, p50/p99, peak connections per process against its
 bound, peak RSS per process, the backlog and the time to drain it.
@@ -18,7 +18,10 @@ does not exit 0 when stopped.
 Runs under scripts/with_test_services.py (``make soak``), which gives it a RabbitMQ vhost and a
 database name; it creates and drops its own database per mode.
 
-Usage: bench/soak.py [--clients 64] [--seconds 300] [--modes gunicorn,runserver] [--json PATH]
+Usage: bench/soak.py [--clients 64] [--seconds 300] [--modes gunicorn,runserver] [--gateway-latency MS] [--json PATH]
+
+Issue 27's soak (memory flat with the gateway at 250 ms for 10 minutes):
+``make soak SOAK_ARGS="--modes gunicorn --seconds 600 --gateway-latency 250"``.
 """
 
 import argparse
@@ -280,10 +283,17 @@ def soak_mode(mode: str, args, base_env: dict[str, str], run_dir: Path) -> dict:
         "DEBUG": "1" if mode == "runserver" else "0",
         "SECRET_KEY": secrets.token_urlsafe(40),
         "ALLOWED_HOSTS": "127.0.0.1,localhost",
+        "FAKE_GATEWAY_LATENCY": str(args.gateway_latency),
     }
     procs = Processes(env, run_dir)
     create_database(name)
-    result: dict = {"mode": mode, "what": MODES[mode], "clients": args.clients, "seconds": args.seconds}
+    result: dict = {
+        "mode": mode,
+        "what": MODES[mode],
+        "clients": args.clients,
+        "seconds": args.seconds,
+        "gateway_latency_ms": args.gateway_latency,
+    }
     try:
         procs.run([PY, "manage.py", "migrate", "--noinput", "-v0"])
         catalog = ", ".join(f"({sku!r}, {name!r}, Decimal({price!r}), {stock})" for sku, name, price, stock in CATALOG)
@@ -311,6 +321,7 @@ def soak_mode(mode: str, args, base_env: dict[str, str], run_dir: Path) -> dict:
             "consumers": procs.manage("consumers", "run_consumers", "--except", "orders,events"),
             "orders-consumers": procs.manage("orders-consumers", "run_consumers", "orders", "events"),
             "deadline": procs.manage("deadline", "expire_pending_orders", "--loop"),
+            "gateway-calls": procs.manage("gateway-calls", "run_gateway_calls"),
         }
         running["gateway"] = procs.gateway  # started with the first consumer (bench.common.Processes)
         db = Db(db_url)
@@ -451,6 +462,7 @@ def main() -> int:
     parser.add_argument("--clients", type=int, default=64)
     parser.add_argument("--seconds", type=float, default=300)
     parser.add_argument("--modes", default="gunicorn,runserver")
+    parser.add_argument("--gateway-latency", type=float, default=0, help="the fake gateway's median answer, ms")
     parser.add_argument("--max-connections", type=int, default=40, help="the whole stack's bound")
     parser.add_argument("--seed", type=int, default=int(time.time()))
     parser.add_argument("--json", default=None, help="also write the results here")
