@@ -1,14 +1,14 @@
 #!/usr/bin/env python3
 """`make soak`: sustained load against the real stack; fails on any 5xx, unbounded connections or memory growth.
 
-For each web mode (``make serve``'s nginx in front of gunicorn, as in production, and ``make
-run``'s development server), on a fresh database: the processes of the Procfile (web, one relay,
-two ``run_consumers``, the deadline loop, the fake gateway and the gateway worker), then
-``--clients`` concurrent clients for ``--seconds`` of checkouts, reads of their orders and
-cancellations, all to 127.0.0.1. Meanwhile it samples every process's PostgreSQL connections
-(each backend's client port, traced to the process that owns the socket) and its RSS. At the end it waits for the saga backlog to drain
-(bounded) and prints: requests, status counts, p50/p99, peak connections per process against its
-bound, peak RSS per process, the backlog and the time to drain it.
+For each web mode (``make serve``'s nginx in front of gunicorn, as in production, and ``make run``'s
+development server), on a fresh database: the processes of the Procfile (web, one relay, two
+``run_consumers``, the deadline loop, the fake gateway and the gateway worker), then ``--clients``
+concurrent clients for ``--seconds`` of checkouts, reads of their orders and cancellations, all to
+127.0.0.1. Meanwhile it samples every process's PostgreSQL connections (each backend's client port,
+traced to the process that owns the socket) and its RSS. At the end it waits for the saga backlog to
+drain (bounded) and prints: requests, status counts, p50/p99, peak connections per process against
+its bound, peak RSS per process, the backlog and the time to drain it.
 
 It fails (exit 1) on any 5xx or broken connection, on a process above its connection bound (or
 the whole stack above ``--max-connections``), on RSS growing more than 20 % between the end of
