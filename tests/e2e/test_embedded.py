@@ -95,18 +95,17 @@ def post_checkout(base: str, token: str) -> tuple[dict, float]:
         return json.load(response), time.monotonic() - started
 
 
-def test_hung_gateway_calls_in_flight_hold_no_write_lock_in_worker_mode(embedded, tmp_path):
-    # given the embedded mode with the gateway worker (GATEWAY_CALLS=worker) and its gateway
+def test_hung_gateway_calls_in_flight_hold_no_write_lock(embedded, tmp_path):
+    # given the embedded mode with its fake gateway and the gateway worker (started with the consumers)
     for args in (["migrate", "-v0"], ["migrate", "--database", "gateway", "-v0"], ["seed_catalog"]):
         result = embedded.run(*args)
         assert result.returncode == 0, result.stderr
-    worker = {"GATEWAY_CALLS": "worker", "GATEWAY_TIMEOUT": "30"}  # longer than this test: the calls stay hung
+    worker = {"GATEWAY_TIMEOUT": "30"}  # longer than this test: the calls stay hung
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     embedded.start("web", "runserver", f"127.0.0.1:{port}", "--noreload")
     embedded.start("relay", "run_outbox_relay")
     embedded.start("consumers", "run_consumers", env=worker)
-    embedded.start("calls", "run_gateway_calls", env=worker)
     wait_until(lambda: len(get_json(f"{base}/api/products/") or []) == 4, timeout=60, message="the storefront")
 
     # when 3 orders paid with tok_hang have their calls in the air
