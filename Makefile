@@ -85,7 +85,7 @@ lint: $(STAMP) ## ruff (lint and format check) and import-linter
 clean: ## remove the embedded mode's data (var/)
 	rm -rf var
 
-chaos: $(STAMP) ## the long fault-injection run on PostgreSQL + RabbitMQ (bounded; prints what it injected and the invariants it checked; CHAOS_ARGS="--seed N --only a,b --scale F")
+chaos: $(STAMP) ## the long fault-injection run on PostgreSQL + RabbitMQ (bounded; prints what it injected and the invariants it checked; CHAOS_ARGS="--seed N --only a,b --scale F --gateway-latency MS", the gateway at 50 ms by default)
 	$(PY) scripts/with_test_services.py $(PY) chaos/run.py $(CHAOS_ARGS)
 
 bench: $(STAMP) ## the benchmarks on PostgreSQL + RabbitMQ, with the machine's own ceilings (prints a table, writes bench/results/)

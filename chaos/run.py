@@ -11,7 +11,9 @@ exits 1 if any scenario failed or broke an invariant.
 
 Run it through ``scripts/with_test_services.py`` (``make chaos`` does), which gives it its own
 vhost and test database name. Options: ``--seed N`` to replay a run's random choices,
-``--only a,b`` to run some scenarios, ``--scale F`` to multiply every count (0.3 for a quick look).
+``--only a,b`` to run some scenarios, ``--scale F`` to multiply every count (0.3 for a quick look),
+``--gateway-latency MS`` for the fake gateway's median answer time (50: a real gateway's pace,
+with its lognormal tail, that keeps the run's time bounded).
 """
 
 import argparse
@@ -194,9 +196,11 @@ def shuffled(examples: int, rng: random.Random) -> list:
     return reports
 
 
-def process_env() -> dict[str, str]:
+def process_env(gateway_latency_ms: float) -> dict[str, str]:
     url = with_application_name(database_url())
-    return process_environment(url, LOG_FORMAT="json", LOG_LEVEL=PROCESS_LOG_LEVEL)
+    return process_environment(
+        url, LOG_FORMAT="json", LOG_LEVEL=PROCESS_LOG_LEVEL, FAKE_GATEWAY_LATENCY=f"{gateway_latency_ms:g}"
+    )
 
 
 def reset() -> None:
@@ -266,6 +270,7 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=None)
     parser.add_argument("--only", default="", help="comma-separated scenario names")
     parser.add_argument("--scale", type=float, default=1.0, help="multiply every count")
+    parser.add_argument("--gateway-latency", type=float, default=50.0, help="the fake gateway's median answer, ms")
     args = parser.parse_args()
     sys.stdout.reconfigure(line_buffering=True)  # progress shows as it happens, also in a log file
     if "TEST_BROKER_VHOST" not in os.environ:
@@ -283,8 +288,11 @@ def main() -> int:
     started = time.monotonic()
     results = []
     try:
-        env = process_env()
-        print(f"== make chaos: seed {seed} (--seed {seed} replays it), scale {args.scale}")
+        env = process_env(args.gateway_latency)
+        print(
+            f"== make chaos: seed {seed} (--seed {seed} replays it), scale {args.scale}, "
+            f"the gateway at {args.gateway_latency:g} ms"
+        )
         print(f"   vhost {os.environ['TEST_BROKER_VHOST']}, database {connections['default'].settings_dict['NAME']}")
         for name in names:
             what, func = chosen[name]
