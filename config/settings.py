@@ -227,7 +227,7 @@ _SQLITE_FOLDER = Path(_sqlite_name).resolve().parent if _sqlite_name not in ("",
 # database (Django treats the identical alias as the same test database); on SQLite it gets
 # its own file, gateway.sqlite3 beside the database.
 _default_gateway_url = f"sqlite:///{_SQLITE_FOLDER / 'gateway.sqlite3'}" if _SQLITE_FOLDER else DATABASE_URL
-# Only payments' consumer uses it, on a dedicated connection: no second pool on the same database.
+# Only the fake gateway's service and gateway_ledger use it, on dedicated connections: no second pool.
 DATABASES["gateway"] = _database(env.str("GATEWAY_DATABASE_URL", default=_default_gateway_url), pool=False)
 if "TEST" in DATABASES["default"] and DATABASES["gateway"]["NAME"] == DATABASES["default"]["NAME"]:
     DATABASES["gateway"]["TEST"] = dict(DATABASES["default"]["TEST"])
