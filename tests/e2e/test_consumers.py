@@ -1,6 +1,7 @@
 """Consumers: duplicates have no second effect, poison messages become dead letters, retries."""
 
 import json
+import time
 import urllib.request
 import uuid
 from decimal import Decimal
@@ -15,6 +16,7 @@ from inventory.models import Reservation
 from messaging.models import DeadLetter, InboxMessage, OutboxMessage
 from payments.models import Payment
 from tests.conftest import ALL_DATABASES
+from tests.support.locks import payment_row_held
 
 pytestmark = pytest.mark.django_db(transaction=True, databases=ALL_DATABASES)
 
@@ -110,28 +112,34 @@ def test_poison_messages_become_dead_letters_and_never_block_the_queue(processes
     undecodable = DeadLetter.objects.get(message_id=ids["undecodable"])
     assert bytes(undecodable.body) == b"\xff\xfe{not json"
     assert undecodable.headers["event_type"] == "orders.order.created"
-    assert ledger(valid_order) == [("charge", Decimal("10.00"))]
+    # the gateway worker (started with the consumer) charges the valid one
+    wait_until(lambda: ledger(valid_order) == [("charge", Decimal("10.00"))], timeout=30, message="the valid charge")
     assert not InboxMessage.objects.filter(message_id__in=[ids[k] for k in ids if k != "valid"]).exists()
 
 
 def test_a_handler_that_keeps_failing_is_retried_then_dead_lettered(processes, quiet_broker):
+    # given an order whose payment row another session holds for the whole test, and a healthy one
     failing, healthy = str(uuid.uuid4()), str(uuid.uuid4())
-    send(
-        "orders.order.created",
-        order_created(failing, token="tok_unavailable"),
-        str(uuid.uuid4()),
-    )
+    send("orders.order.created", order_created(failing), str(uuid.uuid4()))
     send("orders.order.created", order_created(healthy), str(uuid.uuid4()))
-    fast_retries = {"CONSUMER_RETRY_DELAYS": "0.2,0.4", "CONSUMER_MAX_ATTEMPTS": "3", "LOG_FORMAT": "json"}
+    fast_retries = {
+        "CONSUMER_RETRY_DELAYS": "0.2,0.4",
+        "CONSUMER_MAX_ATTEMPTS": "3",
+        "WORKER_LOCK_TIMEOUT": "0.5",
+        "LOG_FORMAT": "json",
+    }
 
+    # when the payments consumer runs
     port = free_port()
-    consumer = processes.start("consumers", "run_consumers", "payments", "--metrics-port", str(port), env=fast_retries)
-    wait_until(lambda: DeadLetter.objects.filter(consumer="payments").exists(), timeout=30, message="a dead letter")
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
-        exposed = response.read().decode()
-    processes.stop(consumer)
+    with payment_row_held(failing):
+        metrics_port = ("--metrics-port", str(port))
+        consumer = processes.start("consumers", "run_consumers", "payments", *metrics_port, env=fast_retries)
+        wait_until(lambda: DeadLetter.objects.filter(consumer="payments").exists(), timeout=30, message="a dead letter")
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+            exposed = response.read().decode()
+        processes.stop(consumer)
 
-    # Two retries, then the third delivery became a dead letter: counted as such, not as a retry.
+    # then two retries, and the third delivery became a dead letter: counted as such, not as a retry
     counted = {
         s.labels["outcome"]: s.value
         for family in text_string_to_metric_families(exposed)
@@ -144,11 +152,11 @@ def test_a_handler_that_keeps_failing_is_retried_then_dead_lettered(processes, q
     assert letter.reason == "handler_error"
     assert letter.attempts == 3
     assert letter.first_failed_at < letter.last_failed_at
-    assert "GatewayUnavailable" in letter.traceback and "TransientError" in letter.error
+    assert "lock timeout" in letter.error
     assert letter.routing_key == "orders.order.created"
+    assert Payment.objects.get(order_id=failing).status == Payment.Status.NEW  # nothing changed
+    wait_until(lambda: ledger(healthy) == [("charge", Decimal("10.00"))], timeout=30, message="the healthy charge")
     assert ledger(failing) == []
-    assert ledger(healthy) == [("charge", Decimal("10.00"))]
-    assert not Payment.objects.filter(order_id=failing).exists()
 
 
 def test_what_rabbitmq_dead_letters_is_moved_to_the_dead_letter_table(processes, quiet_broker):
@@ -183,17 +191,20 @@ def test_what_rabbitmq_dead_letters_is_moved_to_the_dead_letter_table(processes,
 
 
 def test_heartbeats_keep_the_connection_alive_through_a_slow_handler(processes, quiet_broker):
-    """A 9 s gateway call with 2 s heartbeats: without heartbeats during the handler RabbitMQ
-    would drop the connection, the ack would fail and the message would come back."""
+    """A handler that waits 9 s (for a row another session holds) with 2 s heartbeats: without
+    heartbeats during the handler RabbitMQ would drop the connection, the ack would fail and the
+    message would come back."""
     order_id = str(uuid.uuid4())
-    send("orders.order.created", order_created(order_id, token="tok_slow"), str(uuid.uuid4()))
+    send("orders.order.created", order_created(order_id), str(uuid.uuid4()))
 
-    result = processes.run(
-        "run_consumers",
-        "payments",
-        "--once",
-        env={"BROKER_HEARTBEAT": "2", "FAKE_GATEWAY_DELAY": "9", "LOG_FORMAT": "json"},
-    )
+    started = time.monotonic()
+    with payment_row_held(order_id, release_after=9):
+        result = processes.run(
+            "run_consumers",
+            "payments",
+            "--once",
+            env={"BROKER_HEARTBEAT": "2", "WORKER_LOCK_TIMEOUT": "30", "LOG_FORMAT": "json"},
+        )
 
     assert result.returncode == 0, result.stderr
     lines = log_lines(result.stderr)
@@ -203,4 +214,5 @@ def test_heartbeats_keep_the_connection_alive_through_a_slow_handler(processes, 
         if line["event"] in ("handled", "duplicate: already handled, acked without effect")
     ] == ["handled"]
     assert not [line for line in lines if line["event"].startswith("broker unavailable")]
-    assert ledger(order_id) == [("charge", Decimal("10.00"))]
+    assert time.monotonic() - started >= 9  # the handler did wait for the row
+    wait_until(lambda: ledger(order_id) == [("charge", Decimal("10.00"))], timeout=30, message="the charge")
