@@ -23,11 +23,14 @@ from pathlib import Path
 import pytest
 import yaml
 
+from faultlib.broker import publish_raw
+from faultlib.load import as_json, order_created_payload
 from faultlib.processes import free_port, wait_until
 from faultlib.saga import seed_catalog, wait_terminal
 from faultlib.scenarios import FAST_RETRIES
 from messaging.models import DeadLetter, OutboxMessage
 from tests.conftest import ALL_DATABASES
+from tests.support.locks import payment_row_held
 from tests.support.monitoring import DEPLOY, Alertmanager, Daemons, Prometheus, WebhookReceiver, answers, http_json
 
 ALERT = "OutboxOldestPendingTooOld"
@@ -234,12 +237,21 @@ def test_outbox_age_alert_fires_while_the_relay_is_stopped_and_resolves_when_it_
 def test_a_dead_letter_reaches_the_on_call_webhook_with_its_order_and_reason(alerting_shop, webhook):
     # given the shop, a real Prometheus with the shipped rules and a real Alertmanager with the
     # shipped routes, its webhooks pointed at this test
-    web = alerting_shop(consumer_env=FAST_RETRIES).web
+    alerting_shop(consumer_env={**FAST_RETRIES, "WORKER_LOCK_TIMEOUT": "0.5"})
 
-    # when a payment keeps failing (the gateway is unavailable for this token) until its retries
-    # are exhausted, and the message becomes a dead letter
-    order_id = place_checkout(web, token="tok_unavailable")
-    wait_until(lambda: DeadLetter.objects.filter(correlation_id=order_id).exists(), timeout=60, message="a dead letter")
+    # when an order's payment keeps failing (another session holds its payment row) until its
+    # retries are exhausted, and the message becomes a dead letter
+    order_id = str(uuid.uuid4())
+    with payment_row_held(order_id):
+        publish_raw(
+            "orders.order.created",
+            as_json(order_created_payload(order_id)),
+            properties={"message_id": str(uuid.uuid4()), "correlation_id": order_id},
+            headers={"event_type": "orders.order.created", "schema_version": 1},
+        )
+        wait_until(
+            lambda: DeadLetter.objects.filter(correlation_id=order_id).exists(), timeout=60, message="a dead letter"
+        )
     letter = DeadLetter.objects.get(correlation_id=order_id)
     assert (letter.consumer, letter.replayed_at) == ("payments", None)
 
