@@ -97,7 +97,7 @@ def port_with_free_metrics_ports() -> int:
 
 def test_the_readmes_try_it_block_as_pasted_against_make_run(tmp_path):
     port = port_with_free_metrics_ports()  # no metrics variable set: make run derives them from PORT
-    env = clean_env(VAR_DIR=str(tmp_path / "var"))
+    env = clean_env(VAR_DIR=str(tmp_path / "var"), GATEWAY_CHARGE_ATTEMPTS="1")
     group = ProcessGroup(tmp_path, env)
     make = group.spawn("make-run", ["make", "run", f"PORT={port}"])
     base = f"http://127.0.0.1:{port}"
@@ -124,19 +124,15 @@ def test_the_readmes_try_it_block_as_pasted_against_make_run(tmp_path):
         [placed] = pasted.stderr.splitlines(keepends=True)
         assert (json.loads(placed)["status"], placed[-2:]) == ("PENDING", "}\n")
 
-        # Embedded retries happen at once, and the log says so (no delay queues without RabbitMQ).
+        # A gateway that stays unavailable: the gateway worker tries again after a backoff, then
+        # (GATEWAY_CHARGE_ATTEMPTS=1 here) gives the charge up and the order fails; no dead letter.
         stuck = checkout(base, "tok_unavailable")
-        listing = "DEBUG=1 .venv/bin/python manage.py dead_letters list --consumer payments"
-        wait_until(
-            lambda: "handler_error" in shell(listing, VAR_DIR=str(tmp_path / "var")).stdout,
-            timeout=60,
-            interval=0.5,
-            message=f"order {stuck}'s payment to become a dead letter",
-        )
+        wait_until(lambda: status_of(base, stuck) == "FAILED", timeout=60, message=f"order {stuck} to fail")
+        listing = shell("DEBUG=1 .venv/bin/python manage.py dead_letters list", VAR_DIR=str(tmp_path / "var"))
+        assert listing.stdout == "no dead letters\n", listing
     finally:
         output = ctrl_c(group, make)
-    assert "handler failed, retry 1 of 4 now (the embedded broker cannot delay it)" in output
-    assert "retry 1 of 4 in " not in output
+    assert f"gateway call for order {stuck} failed, again in 0.5s: the gateway is unavailable" in output
     # The cosmetic list: clean access lines, no kombu warning, the broker as a folder, a quiet Ctrl-C.
     assert '"GET /api/products/ HTTP/1.1" 200' in output and "request=<socket" not in output
     assert "No hostname was supplied" not in output
@@ -186,6 +182,7 @@ def test_the_splits_hand_run_commands_as_make_and_the_order_page_print_them(tmp_
         create_user, ledger_cmd, dead_letters_cmd = printed
         assert ledger_cmd.endswith("manage.py gateway_ledger") and f"DATABASE_URL=sqlite:///{split_var}/" in ledger_cmd
 
+        # stuck: its charge in flight at payments, the gateway unavailable (given up only after a minute and a half)
         paid, stuck = checkout(base, "tok_visa"), checkout(base, "tok_unavailable")
         wait_until(lambda: status_of(base, paid) == "CONFIRMED", timeout=60, message="the paid order to be confirmed")
 
@@ -193,7 +190,6 @@ def test_the_splits_hand_run_commands_as_make_and_the_order_page_print_them(tmp_
         ledger = shell(ledger_cmd)
         assert ledger.returncode == 0, ledger.stderr
         assert [(e["order_id"], e["kind"]) for e in map(json.loads, ledger.stdout.splitlines())] == [(paid, "charge")]
-        wait_until(lambda: stuck in shell(dead_letters_cmd).stdout, timeout=60, message="payments' dead letter")
 
         # The orders deployment's page of the stuck order prints where to look, and that runs too.
         made = shell(f"{create_user} --noinput --username ops --email ops@example.com", DJANGO_SUPERUSER_PASSWORD="pw")
@@ -203,11 +199,9 @@ def test_the_splits_hand_run_commands_as_make_and_the_order_page_print_them(tmp_
         assert len(banner_commands) == 1, banner_commands
         [look_there] = banner_commands
         assert look_there == dead_letters_cmd + " --consumer payments"
-        listed = shell(look_there)
-        assert listed.returncode == 0 and len(listed.stdout.splitlines()) == 2, listed  # a header, one row
-        [header, row] = [line.split() for line in listed.stdout.splitlines()]
-        assert header == ["id", "consumer", "order", "message_id", "reason", "state"]
-        assert (row[1:3], row[4:]) == (["payments", stuck], ["handler_error", "waiting"])
+        assert "no answer yet from payments" in page
+        listed = shell(look_there)  # it runs as printed, against payments' own database: no dead letter there
+        assert (listed.returncode, listed.stdout) == (0, "no dead letters for payments\n"), listed
 
         # make demo against the split: as the banner says, and without SPLIT=1 one clear line, no traceback.
         demo = shell(f"make demo SPLIT=1 PORT={port} SPLIT_VAR={split_var}")
