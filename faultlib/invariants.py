@@ -143,6 +143,10 @@ def system_state() -> dict:
         "outbox": OutboxMessage.objects.count(),
         "dead_letters": DeadLetter.objects.count(),
         "pending_orders": Order.objects.filter(status=Order.Status.PENDING).count(),
+        # the gateway worker's work: a charge or refund recorded in flight, its outcome not yet
+        "calls_in_flight": Payment.objects.filter(
+            status__in=[Payment.Status.CHARGING, Payment.Status.REFUNDING]
+        ).count(),
     }
 
 
@@ -158,7 +162,8 @@ def wait_quiet(
     """Wait until nothing is left to do and nothing changes for ``stable_for`` seconds.
 
     Messages held by a consumer count (``messages`` includes unacknowledged ones), and so do
-    retries waiting in delay queues. Fails with the last state seen after ``timeout``.
+    retries waiting in delay queues and the gateway worker's calls in flight (unless pending
+    orders are allowed: a charge that keeps failing is what keeps such an order pending). Fails with the last state seen after ``timeout``.
     ``state_of``: where the state comes from (``system_state`` of this database by default).
     """
     deadline = time.monotonic() + timeout
@@ -169,7 +174,7 @@ def wait_quiet(
             state["unpublished"] == 0
             and state["queued"] == 0
             and state["unhandled"] == 0
-            and (allow_pending_orders or state["pending_orders"] == 0)
+            and (allow_pending_orders or (state["pending_orders"] == 0 and state.get("calls_in_flight", 0) == 0))
         )
         if idle and state == last:
             if time.monotonic() - stable_since >= stable_for:
