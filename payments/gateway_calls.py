@@ -37,6 +37,8 @@ logger = logging.getLogger(__name__)
 
 POLL_SECONDS = 0.1
 MAX_BACKOFF = 30.0
+# A database that does not answer is probed again at least this often (a failover takes seconds).
+DATABASE_BACKOFF_MAX = 5.0
 
 
 @dataclass(frozen=True)
@@ -176,10 +178,21 @@ def run(stop: threading.Event, concurrency: int | None = None) -> None:
     GATEWAY_TIMEOUT) and record them."""
     concurrency = concurrency or settings.GATEWAY_CONCURRENCY
     in_air: set[Future] = set()
+    outages = 0
     with ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="gateway-call") as pool:
         while not stop.is_set() or in_air:
             if not stop.is_set() and len(in_air) < concurrency:
-                for payment in services.claim_due_calls(concurrency - len(in_air), lease_seconds()):
+                try:
+                    claimed = services.claim_due_calls(concurrency - len(in_air), lease_seconds())
+                    outages = 0
+                except DatabaseError as exc:  # the calls in the air go on; their outcomes wait for it
+                    outages += 1
+                    delay = min(DATABASE_BACKOFF_MAX, 0.5 * 2 ** (outages - 1))
+                    logger.warning("database unavailable, claiming again in %.1fs: %s", delay, exc)
+                    connections.close_all()
+                    stop.wait(delay)
+                    claimed = []
+                for payment in claimed:
                     in_air.add(pool.submit(make_call, as_call(payment)))
             done, in_air = (
                 wait(in_air, timeout=POLL_SECONDS, return_when=FIRST_COMPLETED) if in_air else (set(), in_air)

@@ -3,6 +3,7 @@ import threading
 
 from django.core.management.base import BaseCommand
 
+from messaging.api import use_dedicated_connections
 from payments.gateway_calls import run, run_due_calls
 
 
@@ -13,6 +14,7 @@ class Command(BaseCommand):
         parser.add_argument("--once", action="store_true", help="make the calls due now, one at a time, and exit")
 
     def handle(self, *args, **options):
+        use_dedicated_connections()  # one connection, with the workers' session limits
         if options["once"]:
             self.stdout.write(f"gateway calls: {run_due_calls()} made")
             return
