@@ -70,15 +70,15 @@ def scenarios(scale: float) -> dict:
     def n(count: int) -> int:
         return max(1, round(count * scale))
 
-    points = s.CONSUMER_POINTS + ["consumer.payments.before_commit"] * 4
+    points = s.CONSUMER_POINTS + s.GATEWAY_CALL_POINTS * 2 + ["consumer.payments.before_commit"] * 4
     return {
         "relay_kills": (
             "two relays SIGKILLed at random moments and between the broker's confirm and the commit",
             lambda g, r: s.relay_kills(g, r, random_kills=n(30), confirm_kills=n(10), max_orders=n(1500)),
         ),
         "consumer_kills": (
-            "two consumer processes SIGKILLed at random, inside each handler (after the gateway call) "
-            "and between commit and ack",
+            "two consumer processes and the gateway worker SIGKILLed at random, inside each handler, "
+            "between commit and ack, and before, during and after a gateway call",
             lambda g, r: s.consumer_kills(
                 g,
                 r,

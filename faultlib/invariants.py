@@ -161,10 +161,11 @@ def wait_quiet(
 ) -> dict:
     """Wait until nothing is left to do and nothing changes for ``stable_for`` seconds.
 
-    Messages held by a consumer count (``messages`` includes unacknowledged ones), and so do
-    retries waiting in delay queues and the gateway worker's calls in flight (unless pending
-    orders are allowed: a charge that keeps failing is what keeps such an order pending). Fails with the last state seen after ``timeout``.
-    ``state_of``: where the state comes from (``system_state`` of this database by default).
+    Messages held by a consumer count (``messages`` includes unacknowledged ones), and so do retries
+    waiting in delay queues and the gateway worker's calls in flight (unless pending orders are
+    allowed: a charge that keeps failing is what keeps such an order pending). Fails with the last
+    state seen after ``timeout``. ``state_of``: where the state comes from (``system_state`` of this
+    database by default).
     """
     deadline = time.monotonic() + timeout
     stable_since, last = None, None
