@@ -132,3 +132,7 @@ def test_five_hung_calls_among_200_hold_up_no_other_order(processes, quiet_broke
         ("charge", PRICES["WIDGET"])
     ] * 5
     assert len(ledger) == 200
+    worker = [line["event"] for line in processes.log_lines(processes.gateway_calls) if "event" in line]
+    timed_out = "failed, again in 0.5s: no answer within GATEWAY_TIMEOUT (10 s)"
+    retried = {f"gateway call for order {h} {timed_out}" for h in hung}
+    assert retried <= set(worker), [w for w in worker if "failed" in w]

@@ -1,7 +1,7 @@
 """A gateway that never answers: the caller's timeout, the ledger, and a batch that does not wait twice.
 
 In process, on PostgreSQL, with ``GATEWAY_TIMEOUT`` cut to a fraction of a second. The whole
-saga with ``tok_hang`` among ordinary orders, in real processes, is in ``test_faults_hang.py``.
+saga with ``tok_hang`` among ordinary orders, in real processes, is in ``tests/e2e/test_gateway_calls.py``.
 """
 
 import json
