@@ -115,6 +115,10 @@ class Shop:
                 "PYTHONUNBUFFERED": "1",
                 "CHECKOUT_THROTTLE": "off",
                 "CONSUMER_MAX_ATTEMPTS": "2",  # a handler that keeps failing: a dead letter within one pass
+                # One-shot passes, no long-running gateway service: the in-process stand-in, same
+                # ledger (gateway.sqlite3); a charge that keeps failing is never given up here.
+                "GATEWAY_URL": "inprocess:",
+                "GATEWAY_CHARGE_ATTEMPTS": "1000",
             }
         )
         self.contexts = contexts.split(",") if contexts else []
