@@ -78,16 +78,16 @@ def observed_on(cluster: Cluster, vhost: str) -> Iterator[None]:
 
 
 def connected_ports(group: ProcessGroup) -> list[list[int]]:
-    """Per process of the group that talks to the broker (not the fake gateway), the AMQP port of
-    each broker connection it opened, in order."""
+    """Per process of the group that talks to the broker (not the fake gateway, nor the gateway
+    worker), the AMQP port of each broker connection it opened, in order."""
     return [
         [
             int(line["broker"].split("@", 1)[1].split("/", 1)[0].rsplit(":", 1)[1])
             for line in group.log_lines(proc)
             if line.get("event") in CONNECTED_EVENTS and "broker" in line
         ]
-        for _, proc, _ in group.procs
-        if proc is not group.gateway
+        for name, proc, _ in group.procs
+        if proc is not group.gateway and name != "gateway-calls"
     ]
 
 
