@@ -10,6 +10,7 @@ from django.utils import timezone
 from kombu import Queue
 
 from faultlib import broker as broker_support
+from faultlib.processes import wait_until
 from faultlib.saga import ledger
 from messaging.dead_letters import dead_letter_record
 from messaging.housekeeping import messages_purge, outbox_retry_parked
@@ -98,7 +99,8 @@ def test_list_show_replay_and_purge_dead_letters(processes, quiet_broker):
         f"{anonymous.pk:<{ids}}  payments  -      -           handler_error  waiting",
     ]
     assert processes.run("run_consumers", "payments", "--once").returncode == 0
-    assert ledger(order_id) == [("charge", Decimal("12.50"))]
+    charged = [("charge", Decimal("12.50"))]
+    wait_until(lambda: ledger(order_id) == charged, timeout=30, message="the gateway worker's charge")
     letter.refresh_from_db()
     assert (letter.replay_count, letter.replayed_at is not None) == (1, True)
 

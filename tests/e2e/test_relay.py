@@ -173,6 +173,8 @@ def test_a_relay_killed_between_confirm_and_commit_republishes_without_a_second_
     result = processes.run("run_consumers", "payments", "events", "--once")
     assert result.returncode == 0, result.stderr
     assert "duplicate" in result.stderr
+    succeeded = OutboxMessage.objects.filter(event_type="payments.payment.succeeded")
+    wait_until(succeeded.exists, timeout=30, message="the gateway worker's charge recorded")
     charges = [op for op in gateway.ledger(order_id=str(order.id)) if op.kind == "charge"]
     assert len(charges) == 1 and charges[0].amount == Decimal("20.00")
     assert InboxMessage.objects.filter(consumer="payments", message_id=str(created.event_id)).count() == 1
