@@ -244,6 +244,11 @@ class SplitSystem:
             "unhandled": len(self.unhandled()),
             "pending_orders": self["orders"].one("SELECT count(*) FROM orders_order WHERE status = 'PENDING'"),
             "inbox": sum(d.one("SELECT count(*) FROM messaging_inbox") for d in self.deployments.values()),
+            "calls_in_flight": self["payments"].one(
+                "SELECT count(*) FROM payments_payment WHERE status IN ('charging', 'refunding')"
+            )
+            if "payments" in self.deployments and "payments_payment" in self["payments"].tables()
+            else 0,
         }
 
     def wait_quiet(self, *, timeout: float, stable_for: float = 2.0, allow_pending_orders: bool = False) -> dict:
