@@ -13,6 +13,7 @@ from datetime import timedelta
 from decimal import Decimal
 
 from django.db import transaction
+from django.db.models import F
 from django.utils import timezone
 
 from messaging.api import publish
@@ -138,10 +139,12 @@ def claim_due_calls(limit: int, lease_seconds: float) -> list[Payment]:
 def _claim(limit: int, lease_seconds: float) -> list[Payment]:
     now = timezone.now()
     claimed = list(_due(now).select_for_update(skip_locked=True)[:limit])
+    lease_until = now + timedelta(seconds=lease_seconds)
+    Payment.objects.filter(pk__in=[p.pk for p in claimed]).update(  # one statement for the lot
+        call_attempts=F("call_attempts") + 1, call_due_at=lease_until, updated_at=now
+    )
     for payment in claimed:
-        payment.call_attempts += 1
-        payment.call_due_at = now + timedelta(seconds=lease_seconds)
-        payment.save(update_fields=["call_attempts", "call_due_at", "updated_at"])
+        payment.call_attempts, payment.call_due_at = payment.call_attempts + 1, lease_until
     return claimed
 
 
