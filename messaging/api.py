@@ -30,7 +30,14 @@ from messaging.faults import fault_point
 from messaging.health import broker_reachable, database_reachable
 from messaging.lifecycle import Stopper, use_dedicated_connections
 from messaging.masking import mask_sensitive, mask_text
-from messaging.outbox import OutsideTransactionError, collecting, outbox_statements, publish
+from messaging.outbox import (
+    OutsideTransactionError,
+    caused_by,
+    collecting,
+    current_cause,
+    outbox_statements,
+    publish,
+)
 from messaging.payloads import payload_uuid
 from messaging.registry import local_consumers
 from messaging.selectors import (
@@ -66,7 +73,9 @@ __all__ = [
     "TimelineEntry",
     "TransientError",
     "broker_reachable",
+    "caused_by",
     "collecting",
+    "current_cause",
     "command_in_deployment",
     "dead_letter_counts",
     "database_reachable",

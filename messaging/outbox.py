@@ -1,7 +1,7 @@
 """Writing events to the outbox, inside the caller's transaction."""
 
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from datetime import datetime
@@ -103,6 +103,29 @@ def outbox_statements(rows: list[dict]) -> list[Statement]:
     """The statement that writes collected rows, for a caller that sends it with its own
     (``kernel.sql.execute_together``)."""
     return [rows_statement(OutboxMessage, rows)] if rows else []
+
+
+def current_cause() -> dict[str, str]:
+    """The message being handled, as a later ``caused_by`` needs it: its id and the trace context
+    its handling runs in. Empty outside a handler."""
+    cause = _handling.get()
+    if cause is None:
+        return {}
+    return {"message_id": cause.message_id, **creation_context(cause.headers)}
+
+
+@contextmanager
+def caused_by(cause: Mapping[str, str]) -> Iterator[None]:
+    """What is published inside names ``cause`` (a ``current_cause()`` kept earlier) as its cause and
+    continues its trace: for work a handler left to finish later, outside it (a network call a
+    worker of its context makes and records afterwards)."""
+    if not cause.get("message_id"):
+        yield
+        return
+    trace = {k: v for k, v in cause.items() if k != "message_id"}
+    event = IncomingEvent(message_id=cause["message_id"], event_type="", schema_version=0, payload={}, headers=trace)
+    with handling(event):
+        yield
 
 
 @contextmanager

@@ -41,6 +41,9 @@ class Payment(models.Model):
     refund_reason = models.CharField(max_length=100, blank=True, db_default="")
     call_due_at = models.DateTimeField(null=True, blank=True, db_index=True)
     call_attempts = models.PositiveIntegerField(default=0, db_default=0)
+    # The message that asked for each call ({"charge": ..., "refund": ...}: its id and trace
+    # context, messaging.api.current_cause): the outcome's event names it as its cause.
+    causes = models.JSONField(default=dict, db_default={})
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

@@ -16,7 +16,7 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
-from messaging.api import publish
+from messaging.api import caused_by, current_cause, publish
 from payments.models import Payment
 
 logger = logging.getLogger(__name__)
@@ -49,6 +49,7 @@ def payment_charge(*, order_id: uuid.UUID, amount: Decimal, currency: str, token
         return
     payment.status, payment.amount, payment.currency = Payment.Status.CHARGING, amount, currency
     payment.token, payment.items, payment.call_due_at = token, items, timezone.now()
+    payment.causes = {**payment.causes, "charge": current_cause()}
     payment.save()
 
 
@@ -93,10 +94,12 @@ def payment_refund(*, order_id: uuid.UUID, reason: str) -> None:
     if payment.status in (Payment.Status.NEW, Payment.Status.CHARGED):
         payment.status, payment.refund_reason = Payment.Status.REFUNDING, reason
         payment.call_due_at, payment.call_attempts = timezone.now(), 0
+        payment.causes = {**payment.causes, "refund": current_cause()}
         payment.save()
     elif payment.status == Payment.Status.CHARGING and not payment.refund_reason:
         payment.refund_reason = reason
-        payment.save(update_fields=["refund_reason", "updated_at"])
+        payment.causes = {**payment.causes, "refund": current_cause()}
+        payment.save(update_fields=["refund_reason", "causes", "updated_at"])
     else:
         logger.info("refund ignored: payment is %s", payment.status)
 
@@ -155,7 +158,8 @@ def record_charge_outcome(order_id: uuid.UUID, result) -> None:
     if payment.status != Payment.Status.CHARGING:
         return
     payment.token = ""  # kept only while the call needed it
-    _record_charge(payment, result)
+    with caused_by(payment.causes.get("charge", {})):
+        _record_charge(payment, result)
     if payment.status == Payment.Status.CHARGED and payment.refund_reason:  # cancelled meanwhile
         payment.status, payment.call_due_at, payment.call_attempts = Payment.Status.REFUNDING, timezone.now(), 0
         payment.save(update_fields=["status", "call_due_at", "call_attempts", "updated_at"])
@@ -168,7 +172,8 @@ def record_charge_given_up(order_id: uuid.UUID) -> None:
     if payment.status != Payment.Status.CHARGING:
         return
     payment.token = ""
-    _record_decline(payment, GAVE_UP_DECLINE_CODE)  # terminal: a refund asked for later finds nothing
+    with caused_by(payment.causes.get("charge", {})):
+        _record_decline(payment, GAVE_UP_DECLINE_CODE)  # terminal: a refund asked for later finds nothing
 
 
 @transaction.atomic(savepoint=False)
@@ -182,7 +187,8 @@ def record_refund_outcome(order_id: uuid.UUID, charge, result) -> None:
         payment.save(update_fields=["status", "updated_at"])
         return
     payment.charge_id, payment.amount, payment.currency = charge.operation_id, charge.amount, charge.currency
-    _record_refund(payment, result, payment.refund_reason)
+    with caused_by(payment.causes.get("refund", {})):
+        _record_refund(payment, result, payment.refund_reason)
 
 
 def postpone_call(order_id: uuid.UUID, seconds: float) -> None:

@@ -44,7 +44,7 @@ def test_the_loops_connections_start_with_the_workers_limits(processes):
 
 
 def test_the_workers_limits_follow_their_settings(processes):
-    env = {"WORKER_LOCK_TIMEOUT": "1.5", "WORKER_STATEMENT_TIMEOUT": "1m", "GATEWAY_TIMEOUT": "20"}
+    env = {"WORKER_LOCK_TIMEOUT": "1.5", "WORKER_STATEMENT_TIMEOUT": "1m", "WORKER_IDLE_IN_TRANSACTION_TIMEOUT": "40"}
     result = shell(
         processes,
         "from messaging.lifecycle import use_dedicated_connections\nuse_dedicated_connections()\n" + SHOW_LIMITS,
@@ -52,7 +52,6 @@ def test_the_workers_limits_follow_their_settings(processes):
     )
 
     assert result.returncode == 0, result.stderr
-    # The idle limit's default follows GATEWAY_TIMEOUT: 20 s + 20 s.
     assert result.stdout.splitlines() == ["default 1500ms 1min 40s", "gateway 1500ms 1min 40s"]
 
 
