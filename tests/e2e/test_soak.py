@@ -61,4 +61,5 @@ def test_32_clients_against_make_runs_server_get_no_5xx_and_connections_stay_bou
         "consumers": 0,
         "orders-consumers": 0,
         "deadline": 0,
+        "gateway-calls": 0,
     }
