@@ -72,8 +72,8 @@ def test_terminated_backends_cost_no_message_an_attempt(processes, payments_cons
         orders.append(order_id)
 
         # when its backends are terminated while idle
-        terminated = terminate_database_backends()
-        assert int(terminated.split()[1]) >= 2, terminated  # at least the consumer's and the worker's
+        terminated = terminate_database_backends()  # the consumer's, and the worker's when it is connected
+        assert int(terminated.split()[1]) >= 1, terminated
 
         # then the next payment finds the dead connection, and is decided again at once: handled
         order_id = str(uuid.uuid4())
