@@ -28,7 +28,7 @@ from messaging.dispatch import InvalidPayload, TransientError
 from messaging.envelope import IncomingEvent
 from messaging.faults import fault_point
 from messaging.health import broker_reachable, database_reachable
-from messaging.lifecycle import Stopper, use_dedicated_connections
+from messaging.lifecycle import DATABASE_BACKOFF_MAX, Backoff, Stopper, use_dedicated_connections
 from messaging.masking import mask_sensitive, mask_text
 from messaging.outbox import (
     OutsideTransactionError,
@@ -61,6 +61,8 @@ from messaging.timeline import DeadLetterMark, Handling, TimelineEntry, WaitingP
 from messaging.topology import consumers as system_consumers
 
 __all__ = [
+    "DATABASE_BACKOFF_MAX",
+    "Backoff",
     "BacklogPoint",
     "DeadLetterMark",
     "Handling",

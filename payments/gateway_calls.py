@@ -27,7 +27,7 @@ from decimal import Decimal
 from django.conf import settings
 from django.db import DatabaseError, connections, transaction
 
-from messaging.api import fault_point
+from messaging.api import DATABASE_BACKOFF_MAX, Backoff, fault_point
 from payments import services
 from payments.gateway import GatewayError, GatewayResult, GatewayTimeout, GatewayUnavailable
 from payments.gateway_client import CONNECT_TIMEOUT, gateway
@@ -40,8 +40,6 @@ POLL_SECONDS = 0.1
 # not one per call), at the cost of that much latency per call.
 GATHER_SECONDS = 0.02
 MAX_BACKOFF = 30.0
-# A database that does not answer is probed again at least this often (a failover takes seconds).
-DATABASE_BACKOFF_MAX = 5.0
 
 
 @dataclass(frozen=True)
@@ -181,16 +179,15 @@ def run(stop: threading.Event, concurrency: int | None = None) -> None:
     GATEWAY_TIMEOUT) and record them."""
     concurrency = concurrency or settings.GATEWAY_CONCURRENCY
     in_air: set[Future] = set()
-    outages = 0
+    outage = Backoff()  # the consumers' own: a database that does not answer is never hammered
     with ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="gateway-call") as pool:
         while not stop.is_set() or in_air:
             if not stop.is_set() and len(in_air) < concurrency:
                 try:
                     claimed = services.claim_due_calls(concurrency - len(in_air), lease_seconds())
-                    outages = 0
+                    outage.reset()
                 except DatabaseError as exc:  # the calls in the air go on; their outcomes wait for it
-                    outages += 1
-                    delay = min(DATABASE_BACKOFF_MAX, 0.5 * 2 ** (outages - 1))
+                    delay = min(outage.next_delay(), DATABASE_BACKOFF_MAX)
                     logger.warning("database unavailable, claiming again in %.1fs: %s", delay, exc)
                     connections.close_all()
                     stop.wait(delay)

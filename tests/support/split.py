@@ -247,7 +247,7 @@ class SplitSystem:
             "calls_in_flight": self["payments"].one(
                 "SELECT count(*) FROM payments_payment WHERE status IN ('charging', 'refunding')"
             )
-            if "payments" in self.deployments and "payments_payment" in self["payments"].tables()
+            if "payments" in self.deployments
             else 0,
         }
 
