@@ -4,7 +4,8 @@ payments' gateway calls outside any database transaction, many at once.
 The payments handlers record each operation in flight (``charging``, ``refunding``) inside their
 batch's transaction. This loop, on one database connection, claims the due ones under a lease
 and commits; a pool of ``GATEWAY_CONCURRENCY`` threads makes the HTTP calls (they never touch the
-database, so the process holds one connection whatever the concurrency); the loop then records
+database, so the process holds one connection whatever the concurrency, and on PostgreSQL a
+second that only listens for calls recorded due: payments/wakeup.py); the loop then records
 each outcome and its event in a short transaction of its own. A slow or hung call holds one
 thread for at most ``GATEWAY_TIMEOUT``, never a lock, a batch or SQLite's write lock.
 
@@ -20,7 +21,7 @@ never given up: the money is owed.
 import logging
 import threading
 import uuid
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from decimal import Decimal
 
@@ -32,6 +33,7 @@ from payments import services
 from payments.gateway import GatewayError, GatewayResult, GatewayTimeout, GatewayUnavailable
 from payments.gateway_client import CONNECT_TIMEOUT, gateway
 from payments.models import Payment
+from payments.wakeup import DueCallListener
 
 logger = logging.getLogger(__name__)
 
@@ -176,12 +178,17 @@ def run_due_calls(rounds: int = 10) -> int:
 
 def run(stop: threading.Event, concurrency: int | None = None) -> None:
     """Claim, call, record, until ``stop``; then finish the calls in the air (each bounded by
-    GATEWAY_TIMEOUT) and record them."""
+    GATEWAY_TIMEOUT) and record them. The loop sleeps until a call is answered, a new one is
+    recorded due (payments.wakeup) or POLL_SECONDS pass (a retry's time, an expired lease)."""
     concurrency = concurrency or settings.GATEWAY_CONCURRENCY
     in_air: set[Future] = set()
+    wake = threading.Event()
+    if DueCallListener.enabled():
+        DueCallListener(wake, stop).start()
     outage = Backoff()  # the consumers' own: a database that does not answer is never hammered
     with ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="gateway-call") as pool:
         while not stop.is_set() or in_air:
+            wake.clear()  # before looking: whatever happens from here on wakes the wait below
             if not stop.is_set() and len(in_air) < concurrency:
                 try:
                     claimed = services.claim_due_calls(concurrency - len(in_air), lease_seconds())
@@ -193,14 +200,15 @@ def run(stop: threading.Event, concurrency: int | None = None) -> None:
                     stop.wait(delay)
                     claimed = []
                 for payment in claimed:
-                    in_air.add(pool.submit(make_call, as_call(payment)))
-            done, in_air = (
-                wait(in_air, timeout=POLL_SECONDS, return_when=FIRST_COMPLETED) if in_air else (set(), in_air)
-            )
-            if done and in_air:  # the answers that follow within a moment share the transaction
-                more, in_air = wait(in_air, timeout=GATHER_SECONDS)
+                    future = pool.submit(make_call, as_call(payment))
+                    future.add_done_callback(lambda _: wake.set())
+                    in_air.add(future)
+            done = {future for future in in_air if future.done()}
+            if done and len(done) < len(in_air):  # the answers that follow within a moment share the transaction
+                more, _ = wait(in_air - done, timeout=GATHER_SECONDS)
                 done |= more
             if done:
+                in_air -= done
                 record_all([future.result() for future in done])
-            if not in_air and not done:
-                stop.wait(POLL_SECONDS)
+            else:
+                wake.wait(POLL_SECONDS)

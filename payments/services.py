@@ -18,6 +18,7 @@ from django.utils import timezone
 
 from messaging.api import caused_by, current_cause, publish
 from payments.models import Payment
+from payments.wakeup import notify_call_due
 
 logger = logging.getLogger(__name__)
 
@@ -51,6 +52,7 @@ def payment_charge(*, order_id: uuid.UUID, amount: Decimal, currency: str, token
     payment.token, payment.items, payment.call_due_at = token, items, timezone.now()
     payment.causes = {**payment.causes, "charge": current_cause()}
     payment.save()
+    notify_call_due()
 
 
 def _record_charge(payment: Payment, result) -> None:
@@ -96,6 +98,7 @@ def payment_refund(*, order_id: uuid.UUID, reason: str) -> None:
         payment.call_due_at, payment.call_attempts = timezone.now(), 0
         payment.causes = {**payment.causes, "refund": current_cause()}
         payment.save()
+        notify_call_due()
     elif payment.status == Payment.Status.CHARGING and not payment.refund_reason:
         payment.refund_reason = reason
         payment.causes = {**payment.causes, "refund": current_cause()}
