@@ -256,15 +256,16 @@ class Sampler(threading.Thread):
 # --- one mode -------------------------------------------------------------------------------------
 def connection_bounds(mode: str) -> dict[str, int]:
     """What each process may hold: a web process its pool, each loop its dedicated connections."""
-    # The relay: one per pipeline; the consumers and the gateway worker: default (the worker's call
-    # threads touch no database); the fake gateway (the Procfile's ``gateway``): one per storage thread.
+    # The relay: one per pipeline; the consumers: default; the gateway worker: its loop's and its
+    # listener's (its call threads touch no database); the fake gateway (the Procfile's
+    # ``gateway``): one per storage thread.
     bounds = {
         "relay": RELAY_PIPELINES,
         "consumers": 1,
         "orders-consumers": 1,
         "deadline": 1,
         "gateway": GATEWAY_STORAGE_THREADS,
-        "gateway-calls": 1,
+        "gateway-calls": 2,
     }
     if mode == "gunicorn":
         bounds.update({"web": 0, "web workers": GUNICORN_WORKERS * POOL_MAX})
