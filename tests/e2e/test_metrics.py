@@ -16,6 +16,7 @@ from faultlib.saga import checkout, seed_catalog, wait_terminal
 from messaging.dead_letters import dead_letter_record
 from messaging.models import DeadLetter, OutboxMessage
 from orders.models import Order
+from payments.models import Payment
 from tests.conftest import ALL_DATABASES
 
 OLDEST = "messaging_dead_letter_oldest_waiting_age_seconds"
@@ -77,6 +78,29 @@ def test_metrics_reads_backlog_dead_letters_and_pending_orders_from_the_database
     # The saga outcome metrics are registered in the web process too (cancellations happen here).
     names = {family.name for family in text_string_to_metric_families(response.content.decode())}
     assert {"orders_saga_outcomes", "orders_checkout_to_terminal_seconds"} <= names
+
+
+@pytest.mark.django_db
+def test_metrics_says_whether_the_gateway_worker_keeps_up():
+    now = timezone.now()
+    status = Payment.Status
+
+    def payment(state, due_in: float | None):
+        due = now + timedelta(seconds=due_in) if due_in is not None else None
+        Payment.objects.create(order_id=uuid.uuid4(), status=state, amount=Decimal("1.00"), call_due_at=due)
+
+    assert samples(Client().get("/metrics").content.decode())[("payments_gateway_call_oldest_overdue_seconds", ())] == 0
+    payment(status.CHARGING, -120)  # due two minutes ago, taken by no worker
+    payment(status.CHARGING, 20)  # claimed: its lease runs 20 s more
+    payment(status.REFUNDING, -5)
+    payment(status.CHARGED, None)
+    payment(status.DECLINED, None)
+
+    got = samples(Client().get("/metrics").content.decode())
+
+    in_flight = {labels: value for (name, labels), value in got.items() if name == "payments_gateway_calls_in_flight"}
+    assert in_flight == {(("kind", "charge"),): 2, (("kind", "refund"),): 1}
+    assert 120 <= got[("payments_gateway_call_oldest_overdue_seconds", ())] < 150
 
 
 @pytest.mark.django_db
