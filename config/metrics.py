@@ -22,7 +22,13 @@ from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.registry import Collector
 
 from kernel.operations import database_gauges
-from messaging.api import dead_letter_counts_by_state, local_consumers, oldest_waiting_dead_letters, outbox_backlog
+from messaging.api import (
+    dead_letter_counts_by_state,
+    local_consumers,
+    oldest_waiting_dead_letters,
+    outbox_backlog,
+    scheduled_backlog,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -34,6 +40,7 @@ class DatabaseCollector(Collector):
     def collect(self):
         try:
             backlog = outbox_backlog()
+            scheduled = scheduled_backlog()
             letters = dead_letter_counts_by_state()
             oldest_letters = oldest_waiting_dead_letters()
             contexts = [metric for gauges in database_gauges() for metric in gauges()]
@@ -52,6 +59,17 @@ class DatabaseCollector(Collector):
         )
         yield GaugeMetricFamily(
             "messaging_outbox_parked", "Outbox rows parked after repeated refusals.", value=backlog.parked
+        )
+        yield GaugeMetricFamily(
+            "messaging_scheduled_messages",
+            "Messages published for later delivery (publish(deliver_at=...)), not yet due or not yet moved.",
+            value=scheduled.scheduled,
+        )
+        yield GaugeMetricFamily(
+            "messaging_scheduled_oldest_overdue_seconds",
+            "How long the most overdue scheduled message has waited past its time for a relay to "
+            "move it into the outbox (0 when none).",
+            value=scheduled.oldest_overdue_seconds,
         )
         dead = GaugeMetricFamily(
             "messaging_dead_letters",

@@ -6,6 +6,7 @@ import json
 
 from django.contrib import admin, messages
 from django.template.response import TemplateResponse
+from django.utils import timezone
 from django.utils.html import format_html
 
 from kernel.admin import ReadOnlyAdmin
@@ -15,7 +16,7 @@ from messaging.admin_tools import ObjectAction, ObjectActionsMixin, compact_time
 from messaging.dead_letters import dead_letter_display_body, dead_letter_purge, dead_letter_replay
 from messaging.housekeeping import outbox_retry_parked
 from messaging.masking import mask_sensitive, mask_text
-from messaging.models import DeadLetter, EventLogEntry, InboxMessage, OutboxMessage
+from messaging.models import DeadLetter, EventLogEntry, InboxMessage, OutboxMessage, ScheduledMessage
 from messaging.selectors import outbox_backlog
 
 
@@ -328,3 +329,56 @@ class DeadLetterAdmin(ObjectActionsMixin, MessageTableAdmin):
 
     def has_purge_permission(self, request) -> bool:
         return request.user.has_perm("messaging.delete_deadletter")
+
+
+@admin.register(ScheduledMessage)
+class ScheduledMessageAdmin(MessageTableAdmin):
+    """Messages published for later delivery: scheduled, not stuck, until their time; the relay
+    then moves them to the outbox (where they show as pending, then published)."""
+
+    list_display = ["message", "event", "aggregate", "correlation", "deliver", "overdue"]
+    list_display_links = ["message"]
+    list_filter = ["source", "event_type"]
+    search_fields = ["=aggregate_id", "=correlation_id", "event_type", "=event_id"]
+    search_help_text = "An aggregate id, correlation id, message id, or part of a routing key."
+    fields = [
+        "event_id",
+        "source",
+        "event_type",
+        "aggregate_type",
+        "aggregate_id",
+        "correlation_id",
+        "causation_id",
+        "schema_version",
+        "created_at",
+        "deliver_at",
+        "payload_pretty",
+    ]
+    readonly_fields = ["payload_pretty"]
+
+    @admin.display(description="message id", ordering="event_id")
+    def message(self, obj):
+        return short_id(obj.event_id)
+
+    @admin.display(description="aggregate", ordering="aggregate_id")
+    def aggregate(self, obj):
+        return short_id(obj.aggregate_id)
+
+    @admin.display(description="correlation id", ordering="correlation_id")
+    def correlation(self, obj):
+        return correlation_link(obj.correlation_id)
+
+    @admin.display(description="deliver at (UTC)", ordering="deliver_at")
+    def deliver(self, obj):
+        return compact_time(obj.deliver_at)
+
+    @admin.display(description="state")
+    def overdue(self, obj):
+        """Scheduled until its time; past it, waiting for a relay to move it (none running?)."""
+        if obj.deliver_at > timezone.now():
+            return format_html('<span class="ops-ok">{}</span>', "scheduled")
+        return format_html('<span class="ops-bad">{}</span>', "due, not yet moved")
+
+    @admin.display(description="payload (payment tokens masked)")
+    def payload_pretty(self, obj):
+        return pretty(obj.payload)

@@ -2,7 +2,8 @@
 
 - ``publish(...)`` writes an event to the outbox inside the caller's transaction (inside
   ``collecting()`` it hands the row over instead, for ``outbox_statements`` to write it with
-  the caller's own statements in one round trip);
+  the caller's own statements in one round trip); with ``deliver_at`` it is scheduled, published
+  at or after that time, and ``cancel_scheduled(message_id)`` withdraws it until then;
 - a context's handlers are named in its declaration (``<context>/context.toml``, under
   ``consumes``), which also binds its queue; messaging subscribes them when it is ready, and
   runs the ``events`` consumer (the event log the timeline reads) where a hosted context
@@ -15,7 +16,7 @@
   letter) as ``WaitingPlace`` values, and ``yet_to_handle`` which subscribed consumers have
   not handled each entry yet;
 - ``mask_sensitive`` / ``mask_text`` hide sensitive fields (``SENSITIVE_FIELDS``) outside their context;
-- ``outbox_backlog``, ``dead_letter_counts``, ``oldest_waiting_dead_letters``,
+- ``outbox_backlog``, ``scheduled_backlog``, ``dead_letter_counts``, ``oldest_waiting_dead_letters``,
   ``local_consumers``, ``system_consumers`` (every queue's, hosted here or not) and
   ``broker_reachable`` serve the operators' pages, health checks and metrics;
 - ``fault_point`` names a place where crash tests stop a process (``FAULT_POINT``; inert otherwise);
@@ -40,6 +41,7 @@ from messaging.outbox import (
 )
 from messaging.payloads import payload_uuid
 from messaging.registry import local_consumers
+from messaging.scheduled import ScheduledBacklog, cancel_scheduled, scheduled_backlog
 from messaging.selectors import (
     BacklogPoint,
     OldestDeadLetter,
@@ -61,6 +63,9 @@ from messaging.timeline import DeadLetterMark, Handling, TimelineEntry, WaitingP
 from messaging.topology import consumers as system_consumers
 
 __all__ = [
+    "ScheduledBacklog",
+    "cancel_scheduled",
+    "scheduled_backlog",
     "DATABASE_BACKOFF_MAX",
     "Backoff",
     "BacklogPoint",

@@ -72,6 +72,38 @@ class OutboxMessage(models.Model):
         return "pending"
 
 
+class ScheduledMessage(models.Model):
+    """An event published now for delivery at or after ``deliver_at`` (``publish(deliver_at=...)``).
+
+    Written in the publisher's transaction like an outbox row, and kept apart from the outbox so
+    the relay's claim never walks past messages that are not due. Once due, the relay moves it
+    into the outbox (same ``event_id``, one transaction: moved once, whichever relay does it),
+    from where it is published as any other event. ``cancel_scheduled(event_id)`` deletes it
+    while it is still here.
+    """
+
+    event_id = models.UUIDField(unique=True, editable=False)
+    source = models.CharField(max_length=50)
+    aggregate_type = models.CharField(max_length=100)
+    aggregate_id = models.CharField(max_length=100)
+    event_type = models.CharField(max_length=200)
+    schema_version = models.PositiveSmallIntegerField(default=1)
+    correlation_id = models.CharField(max_length=255, db_index=True)
+    causation_id = models.CharField(max_length=255, blank=True)
+    traceparent = models.CharField(max_length=100, blank=True)
+    tracestate = models.CharField(max_length=512, blank=True)
+    payload = models.JSONField()
+    created_at = models.DateTimeField(help_text="When the event occurred (its occurred_at).")
+    deliver_at = models.DateTimeField(db_index=True, help_text="Published at or after this time.")
+
+    class Meta:
+        db_table = "messaging_scheduled"
+        ordering = ["deliver_at"]
+
+    def __str__(self) -> str:
+        return f"{self.event_type} {self.event_id} at {self.deliver_at:%Y-%m-%d %H:%M:%S}"
+
+
 class InboxMessage(models.Model):
     """A message a consumer has handled, written in the same transaction as the handling."""
 

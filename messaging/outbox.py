@@ -15,7 +15,7 @@ from kernel.sql import Statement, insert_row, insert_rows, rows_statement
 from messaging.contracts import version_to_write
 from messaging.envelope import IncomingEvent
 from messaging.ids import new_event_id
-from messaging.models import OutboxMessage
+from messaging.models import OutboxMessage, ScheduledMessage
 from messaging.telemetry import creation_context
 
 # The message being handled, so that what a handler publishes names its cause.
@@ -37,6 +37,7 @@ def publish(
     correlation_id: str | None = None,
     schema_version: int | None = None,
     occurred_at: datetime | None = None,
+    deliver_at: datetime | None = None,
     using: str = "default",
 ) -> uuid.UUID:
     """Write an event to the outbox in the current transaction and return its message id.
@@ -45,7 +46,13 @@ def publish(
     ``occurred_at`` header and its place in the timeline come from it. ``payload`` is the
     newest version's shape: it is written in the version ``EVENT_VERSIONS`` pins, if any
     (``schema_version`` given: written as it is, in that version).
+
+    ``deliver_at`` (timezone-aware) schedules it: kept apart until then (messaging/scheduled.py),
+    published at or after that time, cancellable by the returned id until it is published. A
+    time already past publishes it now.
     """
+    if deliver_at is not None and timezone.is_naive(deliver_at):
+        raise ValueError("deliver_at must be timezone-aware")
     if not transaction.get_connection(using).in_atomic_block:
         raise OutsideTransactionError(
             f"publish({event_type}) must run inside transaction.atomic() with the change it announces"
@@ -73,12 +80,20 @@ def publish(
         "attempts": 0,
         "last_error": "",
     }
+    if deliver_at is not None and deliver_at > timezone.now():
+        insert_row(ScheduledMessage, _scheduled_row(row, deliver_at), using=using)
+        return event_id
     collected = _collected.get()
     if collected is not None and using == "default":
         collected.append(row)
     else:
         insert_row(OutboxMessage, row, using=using)
     return event_id
+
+
+def _scheduled_row(row: dict, deliver_at: datetime) -> dict:
+    kept = {key: value for key, value in row.items() if key not in ("attempts", "last_error")}
+    return {**kept, "deliver_at": deliver_at}
 
 
 @contextmanager

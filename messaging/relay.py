@@ -42,6 +42,7 @@ from messaging.faults import fault_point
 from messaging.lifecycle import DATABASE_BACKOFF_MAX, Backoff, Stopper, drop_broken_db_connections
 from messaging.models import OutboxMessage
 from messaging.publisher import BatchPublisher, ConfirmTimeout
+from messaging.scheduled import MOVED_PER_TRANSACTION, any_due, move_due_messages
 from messaging.session import BrokerSession
 
 logger = logging.getLogger(__name__)
@@ -50,6 +51,7 @@ MAX_RETRY_DELAY = 300.0
 NOTIFY_CHANNEL = "messaging_outbox"  # sent by the trigger of migration 0002
 APPLICATION_NAME = "outbox_relay"  # how a relay's connection shows in pg_stat_activity
 IDLE_SLICE = 0.5  # longest uninterrupted wait: bounds the reaction to SIGTERM
+MOVE_PASSES = 20  # scheduled messages moved per look, at most: 20 transactions of 500
 
 # What building a message needs; named rows instead of model instances keep the claim cheap.
 CLAIM_FIELDS = (
@@ -182,6 +184,7 @@ class OutboxRelay:
         self.wakeup = Wakeup()
         self.session = BrokerSession(declare_topology=declare_topology)
         self._publisher: BatchPublisher | None = None
+        self._next_move = 0.0  # monotonic time of the next look for scheduled messages due
 
     # --- one batch -------------------------------------------------------------------------
     def relay_batch(self) -> int:
@@ -255,6 +258,7 @@ class OutboxRelay:
                 self.wakeup.ensure_listening()
                 # Notifications so far concern rows the next claim sees: drop them unread.
                 self.wakeup.drain()
+                self._move_scheduled()
                 claimed = self.relay_batch()
                 if not claimed and not once:
                     self._wait_for_rows()
@@ -277,6 +281,17 @@ class OutboxRelay:
                 break
         self._reset_broker()
         return 0
+
+    def _move_scheduled(self) -> None:
+        """Scheduled messages whose time has come, into the outbox; looked for once per poll
+        interval (one indexed read), so a message is published within that long of its time."""
+        now = time.monotonic()
+        if now < self._next_move:
+            return
+        self._next_move = now + self.poll_interval
+        for _ in range(MOVE_PASSES):
+            if not any_due() or move_due_messages() < MOVED_PER_TRANSACTION:
+                return
 
     def _wait_for_rows(self) -> None:
         """Idle until a notification or the next poll, reading the broker's heartbeats meanwhile."""

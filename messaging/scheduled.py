@@ -1,0 +1,80 @@
+"""Scheduled messages: ``publish(deliver_at=...)`` keeps the event in ``messaging_scheduled``
+until its time; the relay then moves it into the outbox, from where it is published like any
+other event (at or after ``deliver_at``: within the relay's poll interval once due).
+
+Moving is one transaction per batch (insert into the outbox, delete here), with the due rows
+locked ``SKIP LOCKED``: two relays never move one message twice, and a crash before the commit
+leaves it scheduled. The message keeps its ``event_id``, so a cancellation names the id
+``publish`` returned, and a consumer's inbox sees one message whatever happened.
+"""
+
+import uuid
+from dataclasses import dataclass
+
+from django.db import connection, transaction
+from django.db.models import Count, Min
+from django.utils import timezone
+
+from kernel.sql import insert_rows
+from messaging.models import OutboxMessage, ScheduledMessage
+
+MOVED_PER_TRANSACTION = 500
+OUTBOX_COLUMNS = (
+    "event_id",
+    "source",
+    "aggregate_type",
+    "aggregate_id",
+    "event_type",
+    "schema_version",
+    "correlation_id",
+    "causation_id",
+    "traceparent",
+    "tracestate",
+    "payload",
+    "created_at",
+)
+
+
+@dataclass(frozen=True)
+class ScheduledBacklog:
+    scheduled: int
+    oldest_overdue_seconds: float  # a due message not yet moved (no relay running); 0 when none
+
+
+@transaction.atomic
+def move_due_messages(limit: int = MOVED_PER_TRANSACTION) -> int:
+    """Move up to ``limit`` messages whose time has come into the outbox; how many were moved."""
+    due = ScheduledMessage.objects.filter(deliver_at__lte=timezone.now()).order_by("deliver_at")
+    if connection.vendor == "postgresql":
+        due = due.select_for_update(skip_locked=True)
+    rows = list(due.values("id", *OUTBOX_COLUMNS)[:limit])
+    if not rows:
+        return 0
+    insert_rows(OutboxMessage, [{**_without_id(row), "attempts": 0, "last_error": ""} for row in rows])
+    ScheduledMessage.objects.filter(pk__in=[row["id"] for row in rows]).delete()
+    return len(rows)
+
+
+def _without_id(row: dict) -> dict:
+    return {key: value for key, value in row.items() if key != "id"}
+
+
+def any_due() -> bool:
+    """One indexed read: whether a move is needed at all (the relay asks before it writes)."""
+    return ScheduledMessage.objects.filter(deliver_at__lte=timezone.now()).exists()
+
+
+@transaction.atomic
+def cancel_scheduled(message_id: uuid.UUID | str) -> bool:
+    """Delete a scheduled message before it is published: True if it was still scheduled, False
+    if it was already moved to the outbox (published or about to be) or never existed."""
+    deleted, _ = ScheduledMessage.objects.filter(event_id=message_id).delete()
+    return deleted > 0
+
+
+def scheduled_backlog() -> ScheduledBacklog:
+    now = timezone.now()
+    stats = ScheduledMessage.objects.aggregate(count=Count("id"), earliest=Min("deliver_at"))
+    earliest = stats["earliest"]
+    overdue = (now - earliest).total_seconds() if earliest is not None and earliest < now else 0.0
+    return ScheduledBacklog(scheduled=stats["count"], oldest_overdue_seconds=overdue)
