@@ -38,7 +38,13 @@ DJANGO_TABLES = {
     "axes_accessfailurelog",
     "axes_accesslog",
 }
-MESSAGING_TABLES = {"messaging_outbox", "messaging_inbox", "messaging_event_log", "messaging_dead_letter"}
+MESSAGING_TABLES = {
+    "messaging_outbox",
+    "messaging_scheduled",
+    "messaging_inbox",
+    "messaging_event_log",
+    "messaging_dead_letter",
+}
 OWN_TABLES = {
     "orders": {"orders_order", "orders_order_line", "orders_storefront_product", "orders_checkout_request"},
     "payments": {"payments_payment", "fake_gateway_operation"},
