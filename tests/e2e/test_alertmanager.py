@@ -59,10 +59,12 @@ def test_a_target_down_silences_the_alerts_it_explains_and_no_others():
     services = {name: rule["labels"].get("service") for name, rule in alert_rules().items()}
     assert services == {
         "OutboxOldestPendingTooOld": "shop-relay",
+        "ScheduledMessagesOverdue": "shop-relay",
         "OutboxRowsParked": None,
         "DeadLettersWaiting": None,
         "ConsumerStalledQueueGrowing": "shop-consumers",
         "OrdersPendingPastSagaDeadline": "shop-deadline",
+        "GatewayCallsOverdue": None,  # the gateway worker has no scrape target to be down
         "ShopWorkerDown": None,  # from its job, by label_replace in the expression
         "ShopWebDown": None,
         "ShopDatabaseDown": None,
