@@ -78,8 +78,9 @@ class ScheduledMessage(models.Model):
     Written in the publisher's transaction like an outbox row, and kept apart from the outbox so
     the relay's claim never walks past messages that are not due. Once due, the relay moves it
     into the outbox (same ``event_id``, one transaction: moved once, whichever relay does it),
-    from where it is published as any other event. ``cancel_scheduled(event_id)`` deletes it
-    while it is still here.
+    from where it is published as any other event, with ``deliver_at`` as its time of
+    occurrence (a timer fires when it is due; the outbox's age and backlog then count from it).
+    ``cancel_scheduled(event_id)`` deletes it while it is still here.
     """
 
     event_id = models.UUIDField(unique=True, editable=False)
@@ -88,13 +89,16 @@ class ScheduledMessage(models.Model):
     aggregate_id = models.CharField(max_length=100)
     event_type = models.CharField(max_length=200)
     schema_version = models.PositiveSmallIntegerField(default=1)
-    correlation_id = models.CharField(max_length=255, db_index=True)
+    # The outbox's lengths exactly: a row accepted here is one the outbox accepts when it moves.
+    correlation_id = models.CharField(max_length=100, db_index=True)
     causation_id = models.CharField(max_length=255, blank=True)
     traceparent = models.CharField(max_length=100, blank=True)
     tracestate = models.CharField(max_length=512, blank=True)
     payload = models.JSONField()
-    created_at = models.DateTimeField(help_text="When the event occurred (its occurred_at).")
-    deliver_at = models.DateTimeField(db_index=True, help_text="Published at or after this time.")
+    created_at = models.DateTimeField(help_text="When it was scheduled.")
+    deliver_at = models.DateTimeField(
+        db_index=True, help_text="Published at or after this time, which becomes its occurred_at."
+    )
 
     class Meta:
         db_table = "messaging_scheduled"

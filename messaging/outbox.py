@@ -48,8 +48,8 @@ def publish(
     (``schema_version`` given: written as it is, in that version).
 
     ``deliver_at`` (timezone-aware) schedules it: kept apart until then (messaging/scheduled.py),
-    published at or after that time, cancellable by the returned id until it is published. A
-    time already past publishes it now.
+    published at or after that time with that time as its ``occurred_at``, cancellable by the
+    returned id until it is published. A time already past publishes it now.
     """
     if deliver_at is not None and timezone.is_naive(deliver_at):
         raise ValueError("deliver_at must be timezone-aware")
@@ -92,8 +92,8 @@ def publish(
 
 
 def _scheduled_row(row: dict, deliver_at: datetime) -> dict:
-    kept = {key: value for key, value in row.items() if key not in ("attempts", "last_error")}
-    return {**kept, "deliver_at": deliver_at}
+    kept = {key: value for key, value in row.items() if key not in ("attempts", "last_error", "created_at")}
+    return {**kept, "created_at": timezone.now(), "deliver_at": deliver_at}
 
 
 @contextmanager

@@ -31,7 +31,7 @@ import threading
 import time
 from datetime import timedelta
 
-from django.db import DatabaseError, connection, connections, transaction
+from django.db import DatabaseError, InterfaceError, connection, connections, transaction
 from django.db.models import Q
 from django.utils import timezone
 
@@ -252,13 +252,13 @@ class OutboxRelay:
         backoff = Backoff()
         while not self.stopper.stopping:
             drop_broken_db_connections()
+            self._move_scheduled()  # needs no broker: due messages wait in the outbox meanwhile
             try:
                 self._ensure_broker()
                 # LISTEN before claiming: a row committed after the claim's snapshot notifies.
                 self.wakeup.ensure_listening()
                 # Notifications so far concern rows the next claim sees: drop them unread.
                 self.wakeup.drain()
-                self._move_scheduled()
                 claimed = self.relay_batch()
                 if not claimed and not once:
                     self._wait_for_rows()
@@ -289,9 +289,12 @@ class OutboxRelay:
         if now < self._next_move:
             return
         self._next_move = now + self.poll_interval
-        for _ in range(MOVE_PASSES):
-            if not any_due() or move_due_messages() < MOVED_PER_TRANSACTION:
-                return
+        try:
+            for _ in range(MOVE_PASSES):
+                if not any_due() or move_due_messages() < MOVED_PER_TRANSACTION:
+                    return
+        except (DatabaseError, InterfaceError) as exc:  # a lost database: the claim below backs off
+            logger.warning("scheduled messages not moved, again in %.1fs: %s", self.poll_interval, exc)
 
     def _wait_for_rows(self) -> None:
         """Idle until a notification or the next poll, reading the broker's heartbeats meanwhile."""

@@ -31,7 +31,6 @@ OUTBOX_COLUMNS = (
     "traceparent",
     "tracestate",
     "payload",
-    "created_at",
 )
 
 
@@ -47,16 +46,19 @@ def move_due_messages(limit: int = MOVED_PER_TRANSACTION) -> int:
     due = ScheduledMessage.objects.filter(deliver_at__lte=timezone.now()).order_by("deliver_at")
     if connection.vendor == "postgresql":
         due = due.select_for_update(skip_locked=True)
-    rows = list(due.values("id", *OUTBOX_COLUMNS)[:limit])
+    rows = list(due.values("id", "deliver_at", *OUTBOX_COLUMNS)[:limit])
     if not rows:
         return 0
-    insert_rows(OutboxMessage, [{**_without_id(row), "attempts": 0, "last_error": ""} for row in rows])
+    # It occurs when it is due (a timer firing): the outbox's age, backlog and the timeline
+    # count from then, not from when it was scheduled.
+    outbox = [{**_outbox_fields(row), "created_at": row["deliver_at"], "attempts": 0, "last_error": ""} for row in rows]
+    insert_rows(OutboxMessage, outbox)
     ScheduledMessage.objects.filter(pk__in=[row["id"] for row in rows]).delete()
     return len(rows)
 
 
-def _without_id(row: dict) -> dict:
-    return {key: value for key, value in row.items() if key != "id"}
+def _outbox_fields(row: dict) -> dict:
+    return {key: row[key] for key in OUTBOX_COLUMNS}
 
 
 def any_due() -> bool:

@@ -49,6 +49,15 @@ class Payment(models.Model):
 
     class Meta:
         db_table = "payments_payment"
+        indexes = [
+            # The calls in flight, oldest due first: what the worker claims and /metrics reads,
+            # without walking every finished payment (their call_due_at stays set).
+            models.Index(
+                fields=["call_due_at", "created_at"],
+                name="payments_calls_in_flight_idx",
+                condition=models.Q(status__in=["charging", "refunding"]),
+            ),
+        ]
 
     def __str__(self) -> str:
         return f"{self.order_id}: {self.status}"

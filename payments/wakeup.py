@@ -46,11 +46,15 @@ class DueCallListener(threading.Thread):
         while not self.stop.is_set():
             try:
                 self._listen()
+                continue  # returns only once stopped
             except (DatabaseError, psycopg.Error) as exc:
                 delay = min(self.outage.next_delay(), DATABASE_BACKOFF_MAX)
                 logger.warning("gateway call wake-ups lost, listening again in %.1fs: %s", delay, exc)
-                self.wake.set()  # whatever was recorded meanwhile: look now
-                self.stop.wait(delay)
+            except Exception:  # never die silently: the worker would fall back to polling unnoticed
+                delay = min(self.outage.next_delay(), DATABASE_BACKOFF_MAX)
+                logger.exception("gateway call wake-ups failed, listening again in %.1fs", delay)
+            self.wake.set()  # whatever was recorded meanwhile: look now
+            self.stop.wait(delay)
 
     def _listen(self) -> None:
         import psycopg
