@@ -375,9 +375,12 @@ class ScheduledMessageAdmin(MessageTableAdmin):
     @admin.display(description="state")
     def overdue(self, obj):
         """Scheduled until its time; past it, waiting for a relay to move it (none running?)."""
-        if obj.deliver_at > timezone.now():
+        late = (timezone.now() - obj.deliver_at).total_seconds()
+        if late < 0:
             return format_html('<span class="ops-ok">{}</span>', "scheduled")
-        return format_html('<span class="ops-bad">{}</span>', "due, not yet moved")
+        if late < 60:  # a relay moves it within a poll interval or two
+            return format_html('<span class="ops-warn">{}</span>', "due, being moved")
+        return format_html('<span class="ops-bad">{}</span>', "overdue: no relay moves it")
 
     @admin.display(description="payload (payment tokens masked)")
     def payload_pretty(self, obj):
