@@ -146,3 +146,16 @@ def test_metrics_count_scheduled_messages_and_how_overdue_the_oldest_is():
     assert backlog.scheduled == 2 and 90 <= backlog.oldest_overdue_seconds < 120
     assert "messaging_scheduled_messages 2.0" in text
     assert "messaging_outbox_pending 0.0" in text  # scheduled is not pending: no relay alert for it
+
+
+def test_the_admin_lists_scheduled_messages_as_scheduled_and_the_overdue_as_such(admin_client):
+    schedule(timezone.now() + timedelta(minutes=5), 1)
+    overdue = schedule(timezone.now() + timedelta(minutes=5), 2)
+    ScheduledMessage.objects.filter(event_id=overdue).update(deliver_at=timezone.now() - timedelta(minutes=3))
+
+    page = admin_client.get("/admin/messaging/scheduledmessage/")
+
+    assert page.status_code == 200
+    html = page.content.decode()
+    assert html.count(">scheduled</span>") == 1
+    assert html.count(">overdue: no relay moves it</span>") == 1
