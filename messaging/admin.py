@@ -17,6 +17,7 @@ from messaging.dead_letters import dead_letter_display_body, dead_letter_purge, 
 from messaging.housekeeping import outbox_retry_parked
 from messaging.masking import mask_sensitive, mask_text
 from messaging.models import DeadLetter, EventLogEntry, InboxMessage, OutboxMessage, ScheduledMessage
+from messaging.scheduled import cancel_scheduled
 from messaging.selectors import outbox_backlog
 
 
@@ -331,8 +332,14 @@ class DeadLetterAdmin(ObjectActionsMixin, MessageTableAdmin):
         return request.user.has_perm("messaging.delete_deadletter")
 
 
+def cancel_scheduled_message(model_admin, request, row) -> tuple[int, str]:
+    if cancel_scheduled(row.event_id):
+        return messages.SUCCESS, f"Scheduled message {row.event_id} cancelled: it will not be published."
+    return messages.WARNING, f"Scheduled message {row.event_id} was already moved to the outbox: not cancelled."
+
+
 @admin.register(ScheduledMessage)
-class ScheduledMessageAdmin(MessageTableAdmin):
+class ScheduledMessageAdmin(ObjectActionsMixin, MessageTableAdmin):
     """Messages published for later delivery: scheduled, not stuck, until their time; the relay
     then moves them to the outbox (where they show as pending, then published)."""
 
@@ -355,6 +362,16 @@ class ScheduledMessageAdmin(MessageTableAdmin):
         "payload_pretty",
     ]
     readonly_fields = ["payload_pretty"]
+    object_actions = [
+        ObjectAction(
+            "cancel",
+            "Cancel this scheduled message",
+            "It is deleted before its time and never published (messaging.api.cancel_scheduled).",
+            "operate",
+            cancel_scheduled_message,
+            back_to_list=True,
+        )
+    ]
 
     @admin.display(description="message id", ordering="event_id")
     def message(self, obj):

@@ -159,3 +159,16 @@ def test_the_admin_lists_scheduled_messages_as_scheduled_and_the_overdue_as_such
     html = page.content.decode()
     assert html.count(">scheduled</span>") == 1
     assert html.count(">overdue: no relay moves it</span>") == 1
+
+
+def test_an_operator_cancels_a_scheduled_message_from_its_admin_page(admin_client):
+    message_id = schedule(timezone.now() + timedelta(minutes=5), 1)
+    row = ScheduledMessage.objects.get()
+
+    page = admin_client.get(f"/admin/messaging/scheduledmessage/{row.pk}/change/").content.decode()
+    assert f'href="/admin/messaging/scheduledmessage/{row.pk}/cancel/"' in page
+    admin_client.post(f"/admin/messaging/scheduledmessage/{row.pk}/cancel/", {"confirm": "yes"})
+
+    assert not ScheduledMessage.objects.exists()
+    make_due(message_id)
+    assert move_due_messages() == 0
