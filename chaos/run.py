@@ -38,6 +38,7 @@ import django  # noqa: E402 - the fault library reads the models, so Django is s
 
 django.setup()
 
+from django.conf import settings as django_settings  # noqa: E402
 from django.core.management import call_command  # noqa: E402
 from django.db import connections  # noqa: E402
 from django.test.utils import setup_databases, setup_test_environment, teardown_databases  # noqa: E402
@@ -54,6 +55,12 @@ from faultlib.postgres import on_the_cluster, outage_lines, own_pg_cluster, prim
 from faultlib.processes import ProcessGroup, database_url, process_environment  # noqa: E402
 from faultlib.scenarios import Outcome  # noqa: E402
 from faultlib.simulation import shuffled_sagas  # noqa: E402
+
+# Payments code run in this process (the shuffled scenario's gateway worker steps) charges the
+# in-process stand-in on the same ledger, as in the tests (tests/conftest.py); the processes the
+# scenarios start reach the fake gateway's HTTP service. Without it, nothing listens at the
+# default GATEWAY_URL and every in-process call is refused.
+django_settings.GATEWAY_URL = "inprocess:"
 
 
 @dataclass
