@@ -33,6 +33,22 @@ class MessageTableAdmin(ReadOnlyAdmin):
         return breakable_key(obj.event_type)
 
 
+class EventRowColumns:
+    """The columns of a table of events this deployment produced (outbox, scheduled messages)."""
+
+    @admin.display(description="message id", ordering="event_id")
+    def message(self, obj):
+        return short_id(obj.event_id)
+
+    @admin.display(description="aggregate", ordering="aggregate_id")
+    def aggregate(self, obj):
+        return short_id(obj.aggregate_id)
+
+    @admin.display(description="payload (payment tokens masked)")
+    def payload_pretty(self, obj):
+        return pretty(obj.payload)
+
+
 class PublishedFilter(admin.SimpleListFilter):
     title = "state"
     parameter_name = "state"
@@ -57,7 +73,7 @@ def retry_parked_row(model_admin, request, row) -> tuple[int, str]:
 
 
 @admin.register(OutboxMessage)
-class OutboxMessageAdmin(ObjectActionsMixin, MessageTableAdmin):
+class OutboxMessageAdmin(ObjectActionsMixin, EventRowColumns, MessageTableAdmin):
     list_display = ["id", "message", "state_badge", "event", "aggregate", "created", "published", "attempts"]
     list_display_links = ["id", "message"]
     list_filter = [PublishedFilter, "source", "event_type"]
@@ -95,14 +111,6 @@ class OutboxMessageAdmin(ObjectActionsMixin, MessageTableAdmin):
         )
     ]
 
-    @admin.display(description="message id", ordering="event_id")
-    def message(self, obj):
-        return short_id(obj.event_id)
-
-    @admin.display(description="aggregate", ordering="aggregate_id")
-    def aggregate(self, obj):
-        return short_id(obj.aggregate_id)
-
     @admin.display(description="created (UTC)", ordering="created_at")
     def created(self, obj):
         return compact_time(obj.created_at)
@@ -120,10 +128,6 @@ class OutboxMessageAdmin(ObjectActionsMixin, MessageTableAdmin):
     def state_badge(self, obj):
         css = {"published": "ops-ok", "pending": "ops-warn", "parked": "ops-bad"}[obj.state]
         return format_html('<span class="{}">{}</span>', css, obj.state)
-
-    @admin.display(description="payload (payment tokens masked)")
-    def payload_pretty(self, obj):
-        return pretty(obj.payload)
 
     @admin.action(description="Retry the selected parked rows", permissions=["operate"])
     def retry_parked(self, request, queryset):
@@ -339,7 +343,7 @@ def cancel_scheduled_message(model_admin, request, row) -> tuple[int, str]:
 
 
 @admin.register(ScheduledMessage)
-class ScheduledMessageAdmin(ObjectActionsMixin, MessageTableAdmin):
+class ScheduledMessageAdmin(ObjectActionsMixin, EventRowColumns, MessageTableAdmin):
     """Messages published for later delivery: scheduled, not stuck, until their time; the relay
     then moves them to the outbox (where they show as pending, then published)."""
 
@@ -373,14 +377,6 @@ class ScheduledMessageAdmin(ObjectActionsMixin, MessageTableAdmin):
         )
     ]
 
-    @admin.display(description="message id", ordering="event_id")
-    def message(self, obj):
-        return short_id(obj.event_id)
-
-    @admin.display(description="aggregate", ordering="aggregate_id")
-    def aggregate(self, obj):
-        return short_id(obj.aggregate_id)
-
     @admin.display(description="correlation id", ordering="correlation_id")
     def correlation(self, obj):
         return correlation_link(obj.correlation_id)
@@ -398,7 +394,3 @@ class ScheduledMessageAdmin(ObjectActionsMixin, MessageTableAdmin):
         if late < 60:  # a relay moves it within a poll interval or two
             return format_html('<span class="ops-warn">{}</span>', "due, being moved")
         return format_html('<span class="ops-bad">{}</span>', "overdue: no relay moves it")
-
-    @admin.display(description="payload (payment tokens masked)")
-    def payload_pretty(self, obj):
-        return pretty(obj.payload)

@@ -19,18 +19,9 @@ from kernel.sql import insert_rows
 from messaging.models import OutboxMessage, ScheduledMessage
 
 MOVED_PER_TRANSACTION = 500
-OUTBOX_COLUMNS = (
-    "event_id",
-    "source",
-    "aggregate_type",
-    "aggregate_id",
-    "event_type",
-    "schema_version",
-    "correlation_id",
-    "causation_id",
-    "traceparent",
-    "tracestate",
-    "payload",
+# What the outbox row takes from the scheduled one: every field but its own id and times.
+OUTBOX_COLUMNS = tuple(
+    field.name for field in ScheduledMessage._meta.fields if field.name not in ("id", "created_at", "deliver_at")
 )
 
 
