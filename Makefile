@@ -65,8 +65,9 @@ test: $(STAMP) ## import contracts, the frozen event schemas, the AsyncAPI parse
 	amtool check-config deploy/alertmanager/alertmanager.yml
 	$(PY) scripts/ensure_nginx.py
 	$(PY) scripts/ensure_asyncapi_parser.py
-	DEBUG=1 $(PY) manage.py event_schemas
-	$(PY) scripts/with_test_services.py $(VENV)/bin/pytest $(PYTEST_ARGS)
+	DEBUG=1 ORCHESTRATOR=1 $(PY) manage.py event_schemas
+	$(PY) scripts/with_test_services.py $(VENV)/bin/pytest --ignore=tests/orchestration $(PYTEST_ARGS)
+	ORCHESTRATOR=1 $(PY) scripts/with_test_services.py $(VENV)/bin/pytest tests/orchestration $(PYTEST_ARGS)
 
 # No DATABASE_URL or BROKER_URL is read: the unit tier touches neither (pytest-django refuses any database access
 # outside a django_db test, and tests/e2e/test_unit_tier.py runs this target with both pointing at closed ports).

@@ -61,6 +61,19 @@ INSTALLED_CONTEXTS = [
     "inventory",
     "shipping",
 ]
+# How orders placed from now on run their saga (docs/sagas.md): "choreography" (each context
+# reacts to the others' events) or "orchestration" (the orchestrator context sends commands). An
+# order keeps the style it began in. The orchestrator is installed where ORCHESTRATOR is on
+# (default: when SAGA_STYLE is orchestration); keep it on in every deployment while orchestrated
+# orders are in flight. Off, nothing is bound to its queue: choreography pays nothing for it.
+SAGA_STYLE = env.str("SAGA_STYLE", default="choreography")
+if SAGA_STYLE not in ("choreography", "orchestration"):
+    raise ImproperlyConfigured(f"SAGA_STYLE must be choreography or orchestration, not {SAGA_STYLE!r}")
+ORCHESTRATOR = env.bool("ORCHESTRATOR", default=SAGA_STYLE == "orchestration")
+if SAGA_STYLE == "orchestration" and not ORCHESTRATOR:
+    raise ImproperlyConfigured("SAGA_STYLE=orchestration needs the orchestrator: unset ORCHESTRATOR or set it to 1")
+if ORCHESTRATOR:
+    INSTALLED_CONTEXTS.append("orchestrator")
 # Benchmarks only: `make bench` sets BENCH_APP=1 (never set it in production).
 if env.bool("BENCH_APP", default=False):
     INSTALLED_CONTEXTS.append("bench.benchapp")
@@ -292,6 +305,11 @@ MESSAGING = {
 # --- Business -----------------------------------------------------------------------------
 CURRENCY = env.str("CURRENCY", default="USD")
 SAGA_TIMEOUT = parse_duration(env.str("SAGA_TIMEOUT", default="300"))
+# The orchestrator's deadline per step: a step with no reply in ORCHESTRATOR_STEP_TIMEOUT is sent
+# again with the same key, ORCHESTRATOR_STEP_ATTEMPTS times in all, then compensated. Longer than
+# a charge's own retries (GATEWAY_CHARGE_ATTEMPTS), so a slow gateway is waited for, not doubted.
+ORCHESTRATOR_STEP_TIMEOUT = parse_duration(env.str("ORCHESTRATOR_STEP_TIMEOUT", default="120"))
+ORCHESTRATOR_STEP_ATTEMPTS = env.int("ORCHESTRATOR_STEP_ATTEMPTS", default=3)
 IDEMPOTENCY_KEY_TTL = parse_duration(env.str("IDEMPOTENCY_KEY_TTL", default="24h"))
 # How long a checkout waits for a concurrent one with the same key to finish, then 409.
 IDEMPOTENCY_KEY_WAIT = parse_duration(env.str("IDEMPOTENCY_KEY_WAIT", default="2s"))

@@ -16,3 +16,11 @@ def on_order_cancelled(event: IncomingEvent) -> None:
 
 def on_order_failed(event: IncomingEvent) -> None:
     services.stock_release(order_id=order_id_of(event), reason=str(event.payload.get("reason") or "failed"))
+
+
+def on_reserve_ordered(event: IncomingEvent) -> None:
+    services.stock_reserve_ordered(order_id=order_id_of(event), lines=lines_of(event))
+
+
+def on_release_ordered(event: IncomingEvent) -> None:
+    services.stock_release_ordered(order_id=order_id_of(event), reason=str(event.payload.get("reason") or "failed"))

@@ -59,6 +59,31 @@ def _lock_reservation(order_id: uuid.UUID) -> Reservation:
 
 
 @transaction.atomic(savepoint=False)
+def stock_reserve_ordered(*, order_id: uuid.UUID, lines: list[Line]) -> None:
+    """The orchestrator's reserve command: as ``stock_reserve``; sent again (its reply late or
+    lost), it changes nothing and answers again with the outcome already recorded."""
+    reservation = _lock_reservation(order_id)
+    if reservation.status == Reservation.Status.NEW:
+        stock_reserve(order_id=order_id, lines=lines)
+    elif reservation.status == Reservation.Status.RESERVED:
+        _publish_reserved(reservation)
+    elif reservation.status == Reservation.Status.FAILED:
+        _publish_reservation_failed(order_id, skus=[], unknown=[])
+    else:
+        logger.info("reserve command ignored: reservation is %s", reservation.status)
+
+
+@transaction.atomic(savepoint=False)
+def stock_release_ordered(*, order_id: uuid.UUID, reason: str) -> None:
+    """The orchestrator's release command: as ``stock_release``; sent again once released, it answers again."""
+    reservation = _lock_reservation(order_id)
+    if reservation.status == Reservation.Status.RELEASED:
+        _publish_released(reservation)
+    else:
+        stock_release(order_id=order_id, reason=reason)
+
+
+@transaction.atomic(savepoint=False)
 def stock_reserve(*, order_id: uuid.UUID, lines: list[Line]) -> None:
     """Reserve every line or none, after a successful payment."""
     reservation = _lock_reservation(order_id)
@@ -74,12 +99,7 @@ def stock_reserve(*, order_id: uuid.UUID, lines: list[Line]) -> None:
         reservation.status = Reservation.Status.FAILED
         reservation.reason = "out_of_stock"
         reservation.save()
-        publish(
-            event_type="inventory.stock.reservation_failed",
-            aggregate_type="reservation",
-            aggregate_id=str(order_id),
-            payload={"order_id": str(order_id), "reason": "out_of_stock", "skus": short, "unknown_skus": unknown},
-        )
+        _publish_reservation_failed(order_id, skus=short, unknown=unknown)
         return
     for sku in sorted(wanted):
         product = products[sku]
@@ -89,12 +109,7 @@ def stock_reserve(*, order_id: uuid.UUID, lines: list[Line]) -> None:
     reservation.status = Reservation.Status.RESERVED
     reservation.lines = [{"sku": sku, "quantity": wanted[sku]} for sku in sorted(wanted)]
     reservation.save()
-    publish(
-        event_type="inventory.stock.reserved",
-        aggregate_type="reservation",
-        aggregate_id=str(order_id),
-        payload={"order_id": str(order_id), "items": reservation.lines},
-    )
+    _publish_reserved(reservation)
     for sku in sorted(wanted):
         _publish_product_updated(products[sku])
 
@@ -121,11 +136,35 @@ def stock_release(*, order_id: uuid.UUID, reason: str) -> None:
     reservation.status = Reservation.Status.RELEASED
     reservation.reason = reason
     reservation.save()
+    _publish_released(reservation)
+    for product in products:
+        _publish_product_updated(product)
+
+
+def _publish_reserved(reservation: Reservation) -> None:
+    order_id = str(reservation.order_id)
+    publish(
+        event_type="inventory.stock.reserved",
+        aggregate_type="reservation",
+        aggregate_id=order_id,
+        payload={"order_id": order_id, "items": reservation.lines},
+    )
+
+
+def _publish_reservation_failed(order_id: uuid.UUID, *, skus: list[str], unknown: list[str]) -> None:
+    publish(
+        event_type="inventory.stock.reservation_failed",
+        aggregate_type="reservation",
+        aggregate_id=str(order_id),
+        payload={"order_id": str(order_id), "reason": "out_of_stock", "skus": skus, "unknown_skus": unknown},
+    )
+
+
+def _publish_released(reservation: Reservation) -> None:
+    order_id = str(reservation.order_id)
     publish(
         event_type="inventory.stock.released",
         aggregate_type="reservation",
-        aggregate_id=str(order_id),
-        payload={"order_id": str(order_id), "items": reservation.lines, "reason": reason},
+        aggregate_id=order_id,
+        payload={"order_id": order_id, "items": reservation.lines, "reason": reservation.reason},
     )
-    for product in products:
-        _publish_product_updated(product)

@@ -19,7 +19,7 @@ queue ``N_queue``, writes its outbox rows with ``source`` ``N``, and publishes o
 
 import re
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cache
 from pathlib import Path
 
@@ -41,6 +41,9 @@ class ContextDeclaration:
     package: str
     # routing key -> "module.function" of its handler (a module of this package)
     consumes: dict[str, str] = field(default_factory=dict)
+    # the commands it obeys, sent by a context that may not be installed (the orchestrator):
+    # routing key -> handler, added to ``consumes`` only where their sender is installed
+    obeys: dict[str, str] = field(default_factory=dict)
     # event type -> its kind (EVENT_KINDS), for the swimlane's colours
     publishes: dict[str, str] = field(default_factory=dict)
     # management commands this context brings
@@ -98,12 +101,13 @@ def read_declaration(base_dir: Path, package: str) -> ContextDeclaration:
     name = data.get("name", "")
     if not _NAME.match(name) or name in RESERVED_NAMES:
         fail(f"name {name!r} must be lower_snake_case and not one of {sorted(RESERVED_NAMES)}")
-    consumes = dict(data.get("consumes", {}))
-    for key, handler in consumes.items():
-        if not _EVENT_TYPE.match(key):
-            fail(f"consumes {key!r}: a routing key is <context>.<aggregate>.<event>")
-        if not (isinstance(handler, str) and handler.startswith(f"{package}.") and handler.count(".") >= 2):
-            fail(f"consumes {key!r}: the handler must be '{package}.<module>.<function>', not {handler!r}")
+    consumes, obeys = dict(data.get("consumes", {})), dict(data.get("obeys", {}))
+    for table, keys in (("consumes", consumes), ("obeys", obeys)):
+        for key, handler in keys.items():
+            if not _EVENT_TYPE.match(key):
+                fail(f"{table} {key!r}: a routing key is <context>.<aggregate>.<event>")
+            if not (isinstance(handler, str) and handler.startswith(f"{package}.") and handler.count(".") >= 2):
+                fail(f"{table} {key!r}: the handler must be '{package}.<module>.<function>', not {handler!r}")
     publishes = dict(data.get("publishes", {}))
     for event_type, kind in publishes.items():
         if not _EVENT_TYPE.match(event_type) or context_of(event_type) != name:
@@ -119,6 +123,7 @@ def read_declaration(base_dir: Path, package: str) -> ContextDeclaration:
         name=name,
         package=package,
         consumes=consumes,
+        obeys=obeys,
         publishes=publishes,
         commands=tuple(data.get("commands", ())),
         urls=str(data.get("urls", "")),
@@ -168,7 +173,11 @@ def read_declarations(base_dir: Path, packages: tuple[str, ...]) -> tuple[Contex
             if command in owners:
                 raise DeclarationError(f"command {command} is declared by {owners[command]} and {declaration.name}")
             owners[command] = declaration.name
-    return declarations
+    # The commands a context obeys are bound and handled only where their sender is installed.
+    return tuple(
+        replace(d, consumes={**d.consumes, **{k: h for k, h in d.obeys.items() if context_of(k) in seen}})
+        for d in declarations
+    )
 
 
 def installed() -> tuple[ContextDeclaration, ...]:

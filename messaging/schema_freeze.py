@@ -47,7 +47,10 @@ def frozen_problems(schemas: dict, snapshot_dir: Path) -> list[str]:
             continue
         for change in breaking_changes(json.loads(snapshot.read_text()), known.schema):
             problems.append(f"{event_type} v{version} {change}: {ADD_A_VERSION}")
+    installed = {event_type.split(".", 1)[0] for event_type, _ in schemas}
     for name in sorted(snapshots):
+        if name.split(".", 1)[0] not in installed:
+            continue  # a context not installed here (the orchestrator, unless ORCHESTRATOR is on)
         problems.append(f"{name}: a released version's schema is gone; its readers still need it")
     return problems
 

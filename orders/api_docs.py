@@ -36,6 +36,13 @@ class CheckoutBodySerializer(serializers.Serializer):
     payment_token = serializers.CharField(
         min_length=1, max_length=255, help_text="Shown only masked outside payments (`tok_****`)."
     )
+    ship_to = serializers.CharField(
+        required=False,
+        min_length=2,
+        max_length=2,
+        help_text="The ISO 3166 country to ship to (two capital letters). The orchestrated saga asks shipping "
+        "first, and shipping refuses a country it does not serve (AQ): the order fails, charge refunded.",
+    )
 
 
 def _event(event_type: str, message_id: str, at: str, published: str | None, cause: str | None = None) -> dict:

@@ -65,6 +65,10 @@ class OrderOutputSerializer(serializers.Serializer):
     status = serializers.ChoiceField(choices=Order.Status.values)
     failure_reason = serializers.ChoiceField(choices=Order.FailureReason.values, allow_null=True)
     customer_id = serializers.CharField()
+    saga_style = serializers.ChoiceField(
+        choices=Order.SagaStyle.values, help_text="How its saga runs (SAGA_STYLE when it was placed)."
+    )
+    ship_to = serializers.CharField(allow_null=True, help_text="The country it ships to, if given.")
     total = serializers.DecimalField(max_digits=12, decimal_places=2)
     currency = serializers.CharField()
     items = OrderLineOutputSerializer(source="lines.all", many=True)
@@ -112,6 +116,12 @@ class CheckoutApi(APIView):
         customer_id = StrictCharField(min_length=1, max_length=255, refuse_surrounding_whitespace=True)
         items = serializers.ListField(min_length=1, max_length=50)
         payment_token = StrictCharField(min_length=1, max_length=255)
+        ship_to = StrictCharField(required=False, min_length=2, max_length=2)
+
+        def validate_ship_to(self, value):
+            if not (value.isascii() and value.isalpha() and value.isupper()):
+                raise serializers.ValidationError("an ISO 3166 country code: two capital letters, e.g. DE")
+            return value
 
         def validate_items(self, items):
             serializer = CheckoutApi.ItemSerializer(data=items, many=True)
@@ -148,6 +158,7 @@ class CheckoutApi(APIView):
                 customer_id=data["customer_id"],
                 lines=[Line(item["sku"], item["quantity"]) for item in data["items"]],
                 payment_token=data["payment_token"],
+                ship_to=data.get("ship_to", ""),
             )
         except CheckoutRejected as exc:
             raise serializers.ValidationError(exc.errors) from None

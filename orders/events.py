@@ -4,6 +4,7 @@ import uuid
 from decimal import Decimal, InvalidOperation
 
 from messaging.api import IncomingEvent, InvalidPayload, payload_uuid
+from orders.models import Order
 
 
 def order_id_of(event: IncomingEvent) -> uuid.UUID:
@@ -50,3 +51,11 @@ def reserved_lines_of(event: IncomingEvent) -> dict[str, int]:
         except (KeyError, TypeError):
             raise InvalidPayload(f"item without sku or quantity: {item!r}") from None
     return lines
+
+
+def failure_reason_of(event: IncomingEvent) -> str:
+    """Why the orchestrator failed an order: one of the order's failure reasons."""
+    reason = event.payload.get("reason")
+    if reason not in Order.FailureReason.values:
+        raise InvalidPayload(f"reason must be one of {Order.FailureReason.values}, not {reason!r}")
+    return reason

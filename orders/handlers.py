@@ -2,8 +2,15 @@
 Each is subscribed by the context's declaration (context.toml, under ``consumes``)."""
 
 from messaging.api import IncomingEvent
-from orders.events import order_id_of, payment_of, product_update_of, reserved_lines_of
-from orders.services.saga import order_confirm, order_decline, order_fail_out_of_stock, order_payment_record
+from orders.events import failure_reason_of, order_id_of, payment_of, product_update_of, reserved_lines_of
+from orders.services.saga import (
+    order_confirm,
+    order_confirm_as_ordered,
+    order_decline,
+    order_fail_as_ordered,
+    order_fail_out_of_stock,
+    order_payment_record,
+)
 from orders.services.storefront import storefront_product_apply
 
 
@@ -25,3 +32,11 @@ def on_reservation_failed(event: IncomingEvent) -> None:
 
 def on_product_updated(event: IncomingEvent) -> None:
     storefront_product_apply(**product_update_of(event))
+
+
+def on_confirm_ordered(event: IncomingEvent) -> None:
+    order_confirm_as_ordered(order_id=order_id_of(event))
+
+
+def on_fail_ordered(event: IncomingEvent) -> None:
+    order_fail_as_ordered(order_id=order_id_of(event), reason=failure_reason_of(event))

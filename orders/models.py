@@ -36,6 +36,11 @@ class Order(models.Model):
         PAYMENT_DECLINED = "payment_declined", "payment_declined"
         OUT_OF_STOCK = "out_of_stock", "out_of_stock"
         TIMEOUT = "timeout", "timeout"
+        SHIPPING_REFUSED = "shipping_refused", "shipping_refused"  # only the orchestrated saga asks shipping
+
+    class SagaStyle(models.TextChoices):
+        CHOREOGRAPHY = "choreography", "choreography"
+        ORCHESTRATION = "orchestration", "orchestration"
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     customer_id = models.CharField(max_length=255)
@@ -46,6 +51,13 @@ class Order(models.Model):
     paid_at = models.DateTimeField(
         null=True, blank=True, help_text="When payments' success for this order arrived; stock outcomes wait for it."
     )
+    saga_style = models.CharField(
+        max_length=13,
+        choices=SagaStyle.choices,
+        default=SagaStyle.CHOREOGRAPHY,
+        help_text="SAGA_STYLE when it was placed: the order finishes in the style it began in.",
+    )
+    ship_to = models.CharField(max_length=2, blank=True, default="", help_text="ISO 3166 country, if given.")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

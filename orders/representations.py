@@ -20,6 +20,8 @@ def order_representation(order: Order, *, lines=None, timeline: list[TimelineEnt
         "status": order.status,
         "failure_reason": order.failure_reason,
         "customer_id": order.customer_id,
+        "saga_style": order.saga_style,
+        "ship_to": order.ship_to or None,
         "total": _money(order.total),
         "currency": order.currency,
         "items": [

@@ -22,6 +22,17 @@ def total_of(event: IncomingEvent) -> tuple[Decimal, str]:
     return amount, currency
 
 
+def amount_of(event: IncomingEvent) -> tuple[Decimal, str]:
+    """The amount and currency of the orchestrator's charge command (its schema checked both)."""
+    try:
+        amount, currency = Decimal(str(event.payload["amount"])), event.payload["currency"]
+    except (KeyError, InvalidOperation):
+        raise InvalidPayload("a charge without its amount and currency") from None
+    if amount <= 0:
+        raise InvalidPayload(f"amount must be positive, not {amount}")
+    return amount, currency
+
+
 def lines_of(event: IncomingEvent) -> list[dict]:
     """An order's lines as payments.payment.succeeded v1 passes them on: sku, quantity and
     the unit price as a decimal string (the currency is the payment's)."""

@@ -3,10 +3,12 @@ Each is subscribed by the context's declaration (context.toml, under ``consumes`
 
 from messaging.api import IncomingEvent
 from payments import services
-from payments.events import lines_of, order_id_of, text_of, total_of
+from payments.events import amount_of, items_of, lines_of, order_id_of, text_of, total_of
 
 
 def on_order_created(event: IncomingEvent) -> None:
+    if event.payload.get("saga_style") == "orchestration":
+        return  # the orchestrator sends the charge as a command, after the stock is reserved
     amount, currency = total_of(event)
     services.payment_charge(
         order_id=order_id_of(event),
@@ -27,3 +29,18 @@ def on_order_cancelled(event: IncomingEvent) -> None:
 
 def on_order_failed(event: IncomingEvent) -> None:
     services.payment_refund(order_id=order_id_of(event), reason=str(event.payload.get("reason") or "failed"))
+
+
+def on_charge_ordered(event: IncomingEvent) -> None:
+    amount, currency = amount_of(event)
+    services.payment_charge_ordered(
+        order_id=order_id_of(event),
+        amount=amount,
+        currency=currency,
+        token=text_of(event, "payment_token"),
+        items=items_of(event),
+    )
+
+
+def on_refund_ordered(event: IncomingEvent) -> None:
+    services.payment_refund_ordered(order_id=order_id_of(event), reason=text_of(event, "reason"))

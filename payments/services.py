@@ -55,35 +55,69 @@ def payment_charge(*, order_id: uuid.UUID, amount: Decimal, currency: str, token
     notify_call_due()
 
 
+@transaction.atomic(savepoint=False)
+def payment_charge_ordered(*, order_id: uuid.UUID, amount: Decimal, currency: str, token: str, items: list) -> None:
+    """The orchestrator's charge command: as ``payment_charge``; sent again (its reply late or lost),
+    it changes nothing and answers again with the outcome already recorded."""
+    payment = _lock_payment(order_id)
+    if payment.status == Payment.Status.NEW:
+        payment_charge(order_id=order_id, amount=amount, currency=currency, token=token, items=items)
+    elif payment.status in (Payment.Status.CHARGED, Payment.Status.REFUNDING, Payment.Status.REFUNDED):
+        if payment.charge_id:
+            _publish_succeeded(payment, payment.charge_id)
+    elif payment.status == Payment.Status.DECLINED:
+        _publish_failed(payment)
+    else:
+        logger.info("charge command: payment is %s, its outcome is still to come", payment.status)
+
+
+@transaction.atomic(savepoint=False)
+def payment_refund_ordered(*, order_id: uuid.UUID, reason: str) -> None:
+    """The orchestrator's refund command: as ``payment_refund``; sent again once refunded, it
+    answers again."""
+    payment = _lock_payment(order_id)
+    if payment.status == Payment.Status.REFUNDED:
+        _publish_refunded(payment, payment.refund_id, payment.refund_reason)
+    else:
+        payment_refund(order_id=order_id, reason=reason)
+
+
 def _record_charge(payment: Payment, result) -> None:
-    order_id, amount, currency, items = payment.order_id, payment.amount, payment.currency, payment.items
     if result.succeeded:
         payment.status, payment.charge_id = Payment.Status.CHARGED, result.operation_id
         payment.save()
-        publish(
-            event_type="payments.payment.succeeded",
-            aggregate_type="payment",
-            aggregate_id=str(order_id),
-            payload={
-                "order_id": str(order_id),
-                "amount": f"{amount:.2f}",
-                "currency": currency,
-                "charge_id": result.operation_id,
-                "items": items,
-            },
-        )
+        _publish_succeeded(payment, result.operation_id)
     else:
         _record_decline(payment, result.decline_code)
+
+
+def _publish_succeeded(payment: Payment, charge_id: str) -> None:
+    publish(
+        event_type="payments.payment.succeeded",
+        aggregate_type="payment",
+        aggregate_id=str(payment.order_id),
+        payload={
+            "order_id": str(payment.order_id),
+            "amount": f"{payment.amount:.2f}",
+            "currency": payment.currency,
+            "charge_id": charge_id,
+            "items": payment.items,
+        },
+    )
 
 
 def _record_decline(payment: Payment, decline_code: str) -> None:
     payment.status, payment.decline_code = Payment.Status.DECLINED, decline_code
     payment.save()
+    _publish_failed(payment)
+
+
+def _publish_failed(payment: Payment) -> None:
     publish(
         event_type="payments.payment.failed",
         aggregate_type="payment",
         aggregate_id=str(payment.order_id),
-        payload={"order_id": str(payment.order_id), "reason": "payment_declined", "decline_code": decline_code},
+        payload={"order_id": str(payment.order_id), "reason": "payment_declined", "decline_code": payment.decline_code},
     )
 
 
@@ -108,9 +142,13 @@ def payment_refund(*, order_id: uuid.UUID, reason: str) -> None:
 
 
 def _record_refund(payment: Payment, result, reason: str) -> None:
-    order_id = payment.order_id
     payment.status, payment.refund_id = Payment.Status.REFUNDED, result.operation_id
     payment.save()
+    _publish_refunded(payment, result.operation_id, reason)
+
+
+def _publish_refunded(payment: Payment, refund_id: str, reason: str) -> None:
+    order_id = payment.order_id
     publish(
         event_type="payments.payment.refunded",
         aggregate_type="payment",
@@ -119,7 +157,7 @@ def _record_refund(payment: Payment, result, reason: str) -> None:
             "order_id": str(order_id),
             "amount": f"{payment.amount:.2f}",
             "currency": payment.currency,
-            "refund_id": result.operation_id,
+            "refund_id": refund_id,
             "reason": reason,
         },
     )

@@ -16,3 +16,10 @@ def was_confirmed(event: IncomingEvent) -> bool:
     if previous not in ("PENDING", "CONFIRMED"):
         raise InvalidPayload(f"previous_status must be PENDING or CONFIRMED, not {previous!r}")
     return previous == "CONFIRMED"
+
+
+def ship_to_of(event: IncomingEvent) -> str:
+    ship_to = event.payload.get("ship_to", "")
+    if not isinstance(ship_to, str) or not (ship_to == "" or (len(ship_to) == 2 and ship_to.isalpha())):
+        raise InvalidPayload(f"ship_to must be an ISO 3166 country code or empty, not {ship_to!r}")
+    return ship_to

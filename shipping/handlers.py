@@ -3,7 +3,7 @@ Each is subscribed by the context's declaration (context.toml, under ``consumes`
 
 from messaging.api import IncomingEvent
 from shipping import services
-from shipping.events import order_id_of, was_confirmed
+from shipping.events import order_id_of, ship_to_of, was_confirmed
 
 
 def on_order_confirmed(event: IncomingEvent) -> None:
@@ -14,3 +14,11 @@ def on_order_cancelled(event: IncomingEvent) -> None:
     order_id = order_id_of(event)
     if was_confirmed(event):  # a PENDING order was never confirmed: it has no parcel, now or later
         services.shipment_cancel(order_id=order_id)
+
+
+def on_create_ordered(event: IncomingEvent) -> None:
+    services.shipment_prepare_ordered(order_id=order_id_of(event), ship_to=ship_to_of(event))
+
+
+def on_cancel_ordered(event: IncomingEvent) -> None:
+    services.shipment_cancel(order_id=order_id_of(event))

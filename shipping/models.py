@@ -19,10 +19,12 @@ class Shipment(models.Model):
         DISPATCHED = "DISPATCHED"
         CANCELLED = "CANCELLED"
         RETURN_REQUESTED = "RETURN_REQUESTED"
+        REFUSED = "REFUSED"  # the orchestrated saga asked, and the address is not one shipping serves
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     order_id = models.UUIDField(unique=True)
     status = models.CharField(max_length=20, choices=Status.choices)
+    ship_to = models.CharField(max_length=2, blank=True, default="", help_text="ISO 3166 country, if given.")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
     dispatched_at = models.DateTimeField(null=True, blank=True)

@@ -18,6 +18,9 @@ from shipping.models import Shipment
 
 logger = logging.getLogger(__name__)
 
+# Where no carrier of ours goes: the orchestrated saga's shipping step refuses these addresses.
+UNSERVED_COUNTRIES = frozenset({"AQ"})  # Antarctica
+
 
 def _publish(shipment: Shipment, event_type: str) -> None:
     publish(
@@ -44,6 +47,26 @@ def shipment_prepare(*, order_id: uuid.UUID) -> None:
         logger.info("confirmation ignored: the order's shipment is already %s", shipment.status)
         return
     _publish(shipment, "shipping.shipment.created")
+
+
+@transaction.atomic(savepoint=False)
+def shipment_prepare_ordered(*, order_id: uuid.UUID, ship_to: str) -> None:
+    """The orchestrator's shipping step: prepare the parcel, or refuse an address no carrier of
+    ours serves. Sent again (its reply late or lost), it answers again with what it decided."""
+    refused = ship_to in UNSERVED_COUNTRIES
+    status = Shipment.Status.REFUSED if refused else Shipment.Status.PREPARING
+    shipment, created = _lock_or_create(order_id, status)
+    if created:
+        if ship_to:
+            shipment.ship_to = ship_to
+            shipment.save(update_fields=["ship_to", "updated_at"])
+        _publish(shipment, "shipping.shipment.refused" if refused else "shipping.shipment.created")
+    elif shipment.status == Shipment.Status.REFUSED:
+        _publish(shipment, "shipping.shipment.refused")
+    elif shipment.status in (Shipment.Status.PREPARING, Shipment.Status.DISPATCHED):
+        _publish(shipment, "shipping.shipment.created")
+    else:
+        logger.info("shipping command ignored: the order's shipment is already %s", shipment.status)
 
 
 @transaction.atomic(savepoint=False)

@@ -81,11 +81,15 @@ def request_fingerprint(data) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
-def checkout(*, key: str, request_hash: str, customer_id: str, lines: list[Line], payment_token: str) -> CheckoutResult:
+def checkout(
+    *, key: str, request_hash: str, customer_id: str, lines: list[Line], payment_token: str, ship_to: str = ""
+) -> CheckoutResult:
     for _ in range(2):  # twice at most: once more after freeing an expired key
         try:
             with transaction.atomic():
-                written = _order_write(customer_id=customer_id, lines=lines, payment_token=payment_token)
+                written = _order_write(
+                    customer_id=customer_id, lines=lines, payment_token=payment_token, ship_to=ship_to
+                )
                 placed = written.placed
                 body = order_representation(placed.order, lines=placed.lines, timeline=placed.timeline)
                 key_written = execute_together(
@@ -138,10 +142,10 @@ def checkout_keys_purge() -> int:
     return deleted
 
 
-def order_place(*, customer_id: str, lines: list[Line], payment_token: str) -> Order:
+def order_place(*, customer_id: str, lines: list[Line], payment_token: str, ship_to: str = "") -> Order:
     """Create a PENDING order from the storefront's prices and announce it, in one transaction."""
     with transaction.atomic():
-        written = _order_write(customer_id=customer_id, lines=lines, payment_token=payment_token)
+        written = _order_write(customer_id=customer_id, lines=lines, payment_token=payment_token, ship_to=ship_to)
         execute_together(written.statements)
     return written.placed.order
 
@@ -157,9 +161,11 @@ class _OrderWrite:
     statements: list[Statement]  # to send, with the caller's own, in one round trip
 
 
-def _order_write(*, customer_id: str, lines: list[Line], payment_token: str) -> _OrderWrite:
+def _order_write(*, customer_id: str, lines: list[Line], payment_token: str, ship_to: str) -> _OrderWrite:
     """The new order from the storefront's prices (read now) and the statements that write it:
-    the order, its lines and its ``orders.order.created`` outbox row."""
+    the order, its lines and its ``orders.order.created`` outbox row. Its saga style is
+    ``SAGA_STYLE`` now, kept on the order and in the event (payments charges only a
+    choreographed order; the orchestrator takes the orchestrated ones)."""
     prices = dict(StorefrontProduct.objects.filter(sku__in=[line.sku for line in lines]).values_list("sku", "price"))
     unknown = [line.sku for line in lines if line.sku not in prices]
     if unknown:
@@ -174,6 +180,8 @@ def _order_write(*, customer_id: str, lines: list[Line], payment_token: str) -> 
         failure_reason=None,
         total=total,
         currency=settings.CURRENCY,
+        saga_style=settings.SAGA_STYLE,
+        ship_to=ship_to,
         created_at=now,
         updated_at=now,
     )
@@ -197,9 +205,14 @@ def _order_write(*, customer_id: str, lines: list[Line], payment_token: str) -> 
                 "total": _money(total, order.currency),
                 "items": items,
                 "payment_token": payment_token,
+                "saga_style": order.saga_style,
+                **({"ship_to": ship_to} if ship_to else {}),
             },
         )
-    fields = ["id", "customer_id", "status", "failure_reason", "total", "currency", "created_at", "updated_at"]
+    fields = [
+        *("id", "customer_id", "status", "failure_reason", "total", "currency"),
+        *("saga_style", "ship_to", "created_at", "updated_at"),
+    ]
     statements = [
         insert_statement(Order, {name: getattr(order, name) for name in fields}),
         rows_statement(

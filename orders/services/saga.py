@@ -12,6 +12,10 @@ other lines than the order's. A stock outcome waits for the order's payment succ
 inventory answers only a paid order, so before it the outcome is either overtaking its cause
 (a retried delivery) or forged; it is retried (a ``TransientError``) and ends a dead letter if
 the payment never comes, and never confirms an order whose payment never succeeded.
+
+An orchestrated order (``saga_style``) is decided by the orchestrator's commands instead
+(``order_*_as_ordered``): the participants' events about it are the orchestrator's replies,
+not orders' to act on, and are left alone here.
 """
 
 import logging
@@ -57,10 +61,14 @@ def _ignore(order_id: uuid.UUID, event: str, reason: str) -> None:
 
 
 def _lock_known(order_id: uuid.UUID, event: str) -> Order | None:
-    """The order, locked; None (ignored) if this context never had it."""
+    """The order, locked; None (ignored) if this context never had it, or if the orchestrator
+    runs its saga (the event is a reply to the orchestrator's command)."""
     order = Order.objects.select_for_update().filter(pk=order_id).first()
     if order is None:
         _ignore(order_id, event, "unknown order")
+    elif order.saga_style == Order.SagaStyle.ORCHESTRATION:
+        logger.debug("%s left to the orchestrator: the order is orchestrated", event)
+        return None
     return order
 
 
@@ -151,6 +159,37 @@ def _fail(order: Order, reason: str) -> None:
     order.save(update_fields=["status", "failure_reason", "updated_at"])
     saga_outcome_observed(order=order, previous_status=Order.Status.PENDING)
     _publish(order, "orders.order.failed", reason=reason)
+
+
+@transaction.atomic(savepoint=False)
+def order_confirm_as_ordered(*, order_id: uuid.UUID) -> None:
+    """The orchestrator's saga completed (stock, charge, shipment): confirm the pending order."""
+    if (order := _lock_orchestrated_pending(order_id, "orchestrator.order.confirm")) is None:
+        return
+    order.status = Order.Status.CONFIRMED
+    order.save(update_fields=["status", "updated_at"])
+    saga_outcome_observed(order=order, previous_status=Order.Status.PENDING)
+    _publish(order, "orders.order.confirmed", total=f"{order.total:.2f}", currency=order.currency)
+
+
+@transaction.atomic(savepoint=False)
+def order_fail_as_ordered(*, order_id: uuid.UUID, reason: str) -> None:
+    """The orchestrator's saga failed and compensated what it had done: fail the pending order."""
+    if (order := _lock_orchestrated_pending(order_id, "orchestrator.order.fail")) is None:
+        return
+    _fail(order, reason)
+
+
+def _lock_orchestrated_pending(order_id: uuid.UUID, command: str) -> Order | None:
+    """The order, locked, if the orchestrator may decide it: ours, orchestrated and still pending."""
+    order = Order.objects.select_for_update().filter(pk=order_id).first()
+    if order is None or order.saga_style != Order.SagaStyle.ORCHESTRATION:
+        _ignore(order_id, command, "unknown order" if order is None else "not an orchestrated order")
+        return None
+    if order.status != Order.Status.PENDING:
+        logger.info("%s ignored: order is already %s", command, order.status)
+        return None
+    return order
 
 
 @transaction.atomic(savepoint=False)

@@ -1,0 +1,332 @@
+"""The orchestrated saga (SAGA_STYLE=orchestration), decided in-process: every message goes through
+``messaging.dispatch.decide`` as a consumer hands it over (faultlib.simulation's ``Bus`` stands in
+for the relay and RabbitMQ), payments' gateway worker makes the calls, the stand-in gateway keeps
+the ledger. The real processes are test_orchestrated_processes.py."""
+
+import uuid
+from datetime import timedelta
+from decimal import Decimal
+
+import pytest
+from django.db import transaction
+from django.test import override_settings
+from django.utils import timezone
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from faultlib.saga import ledger, stock
+from faultlib.simulation import Bus, calls_in_flight, gateway_worker_step, shuffled_sagas
+from inventory.models import Reservation
+from inventory.services import product_upsert
+from messaging.api import TransientError
+from messaging.dispatch import Outcome, decide
+from messaging.models import OutboxMessage, ScheduledMessage
+from messaging.scheduled import move_due_messages
+from orchestrator import services
+from orchestrator.models import OrderSaga
+from orders.models import Order
+from orders.services.checkout import Line, order_place
+from orders.services.saga import order_cancel
+from shipping.models import Shipment
+from tests.conftest import ALL_DATABASES
+from tests.support import forged
+
+pytestmark = pytest.mark.django_db(transaction=True, databases=ALL_DATABASES)
+
+S = OrderSaga.Status
+ORCHESTRATED = override_settings(SAGA_STYLE="orchestration")
+
+
+@pytest.fixture
+def bus():
+    """WIDGET at 10.00, 5 in stock, known to the storefront."""
+    product_upsert(sku="WIDGET", name="Widget", price=Decimal("10.00"), stock=5)
+    bus = Bus({"WIDGET"})
+    run_to_quiet(bus)
+    return bus
+
+
+def place(bus: Bus, quantity: int = 2, token: str = "tok_visa", ship_to: str = "", style=ORCHESTRATED) -> str:
+    with style:
+        order = order_place(customer_id="c", lines=[Line("WIDGET", quantity)], payment_token=token, ship_to=ship_to)
+    bus.scope.add(str(order.id))
+    bus.relay()
+    return str(order.id)
+
+
+def run_to_quiet(bus: Bus, limit: int = 300) -> None:
+    """Every delivery in the order it was published, and the gateway worker when nothing else is left."""
+    order_ids = [i for i in bus.scope if i != "WIDGET"]
+    for _ in range(limit):
+        bus.relay()
+        if bus.pending:
+            bus.deliver(0)
+        elif calls_in_flight(order_ids):
+            gateway_worker_step(order_ids)
+        else:
+            return
+    raise AssertionError("still busy")
+
+
+def run_until(bus: Bus, order_id: str, status: str) -> None:
+    for _ in range(300):
+        bus.relay()
+        saga = OrderSaga.objects.filter(order_id=order_id).first()
+        if saga is not None and saga.status == status:
+            return
+        if bus.pending:
+            bus.deliver(0)
+        else:
+            gateway_worker_step([order_id])
+    raise AssertionError(f"the saga never reached {status}")
+
+
+def transitions(order_id: str) -> list[tuple[str, str, str]]:
+    saga = OrderSaga.objects.get(order_id=order_id)
+    return list(saga.transitions.order_by("version").values_list("from_status", "to_status", "cause"))
+
+
+def sent(order_id: str) -> list[str]:
+    return list(
+        OutboxMessage.objects.filter(correlation_id=order_id).order_by("id").values_list("event_type", flat=True)
+    )
+
+
+def order_of(order_id: str) -> tuple[str, str | None]:
+    order = Order.objects.get(pk=order_id)
+    return order.status, order.failure_reason
+
+
+def no_retry_nor_dead_letter(bus: Bus) -> list:
+    return [(d.consumer, d.envelope.routing_key, o) for d, o in bus.outcomes if o is not Outcome.HANDLED]
+
+
+def test_a_confirmed_order_reserves_then_charges_then_ships(bus):
+    order_id = place(bus)
+    run_to_quiet(bus)
+
+    assert order_of(order_id) == ("CONFIRMED", None)
+    assert transitions(order_id) == [
+        (S.STARTED, S.RESERVING_INVENTORY, "orders.order.created"),
+        (S.RESERVING_INVENTORY, S.PROCESSING_PAYMENT, "inventory.stock.reserved"),
+        (S.PROCESSING_PAYMENT, S.SHIPPING_ORDER, "payments.payment.succeeded"),
+        (S.SHIPPING_ORDER, S.COMPLETED, "shipping.shipment.created"),
+    ]
+    assert sent(order_id) == [
+        "orders.order.created",
+        "orchestrator.stock.reserve",
+        "inventory.stock.reserved",
+        "orchestrator.payment.charge",
+        "payments.payment.succeeded",
+        "orchestrator.shipment.create",
+        "shipping.shipment.created",
+        "orchestrator.order.confirm",
+        "orders.order.confirmed",
+    ]
+    saga = OrderSaga.objects.get(order_id=order_id)
+    assert (saga.status, saga.version, saga.attempt, saga.payment_token) == (S.COMPLETED, 5, 0, "")
+    commands = OutboxMessage.objects.filter(correlation_id=order_id, event_type__startswith="orchestrator.")
+    keys = {row.event_type: row.payload.get("key") for row in commands}
+    assert keys["orchestrator.payment.charge"] == saga.step_keys["payment"]
+    assert keys["orchestrator.stock.reserve"] == saga.step_keys["inventory"]
+    assert ScheduledMessage.objects.filter(correlation_id=order_id).count() == 0  # every deadline cancelled
+    assert ledger(order_id) == [("charge", Decimal("20.00"))]
+    assert stock("WIDGET") == 3
+    assert Shipment.objects.get(order_id=order_id).status == "PREPARING"
+    assert no_retry_nor_dead_letter(bus) == []  # orders leaves the replies of an orchestrated order alone
+
+
+def test_a_declined_card_releases_the_stock(bus):
+    order_id = place(bus, token="tok_chargeDeclined")
+    run_to_quiet(bus)
+
+    assert order_of(order_id) == ("FAILED", "payment_declined")
+    assert [t[1] for t in transitions(order_id)] == [
+        S.RESERVING_INVENTORY,
+        S.PROCESSING_PAYMENT,
+        S.COMPENSATING_INVENTORY,
+        S.FAILED,
+    ]
+    assert sent(order_id)[4:] == [
+        "payments.payment.failed",
+        "orchestrator.stock.release",
+        "inventory.stock.released",
+        "orchestrator.order.fail",
+        "orders.order.failed",
+    ]
+    assert ledger(order_id) == []
+    assert stock("WIDGET") == 5
+    assert no_retry_nor_dead_letter(bus) == []
+
+
+def test_too_little_stock_means_no_charge_is_ever_attempted(bus):
+    order_id = place(bus, quantity=9)
+    run_to_quiet(bus)
+
+    assert order_of(order_id) == ("FAILED", "out_of_stock")
+    assert [t[1] for t in transitions(order_id)] == [S.RESERVING_INVENTORY, S.FAILED]
+    assert "orchestrator.payment.charge" not in sent(order_id)
+    assert ledger(order_id) == []
+    assert stock("WIDGET") == 5
+
+
+def test_a_shipping_refusal_refunds_then_releases(bus):
+    order_id = place(bus, ship_to="AQ")
+    run_to_quiet(bus)
+
+    assert order_of(order_id) == ("FAILED", "shipping_refused")
+    assert [t[1:] for t in transitions(order_id)][2:] == [
+        (S.SHIPPING_ORDER, "payments.payment.succeeded"),
+        (S.COMPENSATING_PAYMENT, "shipping.shipment.refused"),
+        (S.COMPENSATING_INVENTORY, "payments.payment.refunded"),
+        (S.FAILED, "inventory.stock.released"),
+    ]
+    events = sent(order_id)
+    assert events.index("orchestrator.payment.refund") < events.index("orchestrator.stock.release")
+    assert ledger(order_id) == [("charge", Decimal("20.00")), ("refund", Decimal("20.00"))]
+    assert stock("WIDGET") == 5
+    assert Shipment.objects.get(order_id=order_id).status == "REFUSED"
+    assert no_retry_nor_dead_letter(bus) == []
+
+
+def test_a_reply_twice_late_or_not_its_own_changes_nothing(bus):
+    order_id = place(bus)
+    run_until(bus, order_id, S.PROCESSING_PAYMENT)
+    before = (OrderSaga.objects.get(order_id=order_id).version, OutboxMessage.objects.count())
+
+    reserved = forged.message(
+        "inventory.stock.reserved", {"order_id": order_id, "items": [{"sku": "WIDGET", "quantity": 2}]}
+    )
+    assert decide("orchestrator", routing_key="inventory.stock.reserved", **reserved).outcome is Outcome.HANDLED
+    assert decide("orchestrator", routing_key="inventory.stock.reserved", **reserved).outcome is Outcome.DUPLICATE
+    shipped = forged.message(
+        "shipping.shipment.created", {"order_id": order_id, "shipment_id": str(uuid.uuid4()), "status": "PREPARING"}
+    )
+    assert decide("orchestrator", routing_key="shipping.shipment.created", **shipped).outcome is Outcome.HANDLED
+    other_amount = forged.message(
+        "payments.payment.succeeded",
+        {
+            "order_id": order_id,
+            "amount": "1.00",
+            "currency": "USD",
+            "charge_id": "ch_x",
+            "items": [{"sku": "WIDGET", "quantity": 2, "unit_price": "0.50"}],
+        },
+    )
+    assert decide("orchestrator", routing_key="payments.payment.succeeded", **other_amount).outcome is Outcome.HANDLED
+
+    saga = OrderSaga.objects.get(order_id=order_id)
+    assert (saga.status, saga.version, OutboxMessage.objects.count()) == (S.PROCESSING_PAYMENT, *before)
+    run_to_quiet(bus)
+    assert order_of(order_id) == ("CONFIRMED", None)
+    assert ledger(order_id) == [("charge", Decimal("20.00"))]
+
+
+def fire_deadlines(bus: Bus, order_id: str) -> None:
+    """Time runs forward: the saga's deadline is due, the relay moves it into the outbox."""
+    ScheduledMessage.objects.filter(correlation_id=order_id).update(deliver_at=timezone.now() - timedelta(seconds=1))
+    assert move_due_messages() == 1
+    bus.relay()
+
+
+def deliver_only(bus: Bus, consumer: str, event_type: str) -> None:
+    index = next(i for i, d in enumerate(bus.pending) if (d.consumer, d.envelope.routing_key) == (consumer, event_type))
+    assert bus.deliver(index) is Outcome.HANDLED
+
+
+@override_settings(ORCHESTRATOR_STEP_ATTEMPTS=2)
+def test_a_step_unanswered_is_sent_again_with_its_key_then_given_up_and_compensated(bus):
+    order_id = place(bus)
+    deliver_only(bus, "orchestrator", "orders.order.created")
+    key = OrderSaga.objects.get(order_id=order_id).step_keys["inventory"]
+
+    fire_deadlines(bus, order_id)  # inventory never answered
+    deliver_only(bus, "orchestrator", "orchestrator.step.deadline")
+    saga = OrderSaga.objects.get(order_id=order_id)
+    assert (saga.status, saga.attempt) == (S.RESERVING_INVENTORY, 2)
+    reserves = OutboxMessage.objects.filter(correlation_id=order_id, event_type="orchestrator.stock.reserve")
+    assert [row.payload["key"] for row in reserves] == [key, key]
+
+    fire_deadlines(bus, order_id)
+    deliver_only(bus, "orchestrator", "orchestrator.step.deadline")
+    saga = OrderSaga.objects.get(order_id=order_id)
+    assert (saga.status, saga.failure_reason) == (S.FAILED, "timeout")
+    release = OutboxMessage.objects.get(correlation_id=order_id, event_type="orchestrator.stock.release")
+    assert release.payload == {"order_id": order_id, "key": saga.step_keys["release"], "reason": "timeout"}
+
+    deliver_only(bus, "inventory", "orchestrator.stock.release")  # before the two reserve commands
+    run_to_quiet(bus)  # which arrive late: the release's tombstone refuses them
+    assert order_of(order_id) == ("FAILED", "timeout")
+    assert Reservation.objects.get(order_id=order_id).status == Reservation.Status.CANCELLED
+    assert stock("WIDGET") == 5
+    assert ledger(order_id) == []
+    assert ScheduledMessage.objects.filter(correlation_id=order_id).count() == 0
+
+
+def test_a_deadline_of_an_answered_step_changes_nothing(bus):
+    order_id = place(bus)
+    deliver_only(bus, "orchestrator", "orders.order.created")
+    stale = forged.message(
+        "orchestrator.step.deadline", {"order_id": order_id, "step": S.RESERVING_INVENTORY, "attempt": 7}
+    )
+    assert decide("orchestrator", routing_key="orchestrator.step.deadline", **stale).outcome is Outcome.HANDLED
+    saga = OrderSaga.objects.get(order_id=order_id)
+    assert (saga.status, saga.attempt, saga.version) == (S.RESERVING_INVENTORY, 1, 2)
+
+
+def test_a_move_from_a_version_already_moved_is_retried(bus):
+    order_id = place(bus)
+    deliver_only(bus, "orchestrator", "orders.order.created")
+    stale = OrderSaga.objects.get(order_id=order_id)  # read by a handler, then another one moves it
+    OrderSaga.objects.filter(order_id=order_id).update(version=stale.version + 1)
+    with pytest.raises(TransientError, match="moved meanwhile"), transaction.atomic():
+        services._move(stale, S.PROCESSING_PAYMENT, cause="inventory.stock.reserved")
+    saga = OrderSaga.objects.get(order_id=order_id)
+    assert (saga.status, saga.version, saga.transitions.count()) == (S.RESERVING_INVENTORY, stale.version + 1, 1)
+
+
+def test_both_styles_run_side_by_side(bus):
+    choreographed = place(bus, quantity=1, style=override_settings(SAGA_STYLE="choreography"))
+    orchestrated = place(bus, quantity=1)
+    run_to_quiet(bus)
+
+    assert order_of(choreographed) == order_of(orchestrated) == ("CONFIRMED", None)
+    assert not OrderSaga.objects.filter(order_id=choreographed).exists()
+    assert sent(choreographed) == [
+        "orders.order.created",
+        "payments.payment.succeeded",
+        "inventory.stock.reserved",
+        "orders.order.confirmed",
+        "shipping.shipment.created",
+    ]
+    assert Order.objects.get(pk=orchestrated).saga_style == "orchestration"
+    assert stock("WIDGET") == 3
+    assert no_retry_nor_dead_letter(bus) == []
+
+
+def test_a_cancellation_at_the_shipping_step_cancels_the_shipment_and_refunds(bus):
+    order_id = place(bus)
+    run_until(bus, order_id, S.SHIPPING_ORDER)
+    order_cancel(order_id=uuid.UUID(order_id))
+    run_to_quiet(bus)
+
+    assert order_of(order_id) == ("CANCELLED", None)
+    assert OrderSaga.objects.get(order_id=order_id).status == S.ENDED_BY_ORDERS
+    assert Shipment.objects.get(order_id=order_id).status == "CANCELLED"
+    assert ledger(order_id) == [("charge", Decimal("20.00")), ("refund", Decimal("20.00"))]
+    assert stock("WIDGET") == 5
+
+
+@settings(
+    max_examples=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+@given(data=st.data())
+def test_shuffled_and_duplicated_deliveries_of_orchestrated_sagas_keep_every_invariant(data):
+    # given one to three orchestrated orders competing for a fresh SKU of scarce stock
+    # when hypothesis delivers every command and reply in any order, some twice, cancelling one
+    # and firing orders' deadline at any step
+    # then every order ends terminal, stock and money add up, and nothing had two effects
+    with ORCHESTRATED:
+        shuffled_sagas(data)
