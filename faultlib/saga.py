@@ -23,10 +23,16 @@ def seed_catalog(processes_running: bool = True, catalog=CATALOG) -> None:
         wait_until(lambda: StorefrontProduct.objects.count() == len(catalog), timeout=30, message="the storefront copy")
 
 
-def checkout(client: Client, items, token="tok_visa", customer="cust", key=None) -> dict:
+def checkout(client: Client, items, token="tok_visa", customer="cust", key=None, ship_to: str = "") -> dict:
+    body = {
+        "customer_id": customer,
+        "items": items,
+        "payment_token": token,
+        **({"ship_to": ship_to} if ship_to else {}),
+    }
     response = client.post(
         "/api/checkout/",
-        json.dumps({"customer_id": customer, "items": items, "payment_token": token}),
+        json.dumps(body),
         content_type="application/json",
         headers={"Idempotency-Key": key or str(uuid.uuid4())},
     )

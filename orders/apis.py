@@ -68,7 +68,7 @@ class OrderOutputSerializer(serializers.Serializer):
     saga_style = serializers.ChoiceField(
         choices=Order.SagaStyle.values, help_text="How its saga runs (SAGA_STYLE when it was placed)."
     )
-    ship_to = serializers.CharField(allow_null=True, help_text="The country it ships to, if given.")
+    ship_to = serializers.SerializerMethodField(help_text="The ISO 3166 country it ships to; null if none was given.")
     total = serializers.DecimalField(max_digits=12, decimal_places=2)
     currency = serializers.CharField()
     items = OrderLineOutputSerializer(source="lines.all", many=True)
@@ -77,6 +77,10 @@ class OrderOutputSerializer(serializers.Serializer):
     timeline = serializers.SerializerMethodField(
         help_text="Every event of this order from all contexts, published or not, in order of occurrence."
     )
+
+    @extend_schema_field(serializers.CharField(allow_null=True))
+    def get_ship_to(self, order: Order) -> str | None:
+        return order.ship_to or None
 
     @extend_schema_field(TimelineEntrySerializer(many=True))
     def get_timeline(self, order: Order) -> list[dict]:

@@ -103,6 +103,7 @@ def test_a_deployment_documents_only_what_its_contexts_send_and_receive():
         "shipping.sends.shipping.shipment.cancelled",
         "shipping.sends.shipping.shipment.created",
         "shipping.sends.shipping.shipment.dispatched",
+        "shipping.sends.shipping.shipment.refused",
         "shipping.sends.shipping.shipment.return_requested",
     ]
     assert sorted(document["channels"]) == sorted({name.split(".", 2)[2] for name in document["operations"]})

@@ -69,6 +69,7 @@ def test_every_published_event_has_a_schema_for_each_version_from_1():
         "shipping.shipment.cancelled": [1],
         "shipping.shipment.created": [1],
         "shipping.shipment.dispatched": [1],
+        "shipping.shipment.refused": [1],
         "shipping.shipment.return_requested": [1],
     }
 
@@ -226,7 +227,8 @@ def test_a_version_newer_than_the_reader_knows_or_an_invalid_payload_is_a_dead_l
 
 @pytest.mark.django_db(transaction=True, databases=ALL_DATABASES)
 @pytest.mark.parametrize(
-    ("pin", "version", "payload"), [("", 2, CREATED_V2), ("orders.order.created=1", 1, CREATED_V1)]
+    ("pin", "version", "payload"),
+    [("", 2, {**CREATED_V2, "saga_style": "choreography"}), ("orders.order.created=1", 1, CREATED_V1)],
 )
 def test_orders_writes_the_newest_version_unless_event_versions_pins_an_older_one(pin, version, payload):
     StorefrontProduct.objects.create(sku="WIDGET", name="Widget", price=Decimal("19.99"), available=5, version=1)

@@ -64,6 +64,8 @@ def test_the_error_shape_and_the_order_are_components(schema):
         "failure_reason",
         "id",
         "items",
+        "saga_style",
+        "ship_to",
         "status",
         "timeline",
         "total",
