@@ -1,4 +1,5 @@
-"""What each hosted context adds to the operator's views: ``/metrics`` gauges and overview sections.
+"""What each hosted context adds to the operator's views: ``/metrics`` gauges, overview sections
+and panels on an order's page.
 
 A context registers its pieces from its ``AppConfig.ready()``; ``config`` (the composition
 root) renders whatever was registered. So the root imports no context, and a deployment
@@ -57,3 +58,29 @@ def correlation_url(correlation_id: str) -> str | None:
         if url := link(correlation_id):
             return url
     return None
+
+
+@dataclass(frozen=True)
+class OrderPanel:
+    """A block of an order's admin page, beside its swimlane: ``template`` rendered with what
+    ``context(order_id)`` returns (None: nothing to show for that order, e.g. not orchestrated)."""
+
+    key: str
+    template: str
+    context: Callable[[str], dict | None]
+
+
+_order_panels: dict[str, OrderPanel] = {}
+
+
+def register_order_panel(panel: OrderPanel) -> None:
+    _order_panels[panel.key] = panel
+
+
+def order_panels(order_id: str) -> list[tuple[str, dict]]:
+    """(template, context) of each panel that has something to show about ``order_id``."""
+    shown = []
+    for panel in _order_panels.values():
+        if (context := panel.context(order_id)) is not None:
+            shown.append((panel.template, context))
+    return shown

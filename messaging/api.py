@@ -41,7 +41,7 @@ from messaging.outbox import (
 )
 from messaging.payloads import payload_uuid
 from messaging.registry import local_consumers
-from messaging.scheduled import ScheduledBacklog, cancel_scheduled, scheduled_backlog
+from messaging.scheduled import ScheduledBacklog, cancel_scheduled, scheduled_backlog, scheduled_delivery_time
 from messaging.selectors import (
     BacklogPoint,
     OldestDeadLetter,
@@ -66,6 +66,7 @@ __all__ = [
     "ScheduledBacklog",
     "cancel_scheduled",
     "scheduled_backlog",
+    "scheduled_delivery_time",
     "DATABASE_BACKOFF_MAX",
     "Backoff",
     "BacklogPoint",

@@ -65,6 +65,11 @@ def cancel_scheduled(message_id: uuid.UUID | str) -> bool:
     return deleted > 0
 
 
+def scheduled_delivery_time(message_id: uuid.UUID | str):
+    """When a scheduled message is due (None once moved to the outbox, cancelled or unknown)."""
+    return ScheduledMessage.objects.filter(event_id=message_id).values_list("deliver_at", flat=True).first()
+
+
 def scheduled_backlog() -> ScheduledBacklog:
     now = timezone.now()
     stats = ScheduledMessage.objects.aggregate(count=Count("id"), earliest=Min("deliver_at"))

@@ -3,6 +3,7 @@ from django.utils import timezone
 from django.utils.html import format_html
 
 from kernel.admin import ReadOnlyAdmin
+from kernel.operations import order_panels
 from kernel.templatetags.ops import age, compact_time, short
 from orders.admin_timeline import order_saga_view
 from orders.models import CheckoutRequest, Order, OrderLine, StorefrontProduct
@@ -22,9 +23,12 @@ class OrderLineInline(admin.TabularInline):
 
 @admin.register(Order)
 class OrderAdmin(ReadOnlyAdmin):
-    list_display = ["order", "status", "pending_for", "failure_reason", "customer_id", "total", "created", "updated"]
+    list_display = [
+        *("order", "status", "pending_for", "failure_reason", "saga_style", "customer_id", "total"),
+        *("created", "updated"),
+    ]
     list_display_links = ["order"]
-    list_filter = ["status", "failure_reason"]
+    list_filter = ["status", "failure_reason", "saga_style"]
     ordering = ["-created_at", "-id"]  # newest first (ids are random)
     search_fields = ["=id", "customer_id"]
     date_hierarchy = "created_at"
@@ -54,10 +58,12 @@ class OrderAdmin(ReadOnlyAdmin):
         return format_html('<span class="{}">{}</span>', "ops-bad" if seconds > 60 else "", age(seconds))
 
     def change_view(self, request, object_id, form_url="", extra_context=None):
-        # The saga timeline, read through messaging's public API (see change_form.html).
+        # The saga timeline, read through messaging's public API, and what other hosted contexts
+        # show of the order (the orchestrator: its saga's state), without importing them.
         order = order_get(order_id=object_id)
         if order is not None and self.has_view_permission(request, order):
-            extra_context = {**(extra_context or {}), "saga": order_saga_view(order)}
+            panels = order_panels(str(order.id))
+            extra_context = {**(extra_context or {}), "saga": order_saga_view(order), "panels": panels}
         return super().change_view(request, object_id, form_url, extra_context)
 
 

@@ -330,3 +330,42 @@ def test_shuffled_and_duplicated_deliveries_of_orchestrated_sagas_keep_every_inv
     # then every order ends terminal, stock and money add up, and nothing had two effects
     with ORCHESTRATED:
         shuffled_sagas(data)
+
+
+def test_the_orders_page_shows_its_saga_state_version_keys_and_history(bus, admin_client):
+    order_id = place(bus, ship_to="AQ")
+    run_to_quiet(bus)
+    saga = OrderSaga.objects.get(order_id=order_id)
+
+    page = admin_client.get(f"/admin/orders/order/{order_id}/change/").content.decode()
+    assert "Orchestrated saga: failed (shipping_refused), version 7" in page
+    assert all(key in page for key in saga.step_keys.values())
+    history = page.split('id="saga-transitions"')[1].split("</table>")[0]
+    assert [row.split("<td>")[3].split("</td>")[0] for row in history.split("<tr>")[2:]] == [
+        S.RESERVING_INVENTORY,
+        S.PROCESSING_PAYMENT,
+        S.SHIPPING_ORDER,
+        S.COMPENSATING_PAYMENT,
+        S.COMPENSATING_INVENTORY,
+        S.FAILED,
+    ]
+    assert "orchestrator.payment.refund" in page.split('id="saga-swimlane"')[1]  # the orchestrator's lane
+
+    own_page = admin_client.get(f"/admin/orchestrator/ordersaga/{saga.pk}/change/")
+    assert own_page.status_code == 200
+    assert "tok_" not in own_page.content.decode()  # never the payment token
+
+    choreographed = place(bus, quantity=1, style=override_settings(SAGA_STYLE="choreography"))
+    run_to_quiet(bus)
+    assert (
+        'id="orchestrated-saga"'
+        not in admin_client.get(f"/admin/orders/order/{choreographed}/change/").content.decode()
+    )
+
+
+def test_a_step_waiting_shows_its_attempt_and_deadline(bus, admin_client):
+    order_id = place(bus)
+    deliver_only(bus, "orchestrator", "orders.order.created")
+    page = admin_client.get(f"/admin/orders/order/{order_id}/change/").content.decode()
+    assert "Orchestrated saga: reserving_inventory, version 2" in page
+    assert "Waiting for orchestrator.stock.reserve: attempt 1 of 3, deadline " in page
