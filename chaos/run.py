@@ -13,7 +13,9 @@ Run it through ``scripts/with_test_services.py`` (``make chaos`` does), which gi
 vhost and test database name. Options: ``--seed N`` to replay a run's random choices,
 ``--only a,b`` to run some scenarios, ``--scale F`` to multiply every count (0.3 for a quick look),
 ``--gateway-latency MS`` for the fake gateway's median answer time (50: a real gateway's pace,
-with its lognormal tail, that keeps the run's time bounded).
+with its lognormal tail, that keeps the run's time bounded). ``SAGA_STYLE=orchestration`` in the
+environment runs every order as the orchestrated saga (the orchestrator installed, its consumer
+killed and paused like the others).
 """
 
 import argparse
@@ -298,7 +300,7 @@ def main() -> int:
         env = process_env(args.gateway_latency)
         print(
             f"== make chaos: seed {seed} (--seed {seed} replays it), scale {args.scale}, "
-            f"the gateway at {args.gateway_latency:g} ms"
+            f"the gateway at {args.gateway_latency:g} ms, saga style {django_settings.SAGA_STYLE}"
         )
         print(f"   vhost {os.environ['TEST_BROKER_VHOST']}, database {connections['default'].settings_dict['NAME']}")
         for name in names:

@@ -24,15 +24,15 @@ from faultlib.load import CATALOG, SAFE_TOKENS, OrderLoad, as_json, order_create
 from faultlib.processes import ProcessGroup, wait_until
 from faultlib.saga import seed_catalog
 from messaging.models import DeadLetter
+from messaging.topology import consumers
 
 # Short retries so that a transient failure is retried within the test's time.
 # The gateway worker started with such consumers gives a charge the gateway never answers up after
 # 3 attempts (0.5 + 1 + 2 s of backoff), not a minute and a half.
 FAST_RETRIES = {"CONSUMER_RETRY_DELAYS": "0.2,0.5,1", "CONSUMER_MAX_ATTEMPTS": "5", "GATEWAY_CHARGE_ATTEMPTS": "3"}
+# Every installed context's consumer (the orchestrator's too, where it is installed) and the event log.
 CONSUMER_POINTS = [
-    f"consumer.{consumer}.{moment}"
-    for consumer in ("payments", "inventory", "orders", "shipping", "events")
-    for moment in ("before_commit", "before_ack")
+    f"consumer.{consumer}.{moment}" for consumer in consumers() for moment in ("before_commit", "before_ack")
 ]
 GATEWAY_CALL_POINTS = ["gateway_calls.before_call", "gateway_calls.after_call", "gateway_calls.after_outcome"]
 
@@ -332,7 +332,7 @@ def races(
     retries = {**FAST_RETRIES, "CONSUMER_MAX_ATTEMPTS": "3"}
     contexts = {
         name: Restartable(group, f"consumers-{name.replace(' ', '-')}", "run_consumers", *name.split(), env=retries)
-        for name in ("payments", "inventory", "shipping", "orders events")
+        for name in [*(c for c in consumers() if c not in ("orders", "events")), "orders events"]
     }
     deadline = Restartable(
         group, "deadline", "expire_pending_orders", "--loop", env={"SAGA_TIMEOUT": str(saga_timeout)}
