@@ -218,6 +218,41 @@ def place_backlog(url: str, count: int, clients: int = WRK_CONNECTIONS) -> float
     return count / (time.monotonic() - started)
 
 
+WINDOW = "created_at >= to_timestamp(%s) AND created_at < to_timestamp(%s)"  # orders placed in a window
+
+
+def wait_decided(bench: Bench, window: tuple[float, float], timeout: float, what: str) -> None:
+    """Wait until no order placed in ``window`` is PENDING."""
+    sql = f"SELECT count(*) FROM orders_order WHERE status = 'PENDING' AND {WINDOW}"
+    bench.db.wait(lambda: bench.db.one(sql, list(window))[0] == 0, timeout, what, interval=0.2)
+
+
+def place_window(url: str, count: int) -> tuple[float, tuple[float, float]]:
+    """A backlog of ``count`` checkouts (``place_backlog``): the rate they were accepted at, and
+    the window of time in which they were created."""
+    started = time.time()
+    accepted = place_backlog(url, count)
+    return accepted, (started, time.time())
+
+
+def drain_window(bench: Bench, window: tuple[float, float]) -> tuple[dict, list]:
+    """Start the Procfile's processes and time them draining the orders placed in ``window`` to
+    terminal states, from the first order decided to the last; its numbers, and the processes,
+    still running."""
+    background = start_procfile(bench)
+    try:
+        wait_decided(bench, window, 300, "the backlog to reach terminal states")
+    except BaseException:
+        bench.stop(background)
+        raise
+    first, last, orders, confirmed = bench.db.one(
+        "SELECT extract(epoch FROM min(updated_at))::float8, extract(epoch FROM max(updated_at))::float8, "
+        f"count(*), count(*) FILTER (WHERE status = 'CONFIRMED') FROM orders_order WHERE {WINDOW}",
+        list(window),
+    )
+    return {"orders": orders, "confirmed": confirmed, "terminal_per_s": (orders - 1) / (last - first)}, background
+
+
 def end_to_end(bench: Bench) -> None:
     """Figure 6: the Procfile's processes draining a backlog of accepted checkouts to terminal
     orders, beside PostgreSQL's single-row commits/s in the same round; then the paced latency."""
@@ -231,39 +266,24 @@ def end_to_end(bench: Bench) -> None:
         paced = paced_latency(bench, url)
         for n in range(1, bench.rounds + 1):
             bench.stop(background)  # the checkouts pile up, accepted, in the outbox
-            started = time.time()
-            accepted = place_backlog(url, BACKLOG)
-            ended = time.time()
+            accepted, window = place_window(url, BACKLOG)
             commits = bench.worker("insert-rate", COMMIT_SECONDS)["rate"]
-            background = start_procfile(bench)
-            window = "created_at >= to_timestamp(%s) AND created_at < to_timestamp(%s)"
-            pending_sql = f"SELECT count(*) FROM orders_order WHERE status = 'PENDING' AND {window}"
-            bench.db.wait(
-                lambda sql=pending_sql, params=[started, ended]: bench.db.one(sql, params)[0] == 0,
-                300,
-                "the backlog to reach terminal states",
-                interval=0.5,
-            )
-            first, last, orders, confirmed = bench.db.one(
-                "SELECT extract(epoch FROM min(updated_at))::float8, extract(epoch FROM max(updated_at))::float8, "
-                f"count(*), count(*) FILTER (WHERE status = 'CONFIRMED') FROM orders_order WHERE {window}",
-                [started, ended],
-            )
-            rate = (orders - 1) / (last - first)  # from the first order decided to the last
+            drained, background = drain_window(bench, window)
+            rate = drained["terminal_per_s"]
             rounds.append(
                 {
                     "accepted_per_s": accepted,
-                    "orders": orders,
-                    "confirmed": confirmed,
+                    "orders": drained["orders"],
+                    "confirmed": drained["confirmed"],
                     "terminal_per_s": rate,
                     "single_row_commits_per_s": commits,
                     "ratio_to_commits": rate / commits,
                 }
             )
             progress(
-                f"6 end to end round {n}/{bench.rounds}: {orders} checkouts accepted at {accepted:.0f}/s, drained "
-                f"to terminal at {rate:.0f} orders/s ({confirmed} CONFIRMED); single-row commits {commits:,.0f}/s "
-                f"(ratio {rate / commits:.3f})"
+                f"6 end to end round {n}/{bench.rounds}: {drained['orders']} checkouts accepted at {accepted:.0f}/s, "
+                f"drained to terminal at {rate:.0f} orders/s ({drained['confirmed']} CONFIRMED); single-row commits "
+                f"{commits:,.0f}/s (ratio {rate / commits:.3f})"
             )
     finally:
         bench.stop([web, *background])
@@ -280,7 +300,7 @@ def end_to_end(bench: Bench) -> None:
     }
 
 
-def paced_latency(bench: Bench, url: str) -> dict:
+def paced_latency(bench: Bench, url: str, label: str = "6 paced") -> dict:
     """Checkout to CONFIRMED at a pace the saga keeps up with (open loop, PACED_RATE orders/s)."""
     started = time.time()
     count = int(PACED_RATE * PACED_SECONDS)
@@ -288,25 +308,14 @@ def paced_latency(bench: Bench, url: str) -> dict:
         if (pause := started + n / PACED_RATE - time.time()) > 0:
             time.sleep(pause)
         post_checkout(url, f"paced-{uuid.uuid4()}", timeout=10)
-    ended = time.time()
-    window = "created_at >= to_timestamp(%s) AND created_at < to_timestamp(%s)"
-    bench.db.wait(
-        lambda: (
-            bench.db.one(f"SELECT count(*) FROM orders_order WHERE status = 'PENDING' AND {window}", [started, ended])[
-                0
-            ]
-            == 0
-        ),
-        60,
-        "the paced orders to finish",
-        interval=0.2,
-    )
+    window = (started, time.time())
+    wait_decided(bench, window, 60, "the paced orders to finish")
     lags = [
         lag * 1000
         for (lag,) in bench.db.all(
             "SELECT extract(epoch FROM updated_at - created_at)::float8 FROM orders_order "
-            f"WHERE status = 'CONFIRMED' AND {window}",
-            [started, ended],
+            f"WHERE status = 'CONFIRMED' AND {WINDOW}",
+            list(window),
         )
     ]
     result = {
@@ -317,7 +326,7 @@ def paced_latency(bench: Bench, url: str) -> dict:
         "confirmed_p99_ms": percentile(lags, 0.99),
     }
     progress(
-        f"6 paced: {count} checkouts at {PACED_RATE:.0f}/s, {len(lags)} CONFIRMED, checkout to CONFIRMED "
+        f"{label}: {count} checkouts at {PACED_RATE:.0f}/s, {len(lags)} CONFIRMED, checkout to CONFIRMED "
         f"p50 {result['confirmed_p50_ms']:.0f} ms, p99 {result['confirmed_p99_ms']:.0f} ms"
     )
     return result

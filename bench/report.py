@@ -123,6 +123,17 @@ def rows(f: dict) -> list[list[str]]:
     if c := f.get("11_pg_cluster"):
         value = _pair(c["saga_cluster_per_s"], c["saga_single_per_s"], "/s")
         out.append(_row("11 backlog drained, sync PostgreSQL cluster / one server", value, ratio=c["saga_ratio"]))
+    if s := f.get("12_saga_styles"):
+        o, c = s["orchestration"], s["choreography"]
+        for key, name, unit in (
+            ("terminal_per_s", f"backlog of {s['backlog']:,} drained to terminal", "/s"),
+            ("confirmed_p50_ms", f"checkout -> CONFIRMED p50, paced {s['paced_rate']:.0f}/s", " ms"),
+            ("confirmed_p99_ms", f"checkout -> CONFIRMED p99, paced {s['paced_rate']:.0f}/s", " ms"),
+            ("outbox_per_order", "outbox rows per order", ""),
+            ("deliveries_per_order", "deliveries (inbox rows) per order", ""),
+        ):
+            value = f"{o[key]:.2f} / {c[key]:.2f}" if key.endswith("_per_order") else _pair(o[key], c[key], unit)
+            out.append(_row(f"12 {name}, orchestration / choreography", value, ratio=s["ratio"][key]))
     return out
 
 

@@ -2,9 +2,10 @@
 """`make bench`: the seven figures of the performance issue, each beside its ceiling, and
 figure 8, the cost of tracing (OpenTelemetry off and on, same run), figure 9, the cost of
 replication (the relay and the saga on the single node and on a three-node cluster, same run),
-figure 10, the saga's pace with the fake gateway answering at 0, 50, 250 and 1,000 ms (same run), and
+figure 10, the saga's pace with the fake gateway answering at 0, 50, 250 and 1,000 ms (same run),
 figure 11, the cost of synchronous replication in PostgreSQL (the saga on one server and on a
-three-member Patroni cluster, same run).
+three-member Patroni cluster, same run), and figure 12, the saga choreographed against orchestrated
+(SAGA_STYLE, same run).
 
 Runs under scripts/with_test_services.py, which gives it a RabbitMQ vhost of its own
 (``BROKER_URL``) and a database name (``TEST_DATABASE_NAME``); the bench creates that
@@ -12,7 +13,7 @@ database, migrates it and drops it at the end, and ends every process it started
 happens. Prints progress while it runs, a table at the end, and writes the JSON of the run to
 ``bench/results/``.
 
-Usage: bench/run.py [--rounds N] [--only 1-2,3,4,5,6,7,8,9,10,11] [--profile]
+Usage: bench/run.py [--rounds N] [--only 1-2,3,4,5,6,7,8,9,10,11,12] [--profile]
 """
 
 import argparse
@@ -35,6 +36,7 @@ from bench import (  # noqa: E402
     gateway_figures,
     pg_cluster_figures,
     relay_figures,
+    saga_style_figures,
     tracing_figures,
 )
 from bench.common import (  # noqa: E402
@@ -62,6 +64,7 @@ FIGURES = {
     "9": cluster_figures.cluster,
     "10": gateway_figures.gateway_pace,
     "11": pg_cluster_figures.pg_cluster,
+    "12": saga_style_figures.saga_styles,
 }
 
 
@@ -168,7 +171,8 @@ def main() -> int:
         progress(f"database {name}, broker {os.environ['BROKER_URL'].rsplit('/', 1)[-1]}, logs in {run_dir}")
         app_figures.ensure_wrk()
         create_database(name)
-        procs.run([PY, "manage.py", "migrate", "--noinput", "-v0"])
+        # Every context's tables, the orchestrator's too (figure 12 runs orchestrated orders).
+        procs.run([PY, "manage.py", "migrate", "--noinput", "-v0"], env={"ORCHESTRATOR": "1"})
         procs.run([PY, "manage.py", "migrate", "--database", "gateway", "--noinput", "-v0"])
         db = Db(db_url)
         report["machine"]["postgresql"] = db.one("SHOW server_version")[0]

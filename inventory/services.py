@@ -8,7 +8,7 @@ from django.db import transaction
 
 from inventory.events import Line
 from inventory.models import Product, Reservation
-from messaging.api import publish
+from messaging.api import publish, publish_again
 
 logger = logging.getLogger(__name__)
 
@@ -60,25 +60,26 @@ def _lock_reservation(order_id: uuid.UUID) -> Reservation:
 
 @transaction.atomic(savepoint=False)
 def stock_reserve_ordered(*, order_id: uuid.UUID, lines: list[Line]) -> None:
-    """The orchestrator's reserve command: as ``stock_reserve``; sent again (its reply late or
-    lost), it changes nothing and answers again with the outcome already recorded."""
+    """The orchestrator's reserve command: as ``stock_reserve``; sent again (its deadline passed),
+    it changes nothing and repeats the outcome already announced, as it was (``publish_again``)."""
     reservation = _lock_reservation(order_id)
     if reservation.status == Reservation.Status.NEW:
         stock_reserve(order_id=order_id, lines=lines)
     elif reservation.status == Reservation.Status.RESERVED:
-        _publish_reserved(reservation)
+        publish_again(event_type="inventory.stock.reserved", correlation_id=str(order_id))
     elif reservation.status == Reservation.Status.FAILED:
-        _publish_reservation_failed(order_id, skus=[], unknown=[])
+        publish_again(event_type="inventory.stock.reservation_failed", correlation_id=str(order_id))
     else:
         logger.info("reserve command ignored: reservation is %s", reservation.status)
 
 
 @transaction.atomic(savepoint=False)
 def stock_release_ordered(*, order_id: uuid.UUID, reason: str) -> None:
-    """The orchestrator's release command: as ``stock_release``; sent again once released, it answers again."""
+    """The orchestrator's release command: as ``stock_release``; once released (by an earlier
+    command, or by the order's own end), it repeats the release's event."""
     reservation = _lock_reservation(order_id)
     if reservation.status == Reservation.Status.RELEASED:
-        _publish_released(reservation)
+        publish_again(event_type="inventory.stock.released", correlation_id=str(order_id))
     else:
         stock_release(order_id=order_id, reason=reason)
 

@@ -4,6 +4,7 @@
   ``collecting()`` it hands the row over instead, for ``outbox_statements`` to write it with
   the caller's own statements in one round trip); with ``deliver_at`` it is scheduled, published
   at or after that time, and ``cancel_scheduled(message_id)`` withdraws it until then;
+  ``publish_again`` sends an event already written once more, same message id (a repeated reply);
 - a context's handlers are named in its declaration (``<context>/context.toml``, under
   ``consumes``), which also binds its queue; messaging subscribes them when it is ready, and
   runs the ``events`` consumer (the event log the timeline reads) where a hosted context
@@ -38,6 +39,7 @@ from messaging.outbox import (
     current_cause,
     outbox_statements,
     publish,
+    publish_again,
 )
 from messaging.payloads import payload_uuid
 from messaging.registry import local_consumers
@@ -99,6 +101,7 @@ __all__ = [
     "outbox_statements",
     "payload_uuid",
     "publish",
+    "publish_again",
     "serve_metrics",
     "server_span",
     "span_in_use",

@@ -91,6 +91,23 @@ def publish(
     return event_id
 
 
+def publish_again(*, event_type: str, correlation_id: str, using: str = "default") -> bool:
+    """Send the newest ``event_type`` of ``correlation_id`` this deployment wrote once more, as it
+    was: same message id, payload and cause (the relay publishes it again at its next look). For a
+    reply asked for twice (a command sent again after its deadline): every consumer that had it
+    finds its message id in its inbox, so the answer repeats and nothing happens twice. False if
+    there is none (never written here, or past the outbox's retention)."""
+    if not transaction.get_connection(using).in_atomic_block:
+        raise OutsideTransactionError(f"publish_again({event_type}) must run inside transaction.atomic()")
+    rows = OutboxMessage.objects.using(using).filter(event_type=event_type, correlation_id=correlation_id)
+    row = rows.order_by("-created_at", "-id").first()
+    if row is None:
+        return False
+    if row.published_at is not None:
+        rows.filter(pk=row.pk).update(published_at=None, attempts=0, next_attempt_at=None, parked_at=None)
+    return True
+
+
 def _scheduled_row(row: dict, deliver_at: datetime) -> dict:
     kept = {key: value for key, value in row.items() if key not in ("attempts", "last_error", "created_at")}
     return {**kept, "created_at": timezone.now(), "deliver_at": deliver_at}

@@ -9,13 +9,14 @@ from django.utils import timezone
 
 from kernel.contexts import context_of
 from messaging.masking import mask_sensitive
-from messaging.models import DeadLetter, EventLogEntry, InboxMessage, OutboxMessage
+from messaging.models import DeadLetter, EventLogEntry, InboxMessage, OutboxMessage, ScheduledMessage
 from messaging.registry import local_consumers
 from messaging.timeline import DeadLetterMark, Handling, TimelineEntry
 
 
 def timeline_for(correlation_id: str, *, detailed: bool = False) -> list[TimelineEntry]:
-    """Every event of one correlation id (one saga), published or not, one entry per message id.
+    """Every event of one correlation id (one saga), published or not, one entry per message id;
+    a scheduled message not yet due is there too (state ``scheduled``, at its delivery time).
 
     The outbox holds what is produced (including what is still waiting to be published);
     the event log holds what was seen on the bus and outlives the outbox's retention.
@@ -45,6 +46,20 @@ def timeline_for(correlation_id: str, *, detailed: bool = False) -> list[Timelin
             payload=mask_sensitive(row.payload),
             attempts=row.attempts,
             last_error=row.last_error,
+        )
+    for row in ScheduledMessage.objects.filter(correlation_id=correlation_id):  # due later: not stuck
+        entries.setdefault(
+            str(row.event_id),
+            TimelineEntry(
+                event_type=row.event_type,
+                message_id=str(row.event_id),
+                occurred_at=row.deliver_at,
+                published_at=None,
+                source=row.source,
+                causation_id=row.causation_id or None,
+                state="scheduled",
+                payload=mask_sensitive(row.payload),
+            ),
         )
     ordered = sorted(entries.values(), key=lambda e: (e.occurred_at, e.message_id))
     if detailed:

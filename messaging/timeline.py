@@ -43,7 +43,7 @@ class TimelineEntry:
     published_at: datetime | None
     source: str
     causation_id: str | None
-    state: str  # pending, published or parked
+    state: str  # pending, published, parked, or scheduled (publish(deliver_at=...), not due yet)
     payload: dict | None = None  # masked; None where it is not read (a new event)
     attempts: int = 0
     last_error: str = ""

@@ -49,7 +49,10 @@ class TimelineEntrySerializer(serializers.Serializer):
     published_at = serializers.DateTimeField(allow_null=True, help_text="Null while the event waits in the outbox.")
     source = serializers.CharField(help_text="The context that produced it: orders, payments or inventory.")
     causation_id = serializers.CharField(allow_null=True, help_text="The message that caused this one.")
-    state = serializers.ChoiceField(choices=["pending", "published", "parked"])
+    state = serializers.ChoiceField(
+        choices=["pending", "published", "parked", "scheduled"],
+        help_text="scheduled: published at occurred_at, not before (a deadline); not a stuck event.",
+    )
 
 
 @extend_schema_serializer(component_name="OrderLine")

@@ -16,7 +16,7 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
-from messaging.api import caused_by, current_cause, publish
+from messaging.api import caused_by, current_cause, publish, publish_again
 from payments.models import Payment
 from payments.wakeup import notify_call_due
 
@@ -57,27 +57,26 @@ def payment_charge(*, order_id: uuid.UUID, amount: Decimal, currency: str, token
 
 @transaction.atomic(savepoint=False)
 def payment_charge_ordered(*, order_id: uuid.UUID, amount: Decimal, currency: str, token: str, items: list) -> None:
-    """The orchestrator's charge command: as ``payment_charge``; sent again (its reply late or lost),
-    it changes nothing and answers again with the outcome already recorded."""
+    """The orchestrator's charge command: as ``payment_charge``; sent again (its deadline passed),
+    it changes nothing and repeats the outcome already announced, as it was (``publish_again``)."""
     payment = _lock_payment(order_id)
     if payment.status == Payment.Status.NEW:
         payment_charge(order_id=order_id, amount=amount, currency=currency, token=token, items=items)
-    elif payment.status in (Payment.Status.CHARGED, Payment.Status.REFUNDING, Payment.Status.REFUNDED):
-        if payment.charge_id:
-            _publish_succeeded(payment, payment.charge_id)
+    elif payment.charge_id:  # charged, and maybe refunded since
+        publish_again(event_type="payments.payment.succeeded", correlation_id=str(order_id))
     elif payment.status == Payment.Status.DECLINED:
-        _publish_failed(payment)
+        publish_again(event_type="payments.payment.failed", correlation_id=str(order_id))
     else:
-        logger.info("charge command: payment is %s, its outcome is still to come", payment.status)
+        logger.info("charge command: payment is %s, no outcome to repeat", payment.status)
 
 
 @transaction.atomic(savepoint=False)
 def payment_refund_ordered(*, order_id: uuid.UUID, reason: str) -> None:
     """The orchestrator's refund command: as ``payment_refund``; sent again once refunded, it
-    answers again."""
+    repeats the refund's event."""
     payment = _lock_payment(order_id)
     if payment.status == Payment.Status.REFUNDED:
-        _publish_refunded(payment, payment.refund_id, payment.refund_reason)
+        publish_again(event_type="payments.payment.refunded", correlation_id=str(order_id))
     else:
         payment_refund(order_id=order_id, reason=reason)
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from django.db import transaction
 from django.utils import timezone
 
-from messaging.api import publish
+from messaging.api import publish, publish_again
 from shipping.models import Shipment
 
 logger = logging.getLogger(__name__)
@@ -52,7 +52,7 @@ def shipment_prepare(*, order_id: uuid.UUID) -> None:
 @transaction.atomic(savepoint=False)
 def shipment_prepare_ordered(*, order_id: uuid.UUID, ship_to: str) -> None:
     """The orchestrator's shipping step: prepare the parcel, or refuse an address no carrier of
-    ours serves. Sent again (its reply late or lost), it answers again with what it decided."""
+    ours serves. Sent again (its deadline passed), it repeats what it announced, as it was."""
     refused = ship_to in UNSERVED_COUNTRIES
     status = Shipment.Status.REFUSED if refused else Shipment.Status.PREPARING
     shipment, created = _lock_or_create(order_id, status)
@@ -62,9 +62,9 @@ def shipment_prepare_ordered(*, order_id: uuid.UUID, ship_to: str) -> None:
             shipment.save(update_fields=["ship_to", "updated_at"])
         _publish(shipment, "shipping.shipment.refused" if refused else "shipping.shipment.created")
     elif shipment.status == Shipment.Status.REFUSED:
-        _publish(shipment, "shipping.shipment.refused")
+        publish_again(event_type="shipping.shipment.refused", correlation_id=str(order_id))
     elif shipment.status in (Shipment.Status.PREPARING, Shipment.Status.DISPATCHED):
-        _publish(shipment, "shipping.shipment.created")
+        publish_again(event_type="shipping.shipment.created", correlation_id=str(order_id))
     else:
         logger.info("shipping command ignored: the order's shipment is already %s", shipment.status)
 

@@ -18,7 +18,7 @@ from faultlib.saga import ledger, stock
 from faultlib.simulation import Bus, calls_in_flight, gateway_worker_step, shuffled_sagas
 from inventory.models import Reservation
 from inventory.services import product_upsert
-from messaging.api import TransientError
+from messaging.api import TransientError, timeline_for, timeline_waiting
 from messaging.dispatch import Outcome, decide
 from messaging.models import OutboxMessage, ScheduledMessage
 from messaging.scheduled import move_due_messages
@@ -369,3 +369,35 @@ def test_a_step_waiting_shows_its_attempt_and_deadline(bus, admin_client):
     page = admin_client.get(f"/admin/orders/order/{order_id}/change/").content.decode()
     assert "Orchestrated saga: reserving_inventory, version 2" in page
     assert "Waiting for orchestrator.stock.reserve: attempt 1 of 3, deadline " in page
+
+    # the deadline is in the order's timeline as scheduled, and no diagnosis counts it as stuck
+    deadline_id = str(OrderSaga.objects.get(order_id=order_id).deadline_id)
+    timeline = admin_client.get(f"/api/orders/{order_id}/").json()["timeline"]
+    assert [(e["event_type"], e["state"]) for e in timeline if e["message_id"] == deadline_id] == [
+        ("orchestrator.step.deadline", "scheduled")
+    ]
+    assert timeline[-1]["message_id"] == deadline_id  # due last, after what happened so far
+    waits = timeline_waiting(timeline_for(order_id, detailed=True))
+    assert deadline_id not in {w.message_id for w in waits}
+
+
+def test_a_step_sent_again_after_it_was_done_repeats_the_same_reply(bus):
+    order_id = place(bus)
+    deliver_only(bus, "orchestrator", "orders.order.created")
+    deliver_only(bus, "inventory", "orchestrator.stock.reserve")  # reserved; the reply waits in the queue
+    reply = OutboxMessage.objects.get(correlation_id=order_id, event_type="inventory.stock.reserved")
+
+    fire_deadlines(bus, order_id)
+    deliver_only(bus, "orchestrator", "orchestrator.step.deadline")  # the reserve command, again
+    deliver_only(bus, "inventory", "orchestrator.stock.reserve")
+    again = OutboxMessage.objects.get(correlation_id=order_id, event_type="inventory.stock.reserved")
+    assert again.event_id == reply.event_id  # no second event: the same message, relayed again
+    copies = [d.consumer for d in bus.pending if d.envelope.properties["message_id"] == str(reply.event_id)]
+    assert sorted(copies) == ["events", "events", "orchestrator", "orchestrator", "orders", "orders"]
+
+    run_to_quiet(bus)
+    assert order_of(order_id) == ("CONFIRMED", None)
+    assert stock("WIDGET") == 3
+    assert ledger(order_id) == [("charge", Decimal("20.00"))]
+    repeated = [o for d, o in bus.outcomes if d.envelope.properties["message_id"] == str(reply.event_id)]
+    assert sorted(o.value for o in repeated) == ["duplicate"] * 3 + ["handled"] * 3  # orders, events, orchestrator

@@ -316,9 +316,14 @@ class SplitSystem:
         report.check("stock conserved (inventory) and the storefront in step (orders)", problems, f"{stock}")
 
         shipments = dict(self["shipping"].rows("SELECT order_id::text, status FROM shipping_shipment"))
+        orchestrated = frozenset(
+            oid for (oid,) in orders.rows("SELECT id::text FROM orders_order WHERE saga_style = 'orchestration'")
+        )
         report.check(
             "shipments (shipping's database) follow the orders' outcomes",
-            shipment_problems({oid: s for oid, (s, _, _) in statuses.items()}, shipments, whole=True),
+            shipment_problems(
+                {oid: s for oid, (s, _, _) in statuses.items()}, shipments, whole=True, orchestrated=orchestrated
+            ),
             f"{len(shipments)} shipments",
         )
 
