@@ -126,7 +126,7 @@ def rows(f: dict) -> list[list[str]]:
     if s := f.get("12_saga_styles"):
         o, c = s["orchestration"], s["choreography"]
         for key, name, unit in (
-            ("terminal_per_s", f"backlog of {s['backlog']:,} drained to terminal", "/s"),
+            ("drained_per_s", f"backlog of {s['backlog']:,} drained, first publish to last decided", "/s"),
             ("confirmed_p50_ms", f"checkout -> CONFIRMED p50, paced {s['paced_rate']:.0f}/s", " ms"),
             ("confirmed_p99_ms", f"checkout -> CONFIRMED p99, paced {s['paced_rate']:.0f}/s", " ms"),
             ("outbox_per_order", "outbox rows per order", ""),

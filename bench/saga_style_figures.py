@@ -3,12 +3,18 @@ style in turn (choreography, orchestration, choreography, ...) runs as deployed:
 Procfile's processes with neither ``SAGA_STYLE`` nor ``ORCHESTRATOR`` set (no orchestrator), or
 all of them with ``SAGA_STYLE=orchestration`` (the orchestrator's consumer lands in the
 ``consumers`` process). Per style and round, as figure 6: a backlog of accepted checkouts drained
-to terminal orders (orders/s); the messages each of those orders cost once the saga is done
-(outbox rows and inbox rows, i.e. deliveries handled, whose correlation id is the order's); then
-checkout -> CONFIRMED paced at 10 orders/s, p50 / p99. In choreography an order is CONFIRMED
-before shipping follows; in orchestration after the shipment is created. The ratio is
-orchestration / choreography, per round, median. ``SAGA_BENCH_BACKLOG`` (default 1,000) makes it
-smaller.
+to terminal orders; the messages each of those orders cost once the saga is done (outbox rows,
+and inbox rows, i.e. deliveries handled, the event log's included, whose correlation id is the
+order's); then checkout -> CONFIRMED paced at 10 orders/s, p50 / p99. In choreography an order
+is CONFIRMED before shipping follows; in orchestration after the shipment is created. The ratio
+is orchestration / choreography, per round, median. ``SAGA_BENCH_BACKLOG`` (default 1,000) makes
+it smaller.
+
+The drain rate runs from the relay's first publish of the backlog to the last order decided, not
+from the first order decided (figure 6's): orchestrated orders are decided in one wave at the
+end (the orchestrator's queue holds every ``order.created`` before the first reply, so each step
+runs for the whole backlog before the next), which figure 6's measure would count as a fast
+drain. Both are kept in each round.
 """
 
 import contextlib
@@ -32,7 +38,7 @@ BACKLOG = int(os.environ.get("SAGA_BENCH_BACKLOG", "1000"))
 STYLES = {"choreography": {}, "orchestration": {"SAGA_STYLE": "orchestration"}}
 STYLE_VARS = ("SAGA_STYLE", "ORCHESTRATOR")
 ORCHESTRATOR_QUEUE = "orchestrator_queue"
-METRICS = ("terminal_per_s", "confirmed_p50_ms", "confirmed_p99_ms", "outbox_per_order", "deliveries_per_order")
+METRICS = ("drained_per_s", "confirmed_p50_ms", "confirmed_p99_ms", "outbox_per_order", "deliveries_per_order")
 SETTLED_SECONDS = 2.0  # the counts unchanged this long: the saga's last hops are done
 
 
@@ -87,8 +93,9 @@ def style_round(bench: Bench, style: str, n: int) -> dict:
             result |= {"accepted_per_s": accepted} | messages(bench, window)
             progress(
                 f"12 saga styles round {n}/{bench.rounds}, {style}: {result['orders']} checkouts accepted at "
-                f"{accepted:.0f}/s, drained to terminal at {result['terminal_per_s']:.0f} orders/s "
-                f"({result['confirmed']} CONFIRMED); {result['outbox_per_order']:.2f} outbox rows and "
+                f"{accepted:.0f}/s, drained to terminal at {result['drained_per_s']:.0f} orders/s from the first "
+                f"publish ({result['terminal_per_s']:.0f}/s from the first decided; {result['confirmed']} CONFIRMED); "
+                f"{result['outbox_per_order']:.2f} outbox rows and "
                 f"{result['deliveries_per_order']:.2f} deliveries per order"
             )
             paced = paced_latency(bench, url, f"12 saga styles round {n}/{bench.rounds}, {style}, paced")
