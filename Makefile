@@ -57,7 +57,7 @@ run-split: export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 run-split: $(STAMP) ## run each installed context as its own deployment, each on its own database, one broker (embedded unless <CONTEXT>_DATABASE_URL and BROKER_URL are set; scripts/run_split.py)
 	python scripts/run_split.py --port $(PORT) --var-dir $(SPLIT_VAR)
 
-test: $(STAMP) ## import contracts, the frozen event schemas, the AsyncAPI parser + the whole suite on real PostgreSQL and RabbitMQ
+test: $(STAMP) ## import contracts, the frozen event schemas, the AsyncAPI parser + the whole suite on real PostgreSQL and RabbitMQ (tests/orchestration in a second session, ORCHESTRATOR=1)
 	$(VENV)/bin/lint-imports
 	$(VENV)/bin/ruff check --quiet .
 	$(VENV)/bin/ruff format --check --quiet .
