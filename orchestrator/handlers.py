@@ -16,7 +16,12 @@ def on_reply(event: IncomingEvent) -> None:
 
 
 def on_order_ended(event: IncomingEvent) -> None:
-    services.saga_order_ended(order_id=order_id_of(event), event_type=event.event_type, was_pending=was_pending(event))
+    services.saga_order_ended(
+        order_id=order_id_of(event),
+        event_type=event.event_type,
+        was_pending=was_pending(event),
+        orchestrated=is_orchestrated(event),
+    )
 
 
 def on_step_deadline(event: IncomingEvent) -> None:

@@ -151,11 +151,19 @@ def saga_step_deadline(*, order_id: uuid.UUID, step: str, attempt: int) -> None:
 
 
 @transaction.atomic(savepoint=False)
-def saga_order_ended(*, order_id: uuid.UUID, event_type: str, was_pending: bool) -> None:
+def saga_order_ended(*, order_id: uuid.UUID, event_type: str, was_pending: bool, orchestrated: bool) -> None:
     """Orders cancelled or failed the order itself: stop. The participants compensate on orders'
     event; only a shipment made for a still-pending order is out of its reach (shipping cancels
-    on its own only what a confirmed order had), so the saga cancels that one."""
+    on its own only what a confirmed order had), so the saga cancels that one. An orchestrated
+    order's end that overtook its creation leaves a tombstone: the saga never starts."""
     saga = OrderSaga.objects.filter(order_id=order_id).first()
+    if saga is None and orchestrated:
+        tombstone = OrderSaga(order_id=order_id, status=Status.ENDED_BY_ORDERS, amount=Decimal("0"), currency="")
+        OrderSaga.objects.bulk_create([tombstone], ignore_conflicts=True)
+        saga = OrderSaga.objects.get(order_id=order_id)
+        if saga.status == Status.ENDED_BY_ORDERS:
+            logger.info("%s before the order's creation: its saga will not start", event_type)
+            return
     if saga is None or saga.status in (Status.FAILED, Status.ENDED_BY_ORDERS):
         return
     shipment_made = saga.status in (Status.SHIPPING_ORDER, Status.COMPLETED)

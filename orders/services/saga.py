@@ -88,6 +88,12 @@ def _publish(order: Order, event_type: str, **fields) -> None:
     )
 
 
+def _orchestrated(order: Order) -> dict:
+    """What an order's end says of an orchestrated one, so the orchestrator stops its saga even
+    when the end overtakes the creation (a retried delivery)."""
+    return {"saga_style": order.saga_style} if order.saga_style == Order.SagaStyle.ORCHESTRATION else {}
+
+
 @transaction.atomic(savepoint=False)
 def order_payment_record(*, order_id: uuid.UUID, amount: Decimal, currency: str) -> None:
     """Note that the order's charge succeeded (once): its stock outcome may now decide it."""
@@ -158,7 +164,7 @@ def _fail(order: Order, reason: str) -> None:
     order.status, order.failure_reason = Order.Status.FAILED, reason
     order.save(update_fields=["status", "failure_reason", "updated_at"])
     saga_outcome_observed(order=order, previous_status=Order.Status.PENDING)
-    _publish(order, "orders.order.failed", reason=reason)
+    _publish(order, "orders.order.failed", reason=reason, **_orchestrated(order))
 
 
 @transaction.atomic(savepoint=False)
@@ -202,7 +208,7 @@ def order_cancel(*, order_id: uuid.UUID) -> Order:
     order.status = Order.Status.CANCELLED
     order.save(update_fields=["status", "updated_at"])
     saga_outcome_observed(order=order, previous_status=previous)
-    _publish(order, "orders.order.cancelled", previous_status=previous)
+    _publish(order, "orders.order.cancelled", previous_status=previous, **_orchestrated(order))
     return order
 
 

@@ -401,3 +401,19 @@ def test_a_step_sent_again_after_it_was_done_repeats_the_same_reply(bus):
     assert ledger(order_id) == [("charge", Decimal("20.00"))]
     repeated = [o for d, o in bus.outcomes if d.envelope.properties["message_id"] == str(reply.event_id)]
     assert sorted(o.value for o in repeated) == ["duplicate"] * 3 + ["handled"] * 3  # orders, events, orchestrator
+
+
+def test_a_cancellation_that_overtakes_the_creation_keeps_the_saga_from_starting(bus):
+    order_id = place(bus)
+    order_cancel(order_id=uuid.UUID(order_id))
+    bus.relay()
+    deliver_only(bus, "orchestrator", "orders.order.cancelled")  # first, as a retried creation would let it
+    deliver_only(bus, "orchestrator", "orders.order.created")
+    run_to_quiet(bus)
+
+    saga = OrderSaga.objects.get(order_id=order_id)
+    assert (saga.status, saga.transitions.count()) == (S.ENDED_BY_ORDERS, 0)
+    assert not [e for e in sent(order_id) if e.startswith("orchestrator.")]  # no command ever sent
+    assert order_of(order_id) == ("CANCELLED", None)
+    assert ledger(order_id) == []
+    assert stock("WIDGET") == 5
