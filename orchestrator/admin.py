@@ -28,7 +28,7 @@ class OrderSagaAdmin(ReadOnlyAdmin):
     list_filter = ["status"]
     search_fields = ["order_id", "saga_id"]
     fields = [
-        *("saga_id", "order_id", "status", "failure_reason", "attempt", "deadline_id", "version"),
+        *("saga_id", "order_id", "status", "step_since", "failure_reason", "attempt", "deadline_id", "version"),
         *("step_keys", "items", "amount", "currency", "ship_to", "created_at", "updated_at"),
     ]  # never the payment token
     inlines = [SagaTransitionInline]

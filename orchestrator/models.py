@@ -37,6 +37,9 @@ class OrderSaga(models.Model):
     # scheduled message (cancelled when the reply comes).
     attempt = models.PositiveSmallIntegerField(default=0)
     deadline_id = models.UUIDField(null=True, blank=True)
+    step_since = models.DateTimeField(
+        auto_now_add=True, help_text="When it entered its status (not bumped by a retry)."
+    )
     version = models.PositiveIntegerField(default=1)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)

@@ -1,10 +1,13 @@
-"""What the orchestrator shows operators: its saga's state on an orchestrated order's page."""
+"""What the orchestrator shows operators: its saga's state on an orchestrated order's page, and
+gauges on ``/metrics`` (the sagas waiting, by state, and the longest wait)."""
 
 from django.conf import settings
+from django.utils import timezone
+from prometheus_client.core import GaugeMetricFamily
 
-from kernel.operations import OrderPanel, register_order_panel
+from kernel.operations import OrderPanel, register_database_gauges, register_order_panel
 from orchestrator.models import OrderSaga
-from orchestrator.selectors import saga_deadline
+from orchestrator.selectors import saga_deadline, sagas_waiting
 from orchestrator.services import STEPS
 
 
@@ -22,5 +25,24 @@ def saga_panel(order_id: str) -> dict | None:
     }
 
 
+def saga_gauges():
+    waiting = sagas_waiting(timezone.now())
+    by_status = GaugeMetricFamily(
+        "orchestrator_sagas_waiting",
+        "Orchestrated sagas waiting for a participant's reply, by state (a step or a compensation).",
+        labels=["status"],
+    )
+    for status, count in waiting.by_status.items():
+        by_status.add_metric([status], count)
+    yield by_status
+    yield GaugeMetricFamily(
+        "orchestrator_saga_oldest_waiting_seconds",
+        "How long the saga waiting longest has been in its state (0 when none waits); its step is sent again "
+        "every ORCHESTRATOR_STEP_TIMEOUT, ORCHESTRATOR_STEP_ATTEMPTS times, then compensated.",
+        value=waiting.oldest_waiting_seconds,
+    )
+
+
 def register() -> None:
     register_order_panel(OrderPanel("orchestrated-saga", "admin/orchestrator/saga_panel.html", saga_panel))
+    register_database_gauges("orchestrator", saga_gauges)

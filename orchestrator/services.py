@@ -191,8 +191,11 @@ def _move(saga: OrderSaga, to: str, *, cause: str, reason: str = "") -> None:
         _send(saga, "orchestrator.order.confirm")
     elif to == Status.FAILED:
         _send(saga, "orchestrator.order.fail", reason=reason or "timeout")
+    now = timezone.now()
+    if to != saga.status:
+        changes["step_since"] = now
     moved = OrderSaga.objects.filter(pk=saga.pk, version=saga.version).update(
-        **changes, version=F("version") + 1, updated_at=timezone.now()
+        **changes, version=F("version") + 1, updated_at=now
     )
     if moved != 1:
         raise TransientError(f"the saga of {saga.order_id} moved meanwhile (version {saga.version}): read it again")

@@ -29,6 +29,7 @@ from orders.services.checkout import Line, order_place
 from orders.services.saga import order_cancel
 from shipping.models import Shipment
 from tests.conftest import ALL_DATABASES
+from tests.e2e.test_metrics import samples
 from tests.support import forged
 
 pytestmark = pytest.mark.django_db(transaction=True, databases=ALL_DATABASES)
@@ -368,7 +369,8 @@ def test_a_step_waiting_shows_its_attempt_and_deadline(bus, admin_client):
     deliver_only(bus, "orchestrator", "orders.order.created")
     page = admin_client.get(f"/admin/orders/order/{order_id}/change/").content.decode()
     assert "Orchestrated saga: reserving_inventory, version 2" in page
-    assert "Waiting for orchestrator.stock.reserve: attempt 1 of 3, deadline " in page
+    assert "Waiting for orchestrator.stock.reserve since " in page
+    assert " UTC: attempt 1 of 3, deadline " in page
 
     # the deadline is in the order's timeline as scheduled, and no diagnosis counts it as stuck
     deadline_id = str(OrderSaga.objects.get(order_id=order_id).deadline_id)
@@ -417,3 +419,23 @@ def test_a_cancellation_that_overtakes_the_creation_keeps_the_saga_from_starting
     assert order_of(order_id) == ("CANCELLED", None)
     assert ledger(order_id) == []
     assert stock("WIDGET") == 5
+
+
+def test_metrics_show_the_sagas_waiting_by_state_and_the_longest_wait(bus, client):
+    done = place(bus, quantity=1)
+    run_to_quiet(bus)
+    waiting = place(bus)
+    deliver_only(bus, "orchestrator", "orders.order.created")
+    OrderSaga.objects.filter(order_id=waiting).update(step_since=timezone.now() - timedelta(seconds=90))
+
+    got = samples(client.get("/metrics").content.decode())
+    by_status = {dict(labels)["status"]: n for (name, labels), n in got.items() if name == "orchestrator_sagas_waiting"}
+    assert by_status == {
+        S.RESERVING_INVENTORY: 1,
+        S.PROCESSING_PAYMENT: 0,
+        S.SHIPPING_ORDER: 0,
+        S.COMPENSATING_PAYMENT: 0,
+        S.COMPENSATING_INVENTORY: 0,
+    }
+    assert 90 <= got[("orchestrator_saga_oldest_waiting_seconds", ())] < 120
+    assert OrderSaga.objects.get(order_id=done).status == S.COMPLETED  # a finished saga waits for nothing
