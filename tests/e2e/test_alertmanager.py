@@ -64,6 +64,7 @@ def test_a_target_down_silences_the_alerts_it_explains_and_no_others():
         "DeadLettersWaiting": None,
         "ConsumerStalledQueueGrowing": "shop-consumers",
         "OrdersPendingPastSagaDeadline": "shop-deadline",
+        "OrchestratedSagaStuck": "shop-consumers",  # the orchestrator's consumer runs there
         "GatewayCallsOverdue": None,  # the gateway worker has no scrape target to be down
         "ShopWorkerDown": None,  # from its job, by label_replace in the expression
         "ShopWebDown": None,
