@@ -1,8 +1,9 @@
 """The bounded contexts, as each one declares itself in ``<package>/context.toml``.
 
 A context's declaration is data, not code: its name, the routing keys its queue is bound to
-and the handler of each, the events it publishes (and how the swimlane colours them), its
-commands, and what its deployment runs and migrates. ``config.settings.INSTALLED_CONTEXTS``
+and the handler of each (``consumes``; ``obeys`` for the orchestrator's commands, bound only
+where the orchestrator is installed), the events it publishes (and how the swimlane colours
+them), its commands, and what its deployment runs and migrates. ``config.settings.INSTALLED_CONTEXTS``
 lists the installed packages; ``CONTEXTS`` picks the ones a deployment hosts.
 
 Every deployment reads every installed context's declaration, hosted or not: so each relay

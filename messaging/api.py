@@ -17,8 +17,8 @@
   letter) as ``WaitingPlace`` values, and ``yet_to_handle`` which subscribed consumers have
   not handled each entry yet;
 - ``mask_sensitive`` / ``mask_text`` hide sensitive fields (``SENSITIVE_FIELDS``) outside their context;
-- ``outbox_backlog``, ``scheduled_backlog``, ``dead_letter_counts``, ``oldest_waiting_dead_letters``,
-  ``local_consumers``, ``system_consumers`` (every queue's, hosted here or not) and
+- ``outbox_backlog``, ``scheduled_backlog`` (and ``scheduled_delivery_time``), ``dead_letter_counts``,
+  ``oldest_waiting_dead_letters``, ``local_consumers``, ``system_consumers`` (every queue's, hosted here or not) and
   ``broker_reachable`` serve the operators' pages, health checks and metrics;
 - ``fault_point`` names a place where crash tests stop a process (``FAULT_POINT``; inert otherwise);
 - ``enable_tracing``, ``server_span``, ``span_in_use``, ``trace_headers`` and ``trace_ids`` let
