@@ -64,7 +64,7 @@ def stock_reserve_ordered(*, order_id: uuid.UUID, lines: list[Line]) -> None:
     it changes nothing and repeats the outcome already announced, as it was (``publish_again``)."""
     reservation = _lock_reservation(order_id)
     if reservation.status == Reservation.Status.NEW:
-        stock_reserve(order_id=order_id, lines=lines)
+        _reserve(reservation, lines)
     elif reservation.status == Reservation.Status.RESERVED:
         publish_again(event_type="inventory.stock.reserved", correlation_id=str(order_id))
     elif reservation.status == Reservation.Status.FAILED:
@@ -81,13 +81,17 @@ def stock_release_ordered(*, order_id: uuid.UUID, reason: str) -> None:
     if reservation.status == Reservation.Status.RELEASED:
         publish_again(event_type="inventory.stock.released", correlation_id=str(order_id))
     else:
-        stock_release(order_id=order_id, reason=reason)
+        _release(reservation, reason)
 
 
 @transaction.atomic(savepoint=False)
 def stock_reserve(*, order_id: uuid.UUID, lines: list[Line]) -> None:
     """Reserve every line or none, after a successful payment."""
-    reservation = _lock_reservation(order_id)
+    _reserve(_lock_reservation(order_id), lines)
+
+
+def _reserve(reservation: Reservation, lines: list[Line]) -> None:
+    order_id = reservation.order_id
     if reservation.status != Reservation.Status.NEW:
         logger.info("reservation ignored: order is already %s", reservation.status)
         return
@@ -118,7 +122,10 @@ def stock_reserve(*, order_id: uuid.UUID, lines: list[Line]) -> None:
 @transaction.atomic(savepoint=False)
 def stock_release(*, order_id: uuid.UUID, reason: str) -> None:
     """Give back an order's reserved stock, once; before any reservation, leave a tombstone."""
-    reservation = _lock_reservation(order_id)
+    _release(_lock_reservation(order_id), reason)
+
+
+def _release(reservation: Reservation, reason: str) -> None:
     if reservation.status == Reservation.Status.NEW:
         reservation.status = Reservation.Status.CANCELLED
         reservation.reason = reason

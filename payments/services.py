@@ -44,7 +44,10 @@ def _lock_payment(order_id: uuid.UUID) -> Payment:
 @transaction.atomic(savepoint=False)
 def payment_charge(*, order_id: uuid.UUID, amount: Decimal, currency: str, token: str, items: list) -> None:
     """Record the charge in flight, due now, for the gateway worker; a second request changes nothing."""
-    payment = _lock_payment(order_id)
+    _charge(_lock_payment(order_id), amount=amount, currency=currency, token=token, items=items)
+
+
+def _charge(payment: Payment, *, amount: Decimal, currency: str, token: str, items: list) -> None:
     if payment.status != Payment.Status.NEW:
         logger.info("charge ignored: payment is already %s", payment.status)
         return
@@ -61,7 +64,7 @@ def payment_charge_ordered(*, order_id: uuid.UUID, amount: Decimal, currency: st
     it changes nothing and repeats the outcome already announced, as it was (``publish_again``)."""
     payment = _lock_payment(order_id)
     if payment.status == Payment.Status.NEW:
-        payment_charge(order_id=order_id, amount=amount, currency=currency, token=token, items=items)
+        _charge(payment, amount=amount, currency=currency, token=token, items=items)
     elif payment.charge_id:  # charged, and maybe refunded since
         publish_again(event_type="payments.payment.succeeded", correlation_id=str(order_id))
     elif payment.status == Payment.Status.DECLINED:
@@ -78,7 +81,7 @@ def payment_refund_ordered(*, order_id: uuid.UUID, reason: str) -> None:
     if payment.status == Payment.Status.REFUNDED:
         publish_again(event_type="payments.payment.refunded", correlation_id=str(order_id))
     else:
-        payment_refund(order_id=order_id, reason=reason)
+        _refund(payment, reason)
 
 
 def _record_charge(payment: Payment, result) -> None:
@@ -125,7 +128,10 @@ def payment_refund(*, order_id: uuid.UUID, reason: str) -> None:
     """Leave the refund in flight for the gateway worker. A payment still ``new`` may hide a charge
     an older release made before crashing: the worker asks the gateway by key first and voids it
     if there is none (a tombstone: no later charge); one still ``charging`` is refunded once charged."""
-    payment = _lock_payment(order_id)
+    _refund(_lock_payment(order_id), reason)
+
+
+def _refund(payment: Payment, reason: str) -> None:
     if payment.status in (Payment.Status.NEW, Payment.Status.CHARGED):
         payment.status, payment.refund_reason = Payment.Status.REFUNDING, reason
         payment.call_due_at, payment.call_attempts = timezone.now(), 0

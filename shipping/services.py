@@ -32,9 +32,11 @@ def _publish(shipment: Shipment, event_type: str) -> None:
     )
 
 
-def _lock_or_create(order_id: uuid.UUID, status: str) -> tuple[Shipment, bool]:
+def _lock_or_create(order_id: uuid.UUID, status: str, ship_to: str = "") -> tuple[Shipment, bool]:
     """The order's shipment, locked; created in ``status`` (and then True) if it had none."""
-    shipment, created = Shipment.objects.get_or_create(order_id=order_id, defaults={"status": status})
+    shipment, created = Shipment.objects.get_or_create(
+        order_id=order_id, defaults={"status": status, "ship_to": ship_to}
+    )
     if not created:
         shipment = Shipment.objects.select_for_update().get(pk=shipment.pk)
     return shipment, created
@@ -55,11 +57,8 @@ def shipment_prepare_ordered(*, order_id: uuid.UUID, ship_to: str) -> None:
     ours serves. Sent again (its deadline passed), it repeats what it announced, as it was."""
     refused = ship_to in UNSERVED_COUNTRIES
     status = Shipment.Status.REFUSED if refused else Shipment.Status.PREPARING
-    shipment, created = _lock_or_create(order_id, status)
+    shipment, created = _lock_or_create(order_id, status, ship_to)
     if created:
-        if ship_to:
-            shipment.ship_to = ship_to
-            shipment.save(update_fields=["ship_to", "updated_at"])
         _publish(shipment, "shipping.shipment.refused" if refused else "shipping.shipment.created")
     elif shipment.status == Shipment.Status.REFUSED:
         publish_again(event_type="shipping.shipment.refused", correlation_id=str(order_id))

@@ -133,10 +133,7 @@ def order_confirm(*, order_id: uuid.UUID, reserved: dict[str, int]) -> None:
     if reserved != _lines_of(order):
         _ignore(order_id, STOCK_RESERVED, "not the order's lines")
         return
-    order.status = Order.Status.CONFIRMED
-    order.save(update_fields=["status", "updated_at"])
-    saga_outcome_observed(order=order, previous_status=Order.Status.PENDING)
-    _publish(order, "orders.order.confirmed", total=f"{order.total:.2f}", currency=order.currency)
+    _confirm(order)
 
 
 @transaction.atomic(savepoint=False)
@@ -160,6 +157,13 @@ def order_fail_out_of_stock(*, order_id: uuid.UUID) -> None:
     _fail(order, Order.FailureReason.OUT_OF_STOCK)
 
 
+def _confirm(order: Order) -> None:
+    order.status = Order.Status.CONFIRMED
+    order.save(update_fields=["status", "updated_at"])
+    saga_outcome_observed(order=order, previous_status=Order.Status.PENDING)
+    _publish(order, "orders.order.confirmed", total=f"{order.total:.2f}", currency=order.currency)
+
+
 def _fail(order: Order, reason: str) -> None:
     order.status, order.failure_reason = Order.Status.FAILED, reason
     order.save(update_fields=["status", "failure_reason", "updated_at"])
@@ -172,10 +176,7 @@ def order_confirm_as_ordered(*, order_id: uuid.UUID) -> None:
     """The orchestrator's saga completed (stock, charge, shipment): confirm the pending order."""
     if (order := _lock_orchestrated_pending(order_id, "orchestrator.order.confirm")) is None:
         return
-    order.status = Order.Status.CONFIRMED
-    order.save(update_fields=["status", "updated_at"])
-    saga_outcome_observed(order=order, previous_status=Order.Status.PENDING)
-    _publish(order, "orders.order.confirmed", total=f"{order.total:.2f}", currency=order.currency)
+    _confirm(order)
 
 
 @transaction.atomic(savepoint=False)

@@ -15,6 +15,7 @@ from faultlib.saga import CATALOG, checkout, ledger, seed_catalog, stock, wait_t
 from orchestrator.models import OrderSaga
 from orders.models import Order
 from tests.conftest import ALL_DATABASES
+from tests.orchestration.test_orchestrator import CONFIRMED_EVENTS
 
 pytestmark = pytest.mark.django_db(transaction=True, databases=ALL_DATABASES)
 
@@ -71,17 +72,7 @@ def test_every_outcome_of_both_styles_in_one_system(orchestrated, settings):
 
     body = client.get(f"/api/orders/{confirmed}/").json()
     assert (body["saga_style"], body["ship_to"]) == ("orchestration", None)
-    assert [e["event_type"] for e in body["timeline"]] == [
-        "orders.order.created",
-        "orchestrator.stock.reserve",
-        "inventory.stock.reserved",
-        "orchestrator.payment.charge",
-        "payments.payment.succeeded",
-        "orchestrator.shipment.create",
-        "shipping.shipment.created",
-        "orchestrator.order.confirm",
-        "orders.order.confirmed",
-    ]
+    assert [e["event_type"] for e in body["timeline"]] == CONFIRMED_EVENTS
     report = check_invariants(initial_stock={sku: units for sku, _, _, units in CATALOG})
     assert report.violations == [], str(report)
 

@@ -36,6 +36,18 @@ pytestmark = pytest.mark.django_db(transaction=True, databases=ALL_DATABASES)
 
 S = OrderSaga.Status
 ORCHESTRATED = override_settings(SAGA_STYLE="orchestration")
+# An orchestrated order's events to CONFIRMED, commands included, in order.
+CONFIRMED_EVENTS = [
+    "orders.order.created",
+    "orchestrator.stock.reserve",
+    "inventory.stock.reserved",
+    "orchestrator.payment.charge",
+    "payments.payment.succeeded",
+    "orchestrator.shipment.create",
+    "shipping.shipment.created",
+    "orchestrator.order.confirm",
+    "orders.order.confirmed",
+]
 
 
 @pytest.fixture
@@ -113,17 +125,7 @@ def test_a_confirmed_order_reserves_then_charges_then_ships(bus):
         (S.PROCESSING_PAYMENT, S.SHIPPING_ORDER, "payments.payment.succeeded"),
         (S.SHIPPING_ORDER, S.COMPLETED, "shipping.shipment.created"),
     ]
-    assert sent(order_id) == [
-        "orders.order.created",
-        "orchestrator.stock.reserve",
-        "inventory.stock.reserved",
-        "orchestrator.payment.charge",
-        "payments.payment.succeeded",
-        "orchestrator.shipment.create",
-        "shipping.shipment.created",
-        "orchestrator.order.confirm",
-        "orders.order.confirmed",
-    ]
+    assert sent(order_id) == CONFIRMED_EVENTS
     saga = OrderSaga.objects.get(order_id=order_id)
     assert (saga.status, saga.version, saga.attempt, saga.payment_token) == (S.COMPLETED, 5, 0, "")
     commands = OutboxMessage.objects.filter(correlation_id=order_id, event_type__startswith="orchestrator.")
