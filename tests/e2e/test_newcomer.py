@@ -60,8 +60,10 @@ def status_of(base: str, order_id: str) -> str | None:
 
 
 def ctrl_c(group: ProcessGroup, proc: subprocess.Popen) -> str:
-    """Ctrl-C as a terminal sends it (to the whole process group); the output once it has ended."""
-    os.killpg(proc.pid, signal.SIGINT)
+    """Ctrl-C as a terminal sends it (to the whole process group); the output once it has ended
+    (at once if it ended before: the log then says why)."""
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGINT)
     proc.wait(timeout=60)
     return group.logs(tail=100_000)
 
@@ -80,8 +82,14 @@ def try_it_block() -> str:
 
 
 def free_on_loopback(port: int) -> bool:
+    """Bindable, not only unheard: a port that is the local end of an open connection (ports are
+    taken from the same ephemeral range) refuses a listener as surely as one already listening."""
     with socket.socket() as sock:
-        return sock.connect_ex(("127.0.0.1", port)) != 0
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
 
 
 def port_with_free_metrics_ports() -> int:
@@ -95,16 +103,38 @@ def port_with_free_metrics_ports() -> int:
     raise RuntimeError("no free PORT with free metrics ports")
 
 
+def up_or_ended(group: ProcessGroup, make: subprocess.Popen, port: int) -> bool:
+    """Whether ``make run`` said it is up (True) or ended first (False)."""
+    up = f"make run: up: http://127.0.0.1:{port}/api/products/ lists the catalogue; checkouts are accepted"
+    try:
+        wait_until(lambda: up in group.logs(tail=100_000) or make.poll() is not None, timeout=120, message="up")
+    except TimeoutError:
+        raise AssertionError(f"make run not up in 120 s:\n{ctrl_c(group, make)[-6000:]}") from None
+    return make.poll() is None
+
+
+def start_make_run(tmp_path: Path, env: dict[str, str]) -> tuple[ProcessGroup, subprocess.Popen, int]:
+    """``make run`` on a free PORT, up: "make run: up" is said once checkouts are accepted (the
+    catalogue is listed at that moment). A port taken between the check and the bind (by another
+    process's outgoing connection) is the machine's race, not make run's: tried again on another
+    port, at most three times. Any other early end fails with make run's own log."""
+    for attempt in range(3):
+        port = port_with_free_metrics_ports()  # no metrics variable set: make run derives them from PORT
+        group = ProcessGroup(tmp_path / f"attempt-{attempt}", env)
+        group.log_dir.mkdir()
+        make = group.spawn("make-run", ["make", "run", f"PORT={port}"])
+        if up_or_ended(group, make, port):
+            return group, make, port
+        output = ctrl_c(group, make)
+        assert "already in use" in output, f"make run ended before it was up:\n{output[-6000:]}"
+    raise AssertionError(f"make run found a taken port three times:\n{output[-6000:]}")
+
+
 def test_the_readmes_try_it_block_as_pasted_against_make_run(tmp_path):
-    port = port_with_free_metrics_ports()  # no metrics variable set: make run derives them from PORT
     env = clean_env(VAR_DIR=str(tmp_path / "var"), GATEWAY_CHARGE_ATTEMPTS="1")
-    group = ProcessGroup(tmp_path, env)
-    make = group.spawn("make-run", ["make", "run", f"PORT={port}"])
+    group, make, port = start_make_run(tmp_path, env)
     base = f"http://127.0.0.1:{port}"
     try:
-        # "make run: up" is said once checkouts are accepted: the catalogue is listed at that moment.
-        up = f"make run: up: {base}/api/products/ lists the catalogue; checkouts are accepted"
-        wait_until(lambda: up in group.logs(tail=100_000), timeout=120, message="make run's up line")
         assert len(get_json(f"{base}/api/products/")) == 4
         with urllib.request.urlopen(f"http://127.0.0.1:{port + 1101}/metrics", timeout=5) as relay:
             assert "messaging_relay_published_total" in relay.read().decode()  # the relay's, on PORT + 1101
@@ -132,6 +162,7 @@ def test_the_readmes_try_it_block_as_pasted_against_make_run(tmp_path):
         assert listing.stdout == "no dead letters\n", listing
     finally:
         output = ctrl_c(group, make)
+        print(output[-6000:])  # on a failure above, pytest shows make run's own log: which process stopped
     assert f"gateway call for order {stuck} failed, again in 0.5s: the gateway is unavailable" in output
     # The cosmetic list: clean access lines, no kombu warning, the broker as a folder, a quiet Ctrl-C.
     assert '"GET /api/products/ HTTP/1.1" 200' in output and "request=<socket" not in output
