@@ -53,6 +53,9 @@ class ContextDeclaration:
     urls: str = ""
     # where it is hosted also runs messaging's event log (the timeline reads it)
     event_log: bool = False
+    # it only follows the order saga (hears its events, never changes its outcome, nobody waits
+    # for it): the saga's tests assert the participants' events exactly and tolerate a follower's
+    follows: bool = False
     # its deployment's extra database aliases to migrate, commands to run once after migrating
     # (e.g. seed data), and long-running processes beside web, relay and consumers: name -> args
     databases: tuple[str, ...] = ()
@@ -129,6 +132,7 @@ def read_declaration(base_dir: Path, package: str) -> ContextDeclaration:
         commands=tuple(data.get("commands", ())),
         urls=str(data.get("urls", "")),
         event_log=bool(data.get("event_log", False)),
+        follows=bool(data.get("follows", False)),
         databases=tuple(data.get("databases", ())),
         setup=tuple(tuple(command.split()) for command in data.get("setup", ())),
         processes=dict(data.get("processes", {})),
@@ -193,6 +197,16 @@ def hosted() -> tuple[ContextDeclaration, ...]:
     from django.conf import settings
 
     return tuple(d for d in installed() if d.name in settings.CONTEXTS)
+
+
+def saga_participants() -> tuple[ContextDeclaration, ...]:
+    """The installed contexts that take part in the order saga (not ``follows``)."""
+    return tuple(d for d in installed() if not d.follows)
+
+
+def followers() -> tuple[ContextDeclaration, ...]:
+    """The installed contexts that only follow the order saga (``follows = true``)."""
+    return tuple(d for d in installed() if d.follows)
 
 
 def names(declarations) -> list[str]:

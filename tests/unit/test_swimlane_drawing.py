@@ -5,6 +5,7 @@ import xml.etree.ElementTree as ET
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
+from kernel.contexts import installed, names
 from messaging.api import DeadLetterMark, Handling, TimelineEntry, WaitingPlace, timeline_waiting
 from orders.swimlane import COLORS, GUTTER, LANE_HEIGHT, MAX_COLUMN, RADIUS, TOP, saga_swimlane, waiting_reasons
 
@@ -57,7 +58,7 @@ def test_one_lane_per_installed_context_and_one_column_per_event_in_order():
     circles = {mid: g.find(f"{SVG}circle") for mid, g in marks(svg).items()}
 
     lanes = [t.text for t in svg.iter(f"{SVG}text") if t.get("font-weight") == "600"]
-    assert lanes == ["orders", "payments", "inventory", "shipping"]
+    assert lanes == names(installed())
     assert [float(circles[m].get("cx")) for m in ("m1", "m2", "m3", "m4")] == [
         GUTTER + MAX_COLUMN * i + MAX_COLUMN / 2 for i in range(4)
     ]
@@ -67,7 +68,7 @@ def test_one_lane_per_installed_context_and_one_column_per_event_in_order():
         lane_y(2),
         lane_y(1),
     ]
-    assert svg.get("aria-label") == "The saga in 4 events across orders, payments, inventory, shipping"
+    assert svg.get("aria-label") == f"The saga in 4 events across {', '.join(names(installed()))}"
 
 
 def test_an_arrow_goes_from_each_cause_to_its_effect_and_colours_follow_the_declared_kinds():

@@ -1,0 +1,311 @@
+"""What ``python manage.py startcontext`` writes: a working context from the declarations' own vocabulary.
+
+A new context only follows the order saga (``follows = true``): it hears the events it consumes,
+keeps one row per message it received, and publishes nothing until its services are written.
+Its package holds everything of its own: the declaration, models and first migration, thin
+handlers over services, one JSON Schema per event it publishes, a read-only admin and its tests
+(docs/adding-a-context.md). Installing it is one line of ``INSTALLED_CONTEXTS``.
+"""
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from kernel.contexts import RESERVED_NAMES, ContextDeclaration, context_of, schema_folder
+
+NAME = re.compile(r"^[a-z][a-z0-9_]*$")
+EVENT_TYPE = re.compile(r"^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*){2}$")
+INSTALLED_LIST = re.compile(r"^INSTALLED_CONTEXTS = \[\n(?P<items>(?:    \"[^\"]+\",\n)*)\]", re.MULTILINE)
+
+
+class ScaffoldError(ValueError):
+    """What is wrong with the request, and what to do instead."""
+
+
+@dataclass(frozen=True)
+class Request:
+    name: str
+    consumes: tuple[str, ...]
+    publishes: tuple[str, ...]
+
+    @property
+    def title(self) -> str:
+        return self.name.replace("_", " ").capitalize()
+
+    @property
+    def class_prefix(self) -> str:
+        return "".join(part.capitalize() for part in self.name.split("_"))
+
+    def handler_of(self, key: str) -> str:
+        """``on_<aggregate>_<event>``; with the producer too when two producers share the rest."""
+        short = "_".join(key.split(".")[1:])
+        clash = sum("_".join(k.split(".")[1:]) == short for k in self.consumes) > 1
+        return f"on_{key.replace('.', '_')}" if clash else f"on_{short}"
+
+
+def check(request: Request, base_dir: Path, installed: tuple[ContextDeclaration, ...]) -> None:
+    """Raise ``ScaffoldError`` for a request that would not give a working, installable context."""
+    name = request.name
+    if not NAME.match(name) or name in RESERVED_NAMES:
+        raise ScaffoldError(f"{name!r}: a context's name is lower_snake_case and not one of {sorted(RESERVED_NAMES)}")
+    if (base_dir / name).exists():
+        raise ScaffoldError(f"{name}/ exists already: choose another name or remove the folder")
+    if name in {d.name for d in installed}:
+        raise ScaffoldError(f"{name!r} is installed already")
+    published_by = {event_type: d for d in installed for event_type in d.publishes}
+    for key in request.consumes:
+        if key not in published_by:
+            raise ScaffoldError(
+                f"--consumes {key}: no installed context publishes it; choose among {', '.join(sorted(published_by))}"
+            )
+        versions = schema_versions(base_dir, published_by[key], key)
+        if len(versions) > 1:
+            raise ScaffoldError(
+                f"--consumes {key}: it has versions {versions[0]}..{versions[-1]}, so its reader needs an upcaster "
+                "per step (docs/evolving-events.md); scaffold without it, then add it under [consumes] and "
+                "[upcasters] by hand"
+            )
+    for event_type in request.publishes:
+        if not EVENT_TYPE.match(event_type) or context_of(event_type) != name:
+            raise ScaffoldError(f"--publishes {event_type}: a context publishes only '{name}.<aggregate>.<event>'")
+
+
+def schema_versions(base_dir: Path, declaration: ContextDeclaration, event_type: str) -> list[int]:
+    folder = schema_folder(base_dir, declaration)
+    files = folder.glob(f"{event_type}.v*.json") if folder else []
+    return sorted(int(f.name.removesuffix(".json").rsplit(".v", 1)[1]) for f in files)
+
+
+def files_of(request: Request) -> dict[str, str]:
+    """Path (relative to the tree) -> content, for every file of the new package."""
+    name, files = request.name, {}
+    files[f"{name}/__init__.py"] = ""
+    files[f"{name}/migrations/__init__.py"] = ""
+    files[f"{name}/tests/__init__.py"] = ""
+    files[f"{name}/context.toml"] = _declaration(request)
+    files[f"{name}/apps.py"] = _apps(request)
+    files[f"{name}/models.py"] = _models(request)
+    files[f"{name}/services.py"] = _services(request)
+    files[f"{name}/handlers.py"] = _handlers(request)
+    files[f"{name}/admin.py"] = _admin(request)
+    files[f"{name}/invariants.py"] = _invariants(request)
+    files[f"{name}/tests/test_{name}.py"] = _tests(request)
+    for event_type in request.publishes:
+        files[f"{name}/schemas/{event_type}.v1.json"] = _schema(event_type)
+    return files
+
+
+def install(settings_file: Path, name: str) -> None:
+    """Append ``name`` to ``INSTALLED_CONTEXTS`` in config/settings.py (its one line)."""
+    text = settings_file.read_text()
+    match = INSTALLED_LIST.search(text)
+    if match is None:
+        raise ScaffoldError(f"{settings_file}: no INSTALLED_CONTEXTS = [...] list, one quoted name per line, found")
+    end = match.end("items")
+    settings_file.write_text(f'{text[:end]}    "{name}",\n{text[end:]}')
+
+
+def _declaration(request: Request) -> str:
+    lines = [
+        f"# The {request.name} context, as every deployment reads it (kernel/contexts.py, docs/adding-a-context.md).",
+        f'name = "{request.name}"',
+        "# It follows the order saga: it hears the saga's events, never changes its outcome, and nobody",
+        "# waits for it. Set false only if the saga's outcome depends on it (then the saga's tests do too).",
+        "follows = true",
+    ]
+    if request.publishes:
+        lines += [
+            "# The JSON Schema of each event it publishes, one file per version: schemas/<event type>.v<N>.json.",
+            'schemas = "schemas"',
+        ]
+    lines += ["", f"# What {request.name}_queue is bound to, and the handler of each key.", "[consumes]"]
+    lines += [f'"{key}" = "{request.name}.handlers.{request.handler_of(key)}"' for key in request.consumes]
+    lines += [
+        "",
+        "# The events it publishes, and how the swimlane draws each: step, outcome, failure, compensation.",
+        "[publishes]",
+    ]
+    lines += [f'"{event_type}" = "step"' for event_type in request.publishes]
+    return "\n".join(lines) + "\n"
+
+
+def _apps(request: Request) -> str:
+    return f'''from django.apps import AppConfig
+
+
+class {request.class_prefix}Config(AppConfig):
+    name = "{request.name}"
+    verbose_name = "{request.title}"
+'''
+
+
+def _models(request: Request) -> str:
+    return f'''"""{request.title}'s own tables: ids of other contexts are plain UUIDs, never foreign keys."""
+
+import uuid
+
+from django.db import models
+
+
+class Received(models.Model):
+    """One row per message {request.name} handled (its inbox row says the same, for as long as it is kept)."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    message_id = models.UUIDField(unique=True)
+    event_type = models.CharField(max_length=200)
+    # the saga's id (an order's), as the event's correlation id carries it
+    correlation_id = models.CharField(max_length=64, blank=True, db_index=True)
+    received_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        db_table = "{request.name}_received"
+        ordering = ["-received_at"]
+
+    def __str__(self) -> str:
+        return f"{{self.event_type}} {{self.message_id}}"
+'''
+
+
+def _services(request: Request) -> str:
+    publishers = "".join(
+        f'''
+
+def {event_type.split(".", 1)[1].replace(".", "_")}_publish(*, order_id: str) -> None:
+    """Announce {event_type} for ``order_id``'s saga (its schema: schemas/, v1)."""
+    with transaction.atomic():
+        publish(
+            event_type="{event_type}",
+            aggregate_type="{event_type.split(".")[1]}",
+            aggregate_id=order_id,
+            correlation_id=order_id,
+            payload={{"order_id": order_id}},
+        )
+'''
+        for event_type in request.publishes
+    )
+    imports = "from messaging.api import publish\n" if request.publishes else ""
+    return f'''"""{request.title}'s writes, each in one transaction with the events it publishes (no dual writes)."""
+
+from django.db import transaction
+
+{imports}from {request.name}.models import Received
+
+
+def received_record(*, message_id: str, event_type: str, correlation_id: str) -> Received:
+    """Keep the message; a redelivery never gets here (messaging's inbox), and a second row is refused."""
+    with transaction.atomic():
+        return Received.objects.create(message_id=message_id, event_type=event_type, correlation_id=correlation_id)
+{publishers}'''
+
+
+def _handlers(request: Request) -> str:
+    handlers = "".join(
+        f"""
+
+def {request.handler_of(key)}(event: IncomingEvent) -> None:
+    services.received_record(
+        message_id=event.message_id, event_type=event.event_type, correlation_id=event.correlation_id
+    )
+"""
+        for key in request.consumes
+    )
+    return f'''"""{request.title}'s message handlers: thin readers of the payload over the services.
+Each is subscribed by the context's declaration (context.toml, under ``consumes``)."""
+
+from {request.name} import services
+from messaging.api import IncomingEvent
+{handlers}'''
+
+
+def _admin(request: Request) -> str:
+    return f'''from django.contrib import admin
+
+from {request.name}.models import Received
+from kernel.admin import ReadOnlyAdmin
+
+
+@admin.register(Received)
+class ReceivedAdmin(ReadOnlyAdmin):
+    """Read-only: rows change only through {request.name}'s services."""
+
+    list_display = ["event_type", "correlation_id", "message_id", "received_at"]
+    list_filter = ["event_type"]
+    search_fields = ["correlation_id", "message_id"]
+'''
+
+
+def _invariants(request: Request) -> str:
+    return f'''"""{request.title}'s invariants, checked after every fault test and `make chaos` (faultlib.invariants
+gathers each installed context's ``check``)."""
+
+from django.db.models import Count
+
+from {request.name}.models import Received
+
+
+def check(report, order_ids: list[str]) -> None:
+    """Add to ``report`` (a faultlib.invariants.Report) what is wrong with {request.name}'s rows of these orders."""
+    twice = (
+        Received.objects.filter(correlation_id__in=[str(o) for o in order_ids])
+        .values("message_id")
+        .annotate(n=Count("id"))
+        .filter(n__gt=1)
+    )
+    for row in twice:
+        report.fail(f"{request.name}: message {{row['message_id']}} handled {{row['n']}} times")
+'''
+
+
+def _tests(request: Request) -> str:
+    consumer = request.name
+    key = request.consumes[0] if request.consumes else ""
+    if not key:
+        return f'''"""{request.title}'s tests: it consumes nothing yet; add a test per handler as you add them."""
+
+from kernel.contexts import installed
+
+
+def test_{consumer}_is_installed():
+    assert "{consumer}" in [d.name for d in installed()]
+'''
+    return f'''"""{request.title}'s tests, in its package: its handlers, delivered to as the consumer loop does
+(messaging.testing: the inbox, the schema check, the upcasters), with no broker."""
+
+import uuid
+
+import pytest
+
+from messaging.testing import Outcome, deliver, example_payload
+from {request.name}.models import Received
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+CONSUMER, KEY = "{consumer}", "{key}"
+
+
+def test_a_message_is_handled_once_even_when_delivered_twice():
+    message_id, order_id, payload = str(uuid.uuid4()), str(uuid.uuid4()), example_payload(KEY)
+    first = deliver(CONSUMER, KEY, payload, message_id=message_id, correlation_id=order_id)
+    again = deliver(CONSUMER, KEY, payload, message_id=message_id, correlation_id=order_id)
+    assert (first.outcome, again.outcome) == (Outcome.HANDLED, Outcome.DUPLICATE)
+    assert list(Received.objects.values_list("event_type", "correlation_id")) == [(KEY, order_id)]
+
+
+def test_a_payload_its_schema_refuses_is_a_dead_letter_and_changes_nothing():
+    decision = deliver(CONSUMER, KEY, {{"unexpected": True}})
+    assert decision.outcome is Outcome.DEAD_LETTER and decision.reason
+    assert Received.objects.count() == 0
+'''
+
+
+def _schema(event_type: str) -> str:
+    schema = {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "title": f"{event_type} v1",
+        "description": "Describe what happened; a released version's schema never breaks its readers.",
+        "type": "object",
+        "properties": {"order_id": {"type": "string", "format": "uuid"}},
+        "required": ["order_id"],
+    }
+    return json.dumps(schema, indent=2) + "\n"
