@@ -244,16 +244,17 @@ from django.db.models import Count
 from {request.name}.models import Received
 
 
-def check(report, order_ids: list[str]) -> None:
-    """Add to ``report`` (a faultlib.invariants.Report) what is wrong with {request.name}'s rows of these orders."""
-    twice = (
-        Received.objects.filter(correlation_id__in=[str(o) for o in order_ids])
-        .values("message_id")
-        .annotate(n=Count("id"))
-        .filter(n__gt=1)
+def check(report, order_statuses: dict[str, str], *, whole: bool, orchestrated: frozenset) -> None:
+    """Add to ``report`` (``faultlib.invariants.Report``) what is wrong with {request.name}'s rows of
+    these orders (``order id -> status``; ``whole``: all the orders there are): no order had an
+    event handled twice, under two message ids."""
+    rows = Received.objects.all() if whole else Received.objects.filter(correlation_id__in=list(order_statuses))
+    twice = rows.values("correlation_id", "event_type").annotate(n=Count("id")).filter(n__gt=1)
+    report.check(
+        "{request.name} handled each order's event at most once",
+        [f"order {{row['correlation_id']}}: {{row['event_type']}} handled {{row['n']}} times" for row in twice],
+        f"{{rows.count()}} rows",
     )
-    for row in twice:
-        report.fail(f"{request.name}: message {{row['message_id']}} handled {{row['n']}} times")
 '''
 
 

@@ -7,6 +7,8 @@ returns every violation it finds, with the list of checks it made, so that a tes
 ``report.violations == []`` and ``make chaos`` can print both.
 """
 
+import importlib
+import importlib.util
 import os
 import subprocess
 import time
@@ -20,13 +22,13 @@ from django.db.models import CharField, Count, Exists, OuterRef, Sum
 from django.db.models.functions import Cast
 
 from inventory.models import Product, Reservation
+from kernel.contexts import installed
 from messaging.contracts import schemas, validation_error
 from messaging.models import DeadLetter, InboxMessage, OutboxMessage
 from messaging.topology import ANY_EVENT, consumers, queue_bindings
 from orders.models import Order, OrderLine, StorefrontProduct
 from payments.gateway import gateway
 from payments.models import Payment
-from shipping.models import Shipment
 
 TERMINAL = {Order.Status.CONFIRMED, Order.Status.FAILED, Order.Status.CANCELLED}
 # Saga events an order has at most one of; a second one means a message had a double effect.
@@ -216,7 +218,7 @@ def check_invariants(
     _check_terminal(report, orders, {str(i) for i in cancelled})
     _check_stock(report, initial_stock)
     _check_money(report, orders, whole_ledger=order_ids is None)
-    _check_shipments(report, orders, whole=order_ids is None)
+    _check_contexts(report, orders, whole=order_ids is None)
     _check_once(report, scope if order_ids is not None else None)
     _check_nothing_lost(report, scope if order_ids is not None else None)
     if order_ids is None:
@@ -329,44 +331,15 @@ def _check_money(report: Report, orders: dict[str, Order], *, whole_ledger: bool
     )
 
 
-def shipment_problems(
-    order_statuses: dict[str, str], shipments: dict[str, str], *, whole: bool, orchestrated: frozenset = frozenset()
-) -> list[str]:
-    """Shipping against the orders' outcomes (``order id -> status`` each): a CONFIRMED order has
-    exactly one shipment (one per order is the table's unique key), a CANCELLED order's, if it has
-    one, is CANCELLED or RETURN_REQUESTED, a FAILED order has none, unless it was ``orchestrated``
-    (shipping is asked before the confirmation): then one REFUSED or CANCELLED. ``whole``: also no
-    shipment of an order that does not exist."""
-    problems = []
-    for oid, status in sorted(order_statuses.items()):
-        shipment = shipments.get(oid)
-        if status == "CONFIRMED" and shipment is None:
-            problems.append(f"CONFIRMED order {oid} has no shipment")
-        elif status == "CANCELLED" and shipment not in (None, "CANCELLED", "RETURN_REQUESTED"):
-            problems.append(f"CANCELLED order {oid} has a {shipment} shipment")
-        elif status == "FAILED" and oid in orchestrated and shipment in (None, "REFUSED", "CANCELLED"):
-            continue
-        elif status in ("FAILED", "PENDING") and shipment is not None:
-            problems.append(f"{status} order {oid} has a {shipment} shipment")
-    if whole:
-        problems += [f"shipment of {oid}, which is no order" for oid in sorted(set(shipments) - set(order_statuses))]
-    return problems
-
-
-def _check_shipments(report: Report, orders: dict[str, Order], *, whole: bool) -> None:
-    rows = Shipment.objects.all() if whole else Shipment.objects.filter(order_id__in=list(orders))
-    shipments = {str(order_id): status for order_id, status in rows.values_list("order_id", "status")}
+def _check_contexts(report: Report, orders: dict[str, Order], *, whole: bool) -> None:
+    """Each installed context's own invariants, from its package (``<context>/invariants.py``'s
+    ``check``): its rows against the orders' outcomes."""
+    statuses = {oid: o.status for oid, o in orders.items()}
     orchestrated = frozenset(oid for oid, o in orders.items() if o.saga_style == Order.SagaStyle.ORCHESTRATION)
-    problems = shipment_problems(
-        {oid: o.status for oid, o in orders.items()}, shipments, whole=whole, orchestrated=orchestrated
-    )
-    counted = Counter(shipments.values())
-    report.check(
-        "shipments follow the outcomes (CONFIRMED: one; CANCELLED: none, CANCELLED or RETURN_REQUESTED; "
-        "FAILED: none, or if orchestrated REFUSED or CANCELLED)",
-        problems,
-        f"{len(shipments)} shipments: {dict(sorted(counted.items()))}",
-    )
+    for declaration in installed():
+        module = f"{declaration.package}.invariants"
+        if importlib.util.find_spec(module) is not None:
+            importlib.import_module(module).check(report, statuses, whole=whole, orchestrated=orchestrated)
 
 
 def _check_once(report: Report, scope: set[str] | None) -> None:

@@ -11,7 +11,7 @@ import pytest
 from django.conf import settings
 from django.test import override_settings
 
-from kernel.contexts import DeclarationError, read_declaration
+from kernel.contexts import DeclarationError, context_of, read_declaration
 from messaging.contracts import (
     ContractError,
     parse_event_versions,
@@ -54,7 +54,12 @@ def test_every_published_event_has_a_schema_for_each_version_from_1():
     versions: dict[str, list[int]] = {}
     for event_type, version in sorted(schemas()):
         versions.setdefault(event_type, []).append(version)
-    assert versions == {
+    assert all(found == list(range(1, len(found) + 1)) for found in versions.values()), versions
+    # The shop's own events exactly; a context added later brings its own.
+    shop = {
+        e: found for e, found in versions.items() if context_of(e) in ("orders", "payments", "inventory", "shipping")
+    }
+    assert shop == {
         "inventory.product.updated": [1],
         "inventory.stock.released": [1],
         "inventory.stock.reservation_failed": [1],

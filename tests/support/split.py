@@ -24,10 +24,11 @@ from pathlib import Path
 import psycopg
 
 from faultlib.faults import rabbitmqctl
-from faultlib.invariants import ONCE_PER_ORDER, Report, shipment_problems, wait_quiet
+from faultlib.invariants import ONCE_PER_ORDER, Report, wait_quiet
 from faultlib.processes import BASE_DIR, GATEWAY_COMMAND, ProcessGroup, free_port
 from kernel.contexts import DECLARATION_FILE, installed, read_declaration, schema_folder
 from messaging.topology import ANY_EVENT, EVENT_LOG_CONSUMER, queue_bindings
+from shipping.invariants import shipment_problems
 
 # Not part of a deployment: development tooling, and the other contexts (added per tree).
 NOT_SHIPPED = {
