@@ -9,8 +9,18 @@ from django.test import Client
 from faultlib.processes import wait_until
 from inventory.models import Product
 from inventory.services import product_upsert
+from kernel.contexts import context_of, names, saga_participants
 from orders.models import Order, StorefrontProduct
 from payments.gateway import gateway
+
+
+def asserted(event_types, *followers: str) -> list:
+    """The events, in their order, of the saga's participants and of the ``followers`` named: what a
+    saga test asserts exactly. Another follower's (a context added later) are its own tests' business.
+    ``event_types`` may hold (event type, ...) tuples: their first item is the type."""
+    keep = {*names(saga_participants()), *followers}
+    return [e for e in event_types if context_of(e if isinstance(e, str) else e[0]) in keep]
+
 
 CATALOG = [("WIDGET", "Widget", Decimal("19.99"), 1000), ("RARE", "Rare print", Decimal("250.00"), 3)]
 

@@ -15,6 +15,7 @@ from faultlib.processes import free_port, wait_until
 from faultlib.saga import checkout, seed_catalog, wait_terminal
 from messaging.dead_letters import dead_letter_record
 from messaging.models import DeadLetter, OutboxMessage
+from messaging.topology import consumers
 from orders.models import Order
 from payments.models import Payment
 from tests.conftest import ALL_DATABASES
@@ -70,7 +71,7 @@ def test_metrics_reads_backlog_dead_letters_and_pending_orders_from_the_database
     assert got[("messaging_outbox_parked", ())] == 1
     assert {labels: value for (name, labels), value in got.items() if name == "messaging_dead_letters"} == {
         (("consumer", consumer), ("state", state)): (1 if (consumer, state) == ("payments", "waiting") else 0)
-        for consumer in ("orders", "payments", "inventory", "shipping", "events")
+        for consumer in consumers()
         for state in ("waiting", "replayed")
     }
     assert (got[("orders_pending", ())], got[("orders_pending_stuck", ())]) == (2, 1)

@@ -17,7 +17,9 @@ from faultlib.broker import publish_raw
 from faultlib.load import as_json, order_created_payload
 from faultlib.processes import ProcessGroup, free_port, wait_until
 from faultlib.saga import seed_catalog
+from messaging import topology
 from messaging.models import OutboxMessage
+from messaging.topology import subscribers_of
 from orders.models import Order
 from tests.conftest import ALL_DATABASES
 from tests.support.otlp import OtlpReceiver
@@ -27,6 +29,7 @@ from tests.support.web import call, checkout_body, get
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
 CALLER_SPAN = "00f067aa0ba902b7"
 POISON_TRACE = "0af7651916cd43dd8448eb211c80319c"
+SHOP_CONSUMERS = ("orders", "payments", "inventory", "shipping", "events")
 SAGA = [
     "orders.order.created",
     "payments.payment.succeeded",
@@ -97,13 +100,16 @@ def test_the_whole_saga_is_one_trace_of_server_producer_and_consumer_spans(otlp,
     rows = {row.event_type: row for row in OutboxMessage.objects.filter(correlation_id=order_id)}
     assert sorted(rows) == sorted(SAGA)
     message_ids = {str(row.event_id): event_type for event_type, row in rows.items()}
-    handled_by = {
+    shop_handles = {
         "orders.order.created": ["payments", "events"],
         "payments.payment.succeeded": ["orders", "inventory", "events"],  # orders notes the payment
         "inventory.stock.reserved": ["orders", "events"],
         "orders.order.confirmed": ["shipping", "events"],
         "shipping.shipment.created": ["events"],
     }
+    # Every consumer bound to each event handles it: the shop's, and a follower installed later.
+    handled_by = {event_type: subscribers_of(event_type) for event_type in SAGA}
+    assert {e: [c for c in bound if c in SHOP_CONSUMERS] for e, bound in handled_by.items()} == shop_handles
     expected_consumer_spans = sum(len(consumers) for consumers in handled_by.values())
 
     def saga_spans(kind: str) -> list:
@@ -154,10 +160,10 @@ def test_the_whole_saga_is_one_trace_of_server_producer_and_consumer_spans(otlp,
     ) == Counter(  # fmt: skip
         (consumer, event_type) for event_type, names in handled_by.items() for consumer in names
     )
+    # The Procfile's two consumer processes: orders and the event log, and every other consumer.
+    others = [c for c in topology.consumers() if c not in ("orders", "events")]
     process_of = {
-        "payments": "saga-shop-consumers-payments-inventory-shipping",
-        "inventory": "saga-shop-consumers-payments-inventory-shipping",
-        "shipping": "saga-shop-consumers-payments-inventory-shipping",
+        **dict.fromkeys(others, f"saga-shop-consumers-{'-'.join(others)}"),
         "orders": "saga-shop-consumers-orders-events",
         "events": "saga-shop-consumers-orders-events",
     }
@@ -288,6 +294,13 @@ def test_a_split_deployment_puts_the_saga_in_one_trace_across_its_deployments(ot
             ("saga-shop-orders-consumers", "orders <- inventory.stock.reserved"): 1,
             ("saga-shop-shipping-consumers", "shipping <- orders.order.confirmed"): 1,
             **{("saga-shop-orders-consumers", f"events <- {event_type}"): 1 for event_type in SAGA},
+            # and any context that follows the saga, in its own deployment
+            **{
+                (f"saga-shop-{consumer}-consumers", f"{consumer} <- {event_type}"): 1
+                for event_type in SAGA
+                for consumer in subscribers_of(event_type)
+                if consumer not in SHOP_CONSUMERS
+            },
         }
     )
     wait_until(lambda: services("PRODUCER") == producers and services("CONSUMER") == consumers, timeout=30,

@@ -188,6 +188,11 @@ class SplitSystem:
     def __getitem__(self, context: str) -> Deployment:
         return self.deployments[context]
 
+    def others(self, *contexts: str) -> list[Deployment]:
+        """The deployments of every installed context not named: those a test does not drive by
+        hand (a context that follows the saga, added by startcontext, say)."""
+        return [d for name, d in self.deployments.items() if name not in contexts]
+
     def migrate(self) -> None:
         for deployment in self.deployments.values():
             declaration = next(d for d in installed() if d.name == deployment.context)
