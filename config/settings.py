@@ -11,7 +11,7 @@ from urllib.parse import unquote, urlsplit
 import environ
 from django.core.exceptions import ImproperlyConfigured
 
-from kernel.contexts import names, parse_contexts, read_declarations
+from kernel.contexts import known_packages, names, parse_contexts, read_declarations
 from kernel.durations import parse_duration
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -77,8 +77,11 @@ if ORCHESTRATOR:
 # Benchmarks only: `make bench` sets BENCH_APP=1 (never set it in production).
 if env.bool("BENCH_APP", default=False):
     INSTALLED_CONTEXTS.append("bench.benchapp")
+# The installed contexts whose declarations this deployment reads: every one in the monolith;
+# with CONTEXTS set, its own and those of the others its tree carries (kernel.contexts).
+KNOWN_CONTEXTS = known_packages(BASE_DIR, tuple(INSTALLED_CONTEXTS), env.list("CONTEXTS", default=None))
 try:
-    _DECLARATIONS = read_declarations(BASE_DIR, tuple(INSTALLED_CONTEXTS))
+    _DECLARATIONS = read_declarations(BASE_DIR, KNOWN_CONTEXTS)
     CONTEXTS = parse_contexts(env.list("CONTEXTS", default=names(_DECLARATIONS)), names(_DECLARATIONS))
 except ValueError as exc:
     raise ImproperlyConfigured(str(exc)) from None
@@ -297,6 +300,10 @@ MESSAGING = {
     # During a rollout, the older version a producer writes: "<routing key>=<N>,..." (empty: the
     # newest of each event; docs/evolving-events.md).
     "EVENT_VERSIONS": env.str("EVENT_VERSIONS", default=""),
+    # A folder of <event type>.v<N>.json: the schemas of the events this deployment consumes from
+    # contexts whose declaration its tree does not carry (docs/schemas-snapshot/ is one). Unset:
+    # every consumed event's producer is declared here.
+    "EVENT_SCHEMAS_DIR": env.str("EVENT_SCHEMAS_DIR", default=""),
     "OUTBOX_RETENTION": parse_duration(env.str("OUTBOX_RETENTION", default="7d")),
     "INBOX_RETENTION": parse_duration(env.str("INBOX_RETENTION", default="14d")),
     "EVENT_LOG_RETENTION": parse_duration(env.str("EVENT_LOG_RETENTION", default="90d")),

@@ -6,11 +6,14 @@ where the orchestrator is installed), the events it publishes (and how the swiml
 them), its commands, and what its deployment runs and migrates. ``config.settings.INSTALLED_CONTEXTS``
 lists the installed packages; ``CONTEXTS`` picks the ones a deployment hosts.
 
-Every deployment reads every installed context's declaration, hosted or not: so each relay
-and consumer declares the whole system's queues (a message always has a queue to wait in,
-whichever deployment starts first), and a command of a context hosted elsewhere says where it
-lives. A deployment's tree therefore carries every installed context's ``context.toml`` and
-only its own contexts' code (docs/adding-a-context.md).
+A deployment reads the declarations of the contexts it hosts and of every other installed
+context whose declaration its tree carries (``known_packages``): each relay and consumer
+declares the queues of all of them (a message then has a queue to wait in, whichever of them
+starts first), and a command of a context hosted elsewhere says where it lives. A deployment
+that names its ``CONTEXTS`` may carry no other context's declaration at all: it then declares
+only its own queues and reads the events it consumes with the schemas it carries
+(``EVENT_SCHEMAS_DIR``), and joins a running system without any other deployment changing
+(docs/adding-a-context.md). Code it carries only for its own contexts.
 
 The naming rule, in one place: a context named ``N`` consumes as the consumer ``N`` from the
 queue ``N_queue``, writes its outbox rows with ``source`` ``N``, and publishes only event types
@@ -91,8 +94,9 @@ def read_declaration(base_dir: Path, package: str) -> ContextDeclaration:
         data = tomllib.loads(path.read_text())
     except FileNotFoundError:
         raise DeclarationError(
-            f"{where} is missing: every deployment's tree carries the declaration of every installed "
-            f"context (INSTALLED_CONTEXTS in config/settings.py); copy it or remove {package!r} from that list"
+            f"{where} is missing: a deployment's tree carries the declaration of every context it hosts "
+            f"(and the monolith of every installed one, INSTALLED_CONTEXTS in config/settings.py); copy it "
+            f"or remove {package!r} from that list"
         ) from None
     except tomllib.TOMLDecodeError as exc:
         raise DeclarationError(f"{where}: {exc}") from None
@@ -185,11 +189,26 @@ def read_declarations(base_dir: Path, packages: tuple[str, ...]) -> tuple[Contex
     )
 
 
+def declaration_path(base_dir: Path, package: str) -> Path:
+    return base_dir.joinpath(*package.split(".")) / DECLARATION_FILE
+
+
+def known_packages(base_dir: Path, packages: tuple[str, ...], contexts: list[str] | None) -> tuple[str, ...]:
+    """The installed packages whose declarations this deployment reads. The monolith (``contexts``,
+    the ``CONTEXTS`` setting, unset) reads all of them: a missing one is an error. A deployment
+    that names its contexts reads theirs (required) and those of the others its tree carries."""
+    if contexts is None:
+        return packages
+    wanted = {name.strip() for name in contexts}
+    return tuple(p for p in packages if declaration_path(base_dir, p).exists() or p.rsplit(".", 1)[-1] in wanted)
+
+
 def installed() -> tuple[ContextDeclaration, ...]:
-    """Every installed context's declaration (hosted here or not), in INSTALLED_CONTEXTS' order."""
+    """The declaration of every installed context this deployment knows (hosted here or not;
+    ``known_packages``), in INSTALLED_CONTEXTS' order."""
     from django.conf import settings
 
-    return read_declarations(Path(settings.BASE_DIR), tuple(settings.INSTALLED_CONTEXTS))
+    return read_declarations(Path(settings.BASE_DIR), tuple(settings.KNOWN_CONTEXTS))
 
 
 def hosted() -> tuple[ContextDeclaration, ...]:

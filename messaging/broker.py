@@ -31,6 +31,7 @@ from urllib.parse import urlsplit
 
 from django.conf import settings
 from kombu import Connection, Exchange, Queue, binding
+from kombu.exceptions import OperationalError
 
 from messaging import filesystem_transport
 from messaging.conf import exchange_name, queue_name, setting
@@ -217,6 +218,19 @@ def declare_topology(connection: Connection, *, whole: bool = False) -> None:
         if supports_confirms(connection):  # no TTL or dead-lettering on the filesystem broker
             for queue in retry_queues(consumer):
                 queue(channel).declare()
+
+
+def declare_queues() -> list[str]:
+    """Declare this deployment's topology now (``declare_topology``: the queues of the contexts it
+    knows, its own among them), before it takes traffic; the names of the queues it declared.
+    ``ConnectionError`` when the broker cannot be reached."""
+    try:
+        with connect() as connection:
+            connect_to_a_node(connection)
+            declare_topology(connection)
+    except (OSError, OperationalError) as exc:
+        raise ConnectionError(str(exc) or type(exc).__name__) from exc
+    return [queue_name(c) for c in (local_consumers() if setting("PRODUCERS") else queue_bindings())]
 
 
 def drop(connection) -> None:

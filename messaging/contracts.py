@@ -9,8 +9,10 @@ deployment reads and writes (docs/evolving-events.md).
 - A writer writes the newest version, or the one ``EVENT_VERSIONS`` pins during a rollout,
   turned into that shape by its context's downcasters.
 
-Every deployment's tree carries every installed context's schemas (data, like its
-declaration), so a reader knows the versions its producers knew when it was built.
+A reader knows its producers' versions from their schemas in its tree: beside their
+declarations, or, for a producer whose declaration it does not carry (a deployment that joined
+alone), in the shared folder ``EVENT_SCHEMAS_DIR``. A consumed event with no schema at all stops
+the process at start-up: a message is never read unchecked.
 """
 
 import json
@@ -24,7 +26,7 @@ from django.conf import settings
 from jsonschema import Draft202012Validator, FormatChecker
 from jsonschema.exceptions import best_match
 
-from kernel.contexts import ContextDeclaration, DeclarationError, installed, schema_folder
+from kernel.contexts import ContextDeclaration, DeclarationError, hosted, installed, schema_folder
 from messaging.conf import setting
 
 _SCHEMA_FILE = re.compile(r"^(?P<event_type>[a-z0-9_.]+)\.v(?P<version>[1-9][0-9]*)\.json$")
@@ -75,13 +77,36 @@ def read_schemas(base_dir: Path, declarations) -> dict[tuple[str, int], EventSch
     return found
 
 
+def read_shared_schemas(folder: Path, declared: set[str]) -> dict[tuple[str, int], EventSchema]:
+    """The schemas of ``folder`` (``<event type>.v<N>.json``) of events no known context publishes."""
+    found: dict[tuple[str, int], EventSchema] = {}
+    for path in sorted(folder.glob("*.json")):
+        match = _SCHEMA_FILE.match(path.name)
+        if not match:
+            raise ContractError(f"{path}: not <event type>.v<N>.json (EVENT_SCHEMAS_DIR)")
+        if match["event_type"] in declared:
+            continue  # its producer's own schemas, beside its declaration, are the ones read
+        key = (match["event_type"], int(match["version"]))
+        found[key] = EventSchema(*key, schema=json.loads(path.read_text()), path=path)
+    return found
+
+
 @cache
-def _installed_schemas(base_dir: Path, packages: tuple[str, ...]) -> dict[tuple[str, int], EventSchema]:
-    return read_schemas(base_dir, installed())
+def _installed_schemas(base_dir: Path, packages: tuple[str, ...], shared: str) -> dict[tuple[str, int], EventSchema]:
+    declarations = installed()
+    found = read_schemas(base_dir, declarations)
+    if shared:
+        folder = Path(shared)
+        if not folder.is_dir():
+            raise ContractError(f"EVENT_SCHEMAS_DIR={shared}: no such folder")
+        found |= read_shared_schemas(folder, {e for d in declarations for e in d.publishes})
+    return found
 
 
 def schemas() -> dict[tuple[str, int], EventSchema]:
-    return _installed_schemas(Path(settings.BASE_DIR), tuple(settings.INSTALLED_CONTEXTS))
+    return _installed_schemas(
+        Path(settings.BASE_DIR), tuple(settings.KNOWN_CONTEXTS), setting("EVENT_SCHEMAS_DIR") or ""
+    )
 
 
 def newest_version(event_type: str) -> int:
@@ -211,7 +236,17 @@ def version_to_write(event_type: str, payload: dict) -> tuple[int, dict]:
 
 
 def check_contracts() -> None:
-    """At start-up: the schemas, the pins and every producer's downcasters fit together."""
+    """At start-up: every event a hosted context consumes has a schema here, and the schemas, the
+    pins and every producer's downcasters fit together."""
+    known = {event_type for event_type, _ in schemas()}
+    for declaration in hosted():
+        for event_type in declaration.consumes:
+            if event_type not in known:
+                raise ContractError(
+                    f"{declaration.package}/context.toml consumes {event_type}, and no schema of it is known "
+                    f"here: carry its producer's declaration and schemas, or set EVENT_SCHEMAS_DIR to a folder "
+                    f"holding {event_type}.v<N>.json (docs/schemas-snapshot/ is one)"
+                )
     for declaration in installed():
         for event_type in declaration.publishes:
             steps = declaration.downcasters.get(event_type, ())

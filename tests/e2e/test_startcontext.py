@@ -2,54 +2,27 @@
 fifth context; two existing files change besides the generated documents, the lint and the
 import contracts pass, and the tiers run there, unchanged, with it installed."""
 
-import os
-import subprocess
 import sys
 
 import pytest
 
-from faultlib.processes import BASE_DIR
+from tests.support.scaffold import run, scaffold, scaffold_env, tree_copy
 
 NAME = "notifications"
-SCAFFOLD = [
-    "startcontext",
-    NAME,
-    "--consumes",
-    "orders.order.confirmed,orders.order.failed",
-    "--publishes",
-    "notifications.customer.notified",
-]
 # The unit and integration tiers, unchanged, and the new context's own tests.
 TIERS = ["tests/unit", "tests/integration", NAME]
 
 
-def run(argv: list[str], cwd, env: dict[str, str], timeout: float = 600) -> subprocess.CompletedProcess:
-    return subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
-
-
 @pytest.fixture
 def tree(tmp_path):
-    """The project's files (tracked and new, not ignored) in a git repository of their own."""
-    tree = tmp_path / "shop"
-    tree.mkdir()
-    listed = run(["git", "ls-files", "-co", "--exclude-standard", "-z"], BASE_DIR, dict(os.environ))
-    files = [f for f in listed.stdout.split("\0") if f and (BASE_DIR / f).is_file()]
-    packed = subprocess.run(
-        ["tar", "cf", "-", "--null", "-T", "-"], cwd=BASE_DIR, input="\0".join(files).encode(), capture_output=True
-    )
-    subprocess.run(["tar", "xf", "-"], cwd=tree, input=packed.stdout, check=True)
-    (tree / ".venv").symlink_to(BASE_DIR / ".venv")
-    for git in (["init", "-q"], ["add", "-A"], ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "base"]):
-        subprocess.run(["git", *git], cwd=tree, check=True, capture_output=True)
-    return tree
+    return tree_copy(tmp_path / "shop")
 
 
 def test_startcontext_installs_a_working_context_changing_two_files(tree, tmp_path):
-    env = {k: v for k, v in os.environ.items() if k not in {"CONTEXTS", "PYTHONPATH", "DATABASE_URL", "BROKER_URL"}}
-    env |= {"DEBUG": "1", "VAR_DIR": str(tmp_path / "var")}
+    env = scaffold_env(tmp_path / "var")
     python = str(tree / ".venv" / "bin" / "python")
 
-    made = run([python, "manage.py", *SCAFFOLD], tree, env)
+    made = scaffold(tree, env)
     assert made.returncode == 0, made.stdout + made.stderr
 
     status = run(["git", "status", "--porcelain", "--untracked-files=all"], tree, env).stdout.splitlines()
@@ -77,8 +50,7 @@ def test_startcontext_installs_a_working_context_changing_two_files(tree, tmp_pa
 
 
 def test_startcontext_refuses_what_would_not_work(tree, tmp_path):
-    env = {k: v for k, v in os.environ.items() if k not in {"CONTEXTS", "PYTHONPATH", "DATABASE_URL", "BROKER_URL"}}
-    env |= {"DEBUG": "1", "VAR_DIR": str(tmp_path / "var")}
+    env = scaffold_env(tmp_path / "var")
     cases = [
         (["shipping"], "shipping/ exists already"),
         (["events"], "is lower_snake_case and not one of ['events']"),

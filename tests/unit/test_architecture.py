@@ -17,7 +17,15 @@ from django.apps import apps
 from django.conf import settings
 
 from config.import_contracts import contract_contexts, current, render
-from kernel.contexts import DeclarationError, followers, installed, names, read_declarations, saga_participants
+from kernel.contexts import (
+    DeclarationError,
+    followers,
+    installed,
+    known_packages,
+    names,
+    read_declarations,
+    saga_participants,
+)
 from messaging import registry
 from messaging.topology import EVENT_LOG_CONSUMER, consumers, queue_bindings, subscribers_of
 
@@ -156,5 +164,15 @@ def test_a_wrong_declaration_is_refused_naming_its_file_and_the_fix(tmp_path, te
 
 
 def test_a_missing_declaration_says_what_a_deployment_must_carry(tmp_path):
-    with pytest.raises(DeclarationError, match=r"x/context.toml is missing: every deployment's tree carries"):
+    with pytest.raises(DeclarationError, match=r"x/context.toml is missing: a deployment's tree carries the decl"):
         read_declarations(tmp_path, ("x",))
+
+
+def test_a_deployment_that_names_its_contexts_reads_only_the_declarations_its_tree_carries(tmp_path):
+    for package in ("orders", "notifications"):
+        (tmp_path / package).mkdir()
+        (tmp_path / package / "context.toml").write_text(f'name = "{package}"\n')
+    packages = ("orders", "payments", "notifications")
+    assert known_packages(tmp_path, packages, None) == packages  # the monolith: all, a missing one an error
+    assert known_packages(tmp_path, packages, ["notifications"]) == ("orders", "notifications")
+    assert known_packages(tmp_path, packages, ["payments"]) == packages  # hosted: read, so missing says so
