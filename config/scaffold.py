@@ -236,19 +236,17 @@ class ReceivedAdmin(ReadOnlyAdmin):
 
 
 def _invariants(request: Request) -> str:
-    return f'''"""{request.title}'s invariants, checked after every fault test and `make chaos` (faultlib.invariants
-gathers each installed context's ``check``)."""
+    return f'''"""{request.title}'s invariants (kernel/invariants.py), checked after every fault test and
+`make chaos`: no order had an event handled twice, under two message ids."""
 
 from django.db.models import Count
 
+from kernel.invariants import SagaFacts
 from {request.name}.models import Received
 
 
-def check(report, order_statuses: dict[str, str], *, whole: bool, orchestrated: frozenset) -> None:
-    """Add to ``report`` (``faultlib.invariants.Report``) what is wrong with {request.name}'s rows of
-    these orders (``order id -> status``; ``whole``: all the orders there are): no order had an
-    event handled twice, under two message ids."""
-    rows = Received.objects.all() if whole else Received.objects.filter(correlation_id__in=list(order_statuses))
+def check(report, facts: SagaFacts) -> None:
+    rows = Received.objects.all() if facts.whole else Received.objects.filter(correlation_id__in=list(facts.outcomes))
     twice = rows.values("correlation_id", "event_type").annotate(n=Count("id")).filter(n__gt=1)
     report.check(
         "{request.name} handled each order's event at most once",

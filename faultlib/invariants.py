@@ -12,42 +12,36 @@ import importlib.util
 import os
 import subprocess
 import time
-import uuid
-from collections import Counter, defaultdict
+from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from decimal import Decimal
+from types import ModuleType
 
-from django.db.models import CharField, Count, Exists, OuterRef, Sum
+from django.db.models import CharField, Count, Exists, OuterRef
 from django.db.models.functions import Cast
 
-from inventory.models import Product, Reservation
 from kernel.contexts import installed
+from kernel.invariants import SagaFacts
 from messaging.contracts import schemas, validation_error
 from messaging.models import DeadLetter, InboxMessage, OutboxMessage
 from messaging.topology import ANY_EVENT, consumers, queue_bindings
-from orders.models import Order, OrderLine, StorefrontProduct
-from payments.gateway import gateway
-from payments.models import Payment
 
-TERMINAL = {Order.Status.CONFIRMED, Order.Status.FAILED, Order.Status.CANCELLED}
-# Saga events an order has at most one of; a second one means a message had a double effect.
-ONCE_PER_ORDER = (
-    "orders.order.created",
-    "payments.payment.succeeded",
-    "payments.payment.failed",
-    "payments.payment.refunded",
-    "inventory.stock.reserved",
-    "inventory.stock.reservation_failed",
-    "inventory.stock.released",
-    "orders.order.confirmed",
-    "orders.order.failed",
-    "orders.order.cancelled",
-    "shipping.shipment.created",
-    "shipping.shipment.dispatched",
-    "shipping.shipment.cancelled",
-    "shipping.shipment.return_requested",
-)
+
+def context_invariants() -> list[tuple[str, ModuleType]]:
+    """Each installed context's ``invariants`` module, by its name, in the installed order: the
+    checks of its own rows, from its own package (kernel/invariants.py says what one holds)."""
+    found = []
+    for declaration in installed():
+        module = f"{declaration.package}.invariants"
+        if importlib.util.find_spec(module) is not None:
+            found.append((declaration.name, importlib.import_module(module)))
+    return found
+
+
+def once_per_order() -> tuple[str, ...]:
+    """The saga's events an order has at most one of, as each context declares its own: a second
+    one means a message had a double effect."""
+    return tuple(event for _, module in context_invariants() for event in getattr(module, "ONCE_PER_ORDER", ()))
 
 
 @dataclass(frozen=True)
@@ -144,11 +138,15 @@ def system_state() -> dict:
         "inbox": InboxMessage.objects.count(),
         "outbox": OutboxMessage.objects.count(),
         "dead_letters": DeadLetter.objects.count(),
-        "pending_orders": Order.objects.filter(status=Order.Status.PENDING).count(),
-        # the gateway worker's work: a charge or refund recorded in flight, its outcome not yet
-        "calls_in_flight": Payment.objects.filter(
-            status__in=[Payment.Status.CHARGING, Payment.Status.REFUNDING]
-        ).count(),
+        # the contexts' work not done yet: orders pending, gateway calls in flight
+        "pending_orders": 0,
+        "calls_in_flight": 0,
+        **{
+            key: n
+            for _, module in context_invariants()
+            if hasattr(module, "in_progress")
+            for key, n in module.in_progress().items()
+        },
     }
 
 
@@ -177,7 +175,7 @@ def wait_quiet(
             state["unpublished"] == 0
             and state["queued"] == 0
             and state["unhandled"] == 0
-            and (allow_pending_orders or (state["pending_orders"] == 0 and state.get("calls_in_flight", 0) == 0))
+            and (allow_pending_orders or (state.get("pending_orders", 0) == 0 and state.get("calls_in_flight", 0) == 0))
         )
         if idle and state == last:
             if time.monotonic() - stable_since >= stable_for:
@@ -209,16 +207,21 @@ def check_invariants(
     vhost is empty: exact only once the consumers have stopped.
     """
     report = Report()
-    orders = Order.objects.all()
-    if order_ids is not None:
-        orders = orders.filter(pk__in=[uuid.UUID(str(i)) for i in order_ids])
-    orders = {str(o.id): o for o in orders}
-    scope = set(orders)
-
-    _check_terminal(report, orders, {str(i) for i in cancelled})
-    _check_stock(report, initial_stock)
-    _check_money(report, orders, whole_ledger=order_ids is None)
-    _check_contexts(report, orders, whole=order_ids is None)
+    modules = context_invariants()
+    [keeper] = [module for _, module in modules if hasattr(module, "saga_outcomes")]
+    facts = SagaFacts(
+        outcomes=keeper.saga_outcomes(order_ids),
+        whole=order_ids is None,
+        initial_stock=dict(initial_stock),
+        cancelled={str(i) for i in cancelled},
+    )
+    scope = set(facts.outcomes)
+    for name, module in modules:
+        if hasattr(module, "facts"):
+            facts.shared[name] = module.facts(facts)
+    for _, module in modules:
+        if hasattr(module, "check"):
+            module.check(report, facts)
     _check_once(report, scope if order_ids is not None else None)
     _check_nothing_lost(report, scope if order_ids is not None else None)
     if order_ids is None:
@@ -233,113 +236,6 @@ def check_invariants(
             full = [f"{name} holds {n}" for name, n in sorted(depths.items()) if n]
             report.check("queues empty", full, f"{len(depths)} queues, 0 messages")
     return report
-
-
-def _check_terminal(report: Report, orders: dict[str, Order], cancelled: set[str]) -> None:
-    statuses = Counter(o.status for o in orders.values())
-    reasons = Counter(o.failure_reason for o in orders.values() if o.failure_reason)
-    pending = [f"order {oid} is {o.status}" for oid, o in orders.items() if o.status not in TERMINAL]
-    summary = f"{len(orders)} orders ({', '.join(f'{n} {s}' for s, n in sorted(statuses.items()))})"
-    if reasons:
-        summary += f"; failed for {', '.join(f'{r} {n}' for r, n in sorted(reasons.items()))}"
-    report.check("every order terminal", pending, summary)
-    reverted = [
-        f"order {oid} was cancelled (202) but is {orders[oid].status}"
-        for oid in sorted(cancelled)
-        if oid in orders and orders[oid].status != Order.Status.CANCELLED
-    ]
-    report.check("an accepted cancellation stays", reverted, f"{len(cancelled)} cancellations accepted")
-
-
-def _check_stock(report: Report, initial_stock: dict[str, int]) -> None:
-    held = dict(
-        OrderLine.objects.filter(order__status=Order.Status.CONFIRMED, sku__in=initial_stock)
-        .values_list("sku")
-        .annotate(units=Sum("quantity"))
-    )
-    products = {p.sku: p for p in Product.objects.filter(sku__in=initial_stock)}
-    problems = []
-    for sku, initial in sorted(initial_stock.items()):
-        available = products[sku].stock if sku in products else 0
-        if available + held.get(sku, 0) != initial:
-            problems.append(f"{sku}: initial {initial} != available {available} + held {held.get(sku, 0)}")
-    summary = ", ".join(
-        f"{sku} {initial} = {products[sku].stock} + {held.get(sku, 0)}"
-        for sku, initial in sorted(initial_stock.items())
-        if sku in products
-    )
-    report.check("stock conserved (initial = available + held by CONFIRMED)", problems, summary)
-
-    confirmed = set(
-        str(i)
-        for i in Order.objects.filter(status=Order.Status.CONFIRMED, lines__sku__in=initial_stock).values_list(
-            "id", flat=True
-        )
-    )
-    reserved = {
-        str(r.order_id)
-        for r in Reservation.objects.filter(status=Reservation.Status.RESERVED)
-        if any(line["sku"] in initial_stock for line in r.lines)
-    }
-    problems = [f"order {oid} is CONFIRMED without a reservation" for oid in sorted(confirmed - reserved)]
-    problems += [f"order {oid} holds stock but is not CONFIRMED" for oid in sorted(reserved - confirmed)]
-    report.check("stock reserved exactly for CONFIRMED orders", problems, f"{len(reserved)} reservations held")
-
-    storefront = {s.sku: s for s in StorefrontProduct.objects.filter(sku__in=initial_stock)}
-    problems = [
-        f"{sku}: storefront shows {storefront[sku].available} (v{storefront[sku].version}), "
-        f"inventory has {p.stock} (v{p.version})"
-        if sku in storefront
-        else f"{sku}: missing from the storefront"
-        for sku, p in sorted(products.items())
-        if sku not in storefront or (storefront[sku].available, storefront[sku].version) != (p.stock, p.version)
-    ]
-    report.check("storefront in step with inventory", problems, f"{len(products)} products")
-
-
-def _check_money(report: Report, orders: dict[str, Order], *, whole_ledger: bool) -> None:
-    moved: dict[str, list[tuple[str, Decimal]]] = defaultdict(list)
-    for op in gateway.ledger() if whole_ledger else (op for oid in orders for op in gateway.ledger(order_id=oid)):
-        moved[op.order_id].append((op.kind, op.amount))
-    payments = {str(p.order_id): p for p in Payment.objects.filter(order_id__in=list(orders))}
-    problems, charged, refunded = [], 0, 0
-    for oid, order in orders.items():
-        ops = moved.get(oid, [])
-        charged += sum(1 for kind, _ in ops if kind == "charge")
-        refunded += sum(1 for kind, _ in ops if kind == "refund")
-        if order.status == Order.Status.CONFIRMED:
-            if ops != [("charge", order.total)]:
-                problems.append(f"CONFIRMED order {oid} (total {order.total}) moved {ops}")
-        elif order.status in TERMINAL and ops not in ([], [("charge", order.total), ("refund", order.total)]):
-            problems.append(f"{order.status} order {oid} (total {order.total}) moved {ops}")
-        payment = payments.get(oid)
-        status = payment.status if payment else None
-        agrees = {
-            (): {None, Payment.Status.DECLINED, Payment.Status.VOIDED},
-            ("charge",): {Payment.Status.CHARGED},
-            ("charge", "refund"): {Payment.Status.REFUNDED},
-        }.get(tuple(kind for kind, _ in ops), set())
-        if order.status in TERMINAL and status not in agrees:
-            problems.append(f"payments records {status} for order {oid}, the gateway moved {ops}")
-    if whole_ledger:
-        strangers = sorted(set(moved) - set(orders))
-        problems += [f"money moved for {oid}, which is no order: {moved[oid]}" for oid in strangers]
-    report.check(
-        "money by the gateway ledger (CONFIRMED: one charge; FAILED/CANCELLED: none or charge + equal refund)",
-        problems,
-        f"{charged} charges, {refunded} refunds",
-    )
-
-
-def _check_contexts(report: Report, orders: dict[str, Order], *, whole: bool) -> None:
-    """Each installed context's own invariants, from its package (``<context>/invariants.py``'s
-    ``check``): its rows against the orders' outcomes."""
-    statuses = {oid: o.status for oid, o in orders.items()}
-    orchestrated = frozenset(oid for oid, o in orders.items() if o.saga_style == Order.SagaStyle.ORCHESTRATION)
-    for declaration in installed():
-        module = f"{declaration.package}.invariants"
-        if importlib.util.find_spec(module) is not None:
-            importlib.import_module(module).check(report, statuses, whole=whole, orchestrated=orchestrated)
 
 
 def _check_once(report: Report, scope: set[str] | None) -> None:
@@ -358,7 +254,7 @@ def _check_once(report: Report, scope: set[str] | None) -> None:
     )
     problems += [f"{e['causation_id']} caused {e['event_type']} {e['n']} times" for e in effects]
     per_order = (
-        outbox.filter(event_type__in=ONCE_PER_ORDER)
+        outbox.filter(event_type__in=once_per_order())
         .values("correlation_id", "event_type")
         .annotate(n=Count("id"))
         .filter(n__gt=1)

@@ -1,10 +1,17 @@
-"""Shipping's invariants, checked after every fault test and `make chaos` (faultlib.invariants
-gathers each installed context's ``check``; tests/support/split.py checks a split with
-``shipment_problems``)."""
+"""Shipping's invariants (kernel/invariants.py): the shipments follow the orders' outcomes
+(tests/support/split.py checks a split with ``shipment_problems``)."""
 
 from collections import Counter
 
+from kernel.invariants import SagaFacts
 from shipping.models import Shipment
+
+ONCE_PER_ORDER = (
+    "shipping.shipment.created",
+    "shipping.shipment.dispatched",
+    "shipping.shipment.cancelled",
+    "shipping.shipment.return_requested",
+)
 
 
 def shipment_problems(
@@ -31,12 +38,10 @@ def shipment_problems(
     return problems
 
 
-def check(report, order_statuses: dict[str, str], *, whole: bool, orchestrated: frozenset) -> None:
-    """Add to ``report`` (``faultlib.invariants.Report``) whether the shipments follow these orders'
-    outcomes; ``whole``: these are all the orders there are."""
-    rows = Shipment.objects.all() if whole else Shipment.objects.filter(order_id__in=list(order_statuses))
+def check(report, facts: SagaFacts) -> None:
+    rows = Shipment.objects.all() if facts.whole else Shipment.objects.filter(order_id__in=list(facts.outcomes))
     shipments = {str(order_id): status for order_id, status in rows.values_list("order_id", "status")}
-    problems = shipment_problems(order_statuses, shipments, whole=whole, orchestrated=orchestrated)
+    problems = shipment_problems(facts.statuses, shipments, whole=facts.whole, orchestrated=facts.orchestrated)
     report.check(
         "shipments follow the outcomes (CONFIRMED: one; CANCELLED: none, CANCELLED or RETURN_REQUESTED; "
         "FAILED: none, or if orchestrated REFUSED or CANCELLED)",

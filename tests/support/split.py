@@ -24,7 +24,7 @@ from pathlib import Path
 import psycopg
 
 from faultlib.faults import rabbitmqctl
-from faultlib.invariants import ONCE_PER_ORDER, Report, wait_quiet
+from faultlib.invariants import Report, once_per_order, wait_quiet
 from faultlib.processes import BASE_DIR, GATEWAY_COMMAND, ProcessGroup, free_port
 from kernel.contexts import DECLARATION_FILE, installed, read_declaration, schema_folder
 from messaging.topology import ANY_EVENT, EVENT_LOG_CONSUMER, queue_bindings
@@ -343,7 +343,7 @@ class SplitSystem:
             for correlation, event_type, n in deployment.rows(
                 "SELECT correlation_id, event_type, count(*) FROM messaging_outbox WHERE event_type = ANY(%s) "
                 "GROUP BY correlation_id, event_type HAVING count(*) > 1",
-                [list(ONCE_PER_ORDER)],
+                [list(once_per_order())],
             ):
                 problems.append(f"{deployment.context}: order {correlation} has {n} x {event_type}")
         report.check("each consumer handled each message at most once (effects in every database)", problems)

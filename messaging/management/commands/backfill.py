@@ -11,7 +11,7 @@ class Command(BaseCommand):
     )
 
     def add_arguments(self, parser):
-        parser.add_argument("event_type", help="e.g. orders.order.confirmed")
+        parser.add_argument("event_type", help="<context>.<aggregate>.<event>, as the event log holds it")
         parser.add_argument("--to", dest="consumer", required=True, help="the consumer whose queue receives them")
         parser.add_argument("--since", default=None, help="only those that occurred at or after (ISO 8601)")
 
