@@ -72,8 +72,8 @@ test: $(STAMP) ## import contracts, the frozen event schemas, the AsyncAPI parse
 # No DATABASE_URL or BROKER_URL is read: the unit tier touches neither (pytest-django refuses any database access
 # outside a django_db test, and tests/e2e/test_unit_tier.py runs this target with both pointing at closed ports).
 test-unit: export DEBUG ?= 1
-test-unit: $(STAMP) ## the unit tier only (tests/unit): no database, no broker, seconds; for charts, envelope, masking, parsers...
-	$(VENV)/bin/pytest tests/unit -p no:schemathesis $(PYTEST_ARGS)
+test-unit: $(STAMP) ## the unit tier only (tests/unit and each context's <context>/tests/unit): no database, no broker, seconds
+	$(VENV)/bin/pytest tests/unit $(wildcard */tests/unit) -p no:schemathesis $(PYTEST_ARGS)
 
 upgrade-test: $(STAMP) ## the rolling upgrade: the release before versioned events (git 83b4deb) as some deployments, this tree as the others, one broker, both ways (docs/evolving-events.md)
 	$(PY) scripts/with_test_services.py $(VENV)/bin/pytest -m upgrade tests/e2e/test_rolling_upgrade.py $(PYTEST_ARGS)

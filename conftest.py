@@ -1,9 +1,11 @@
-"""pytest collects ``tests/`` and each context's own ``<context>/tests/`` (pyproject's testpaths);
-a context of the tree that is not installed (the orchestrator without ORCHESTRATOR=1) has no
-tables or queue here, so its tests are not collected."""
+"""Session-wide test set-up. pytest collects ``tests/`` and each context's own ``<context>/tests/``
+(pyproject's testpaths), both in tiers: ``.../tests/unit`` needs no service, the rest real
+PostgreSQL and RabbitMQ. A context of the tree that is not installed (the orchestrator without
+ORCHESTRATOR=1) has no tables or queue here, so its tests are not collected."""
 
 from pathlib import Path
 
+import pytest
 from django.conf import settings
 
 from kernel.contexts import DECLARATION_FILE
@@ -14,3 +16,25 @@ collect_ignore = [
     for path in _TREE.glob(f"*/{DECLARATION_FILE}")
     if path.parent.name not in settings.INSTALLED_CONTEXTS
 ]
+
+# Payments code run in this process (integration tests, the saga helpers) charges the in-process
+# stand-in on the same ledger; the processes a test starts reach the gateway's HTTP service
+# (faultlib.processes starts it with their consumers).
+settings.GATEWAY_URL = "inprocess:"
+
+
+def in_unit_tier(path: Path) -> bool:
+    """``tests/unit/...`` or ``<context>/tests/unit/...``."""
+    return any(p.name == "unit" and p.parent.name == "tests" for p in path.parents)
+
+
+def pytest_collection_modifyitems(config, items):
+    """The unit tier needs no service; the integration and end-to-end tiers refuse to run without both."""
+    if all(in_unit_tier(item.path) for item in items):
+        return
+    engine = settings.DATABASES["default"]["ENGINE"]
+    if "postgresql" not in engine or not settings.BROKER_URL.startswith("amqp"):
+        raise pytest.UsageError(
+            "tests/integration and tests/e2e need real PostgreSQL and RabbitMQ: run them with `make test` "
+            "(or scripts/with_test_services.py .venv/bin/pytest ...); `make test-unit` needs neither."
+        )

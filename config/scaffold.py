@@ -83,6 +83,7 @@ def files_of(request: Request) -> dict[str, str]:
     files[f"{name}/__init__.py"] = ""
     files[f"{name}/migrations/__init__.py"] = ""
     files[f"{name}/tests/__init__.py"] = ""
+    files[f"{name}/tests/integration/__init__.py"] = ""
     files[f"{name}/context.toml"] = _declaration(request)
     files[f"{name}/apps.py"] = _apps(request)
     files[f"{name}/models.py"] = _models(request)
@@ -90,7 +91,7 @@ def files_of(request: Request) -> dict[str, str]:
     files[f"{name}/handlers.py"] = _handlers(request)
     files[f"{name}/admin.py"] = _admin(request)
     files[f"{name}/invariants.py"] = _invariants(request)
-    files[f"{name}/tests/test_{name}.py"] = _tests(request)
+    files[f"{name}/tests/integration/test_{name}.py"] = _tests(request)
     for event_type in request.publishes:
         files[f"{name}/schemas/{event_type}.v1.json"] = _schema(event_type)
     return files

@@ -43,9 +43,12 @@ def deliver(
     )
 
 
-def published(source: str) -> list[tuple[str, int, dict[str, Any]]]:
-    """What ``source`` (a context) wrote to the outbox, oldest first: (event type, version, payload)."""
+def published(source: str, *, correlation_id: str | None = None) -> list[tuple[str, int, dict[str, Any]]]:
+    """What ``source`` (a context) wrote to the outbox, oldest first, of one saga if
+    ``correlation_id`` is given: (event type, version, payload)."""
     rows = OutboxMessage.objects.filter(source=source).order_by("created_at", "id")
+    if correlation_id is not None:
+        rows = rows.filter(correlation_id=correlation_id)
     return [(row.event_type, row.schema_version, row.payload) for row in rows]
 
 

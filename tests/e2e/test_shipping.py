@@ -1,13 +1,12 @@
 """Shipping follows the saga without ever answering it: a shipment per confirmed order,
 cancelled or returned with the order, dispatched once by an operator from the admin.
 
-The first test runs the processes exactly as the Procfile starts them on PostgreSQL and
-RabbitMQ; the others call shipping's services and handlers directly, for the orders in which
+Here the saga runs as the Procfile starts its processes on PostgreSQL and RabbitMQ; shipping's
+own tests (shipping/tests/) call its services and handlers directly, for the orders in which
 messages can arrive (late, twice, a cancellation before its confirmation).
 """
 
 import uuid
-from dataclasses import replace
 
 import pytest
 from django.contrib.auth.models import User
@@ -16,13 +15,9 @@ from django.test import Client
 from faultlib.invariants import check_invariants, wait_quiet
 from faultlib.processes import procfile_commands, wait_until
 from faultlib.saga import CATALOG, asserted, checkout, seed_catalog, wait_terminal
-from messaging.api import InvalidPayload
-from messaging.envelope import IncomingEvent
 from messaging.models import OutboxMessage
 from orders.models import Order
-from shipping import handlers
 from shipping.models import Shipment
-from shipping.services import shipments_dispatch
 from tests.conftest import ALL_DATABASES
 
 
@@ -119,78 +114,3 @@ def test_the_saga_with_shipping_as_the_procfile_runs_it(processes, quiet_broker)
         ("shipping.shipment.dispatched", 1),
         ("shipping.shipment.return_requested", 1),
     ]
-
-
-# --- the order of arrival, with the services and handlers in one process ----------------------
-def event(event_type: str, order_id: uuid.UUID, **payload) -> IncomingEvent:
-    return IncomingEvent(
-        message_id=str(uuid.uuid4()),
-        event_type=event_type,
-        schema_version=1,
-        correlation_id=str(order_id),
-        causation_id="",
-        occurred_at="",
-        payload={"order_id": str(order_id), **payload},
-    )
-
-
-def shipping_events(order_id: uuid.UUID) -> list[str]:
-    return list(
-        OutboxMessage.objects.filter(correlation_id=str(order_id)).order_by("id").values_list("event_type", flat=True)
-    )
-
-
-@pytest.mark.django_db
-def test_a_confirmation_twice_prepares_one_shipment():
-    order_id = uuid.uuid4()
-    handlers.on_order_confirmed(event("orders.order.confirmed", order_id))
-    handlers.on_order_confirmed(event("orders.order.confirmed", order_id))
-    assert list(Shipment.objects.values_list("order_id", "status")) == [(order_id, "PREPARING")]
-    assert shipping_events(order_id) == ["shipping.shipment.created"]
-
-
-@pytest.mark.django_db
-def test_a_cancellation_that_overtakes_its_confirmation_leaves_a_tombstone():
-    order_id = uuid.uuid4()
-    handlers.on_order_cancelled(event("orders.order.cancelled", order_id, previous_status="CONFIRMED"))
-    handlers.on_order_confirmed(event("orders.order.confirmed", order_id))
-    handlers.on_order_cancelled(event("orders.order.cancelled", order_id, previous_status="CONFIRMED"))
-    assert list(Shipment.objects.values_list("order_id", "status")) == [(order_id, "CANCELLED")]
-    assert shipping_events(order_id) == ["shipping.shipment.cancelled"]
-    shipment = Shipment.objects.get()
-    result = shipments_dispatch(shipment_ids=[shipment.pk])
-    assert (result.dispatched, [s.pk for s in result.refused]) == ([], [shipment.pk])
-
-
-@pytest.mark.django_db
-def test_a_pending_order_cancelled_never_gets_a_shipment():
-    order_id = uuid.uuid4()
-    handlers.on_order_cancelled(event("orders.order.cancelled", order_id, previous_status="PENDING"))
-    assert Shipment.objects.count() == 0
-    assert shipping_events(order_id) == []
-
-
-@pytest.mark.django_db
-def test_dispatch_once_then_a_cancellation_requests_the_return_once():
-    order_id = uuid.uuid4()
-    handlers.on_order_confirmed(event("orders.order.confirmed", order_id))
-    shipment = Shipment.objects.get()
-    assert [s.pk for s in shipments_dispatch(shipment_ids=[shipment.pk]).dispatched] == [shipment.pk]
-    assert [s.pk for s in shipments_dispatch(shipment_ids=[shipment.pk]).refused] == [shipment.pk]
-    for _ in range(2):
-        handlers.on_order_cancelled(event("orders.order.cancelled", order_id, previous_status="CONFIRMED"))
-    assert Shipment.objects.get().status == "RETURN_REQUESTED"
-    assert shipping_events(order_id) == [
-        "shipping.shipment.created",
-        "shipping.shipment.dispatched",
-        "shipping.shipment.return_requested",
-    ]
-
-
-@pytest.mark.django_db
-def test_a_payload_without_an_order_id_or_with_a_strange_previous_status_is_refused():
-    with pytest.raises(InvalidPayload, match="order_id missing"):
-        handlers.on_order_confirmed(replace(event("orders.order.confirmed", uuid.uuid4()), payload={}))
-    with pytest.raises(InvalidPayload, match="previous_status must be PENDING or CONFIRMED, not 'FAILED'"):
-        handlers.on_order_cancelled(event("orders.order.cancelled", uuid.uuid4(), previous_status="FAILED"))
-    assert Shipment.objects.count() == 0

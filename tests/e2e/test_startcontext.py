@@ -32,7 +32,8 @@ def test_startcontext_installs_a_working_context_changing_two_files(tree, tmp_pa
     assert [f for f in changed if f not in generated] == ["config/settings.py", "pyproject.toml"]
     assert "docs/schemas-snapshot/notifications.customer.notified.v1.json" in added
     assert all(f.startswith(f"{NAME}/") for f in added if not f.startswith("docs/"))
-    assert {f"{NAME}/context.toml", f"{NAME}/migrations/0001_initial.py", f"{NAME}/tests/test_{NAME}.py"} <= set(added)
+    own = ["context.toml", "migrations/0001_initial.py", "invariants.py", f"tests/integration/test_{NAME}.py"]
+    assert {f"{NAME}/{f}" for f in own} <= set(added)
     assert "notifications.customer.notified.v1" in (tree / "docs" / "asyncapi.yaml").read_text()
 
     for lint in (["ruff", "check", "."], ["ruff", "format", "--check", "."], ["lint-imports"]):
@@ -46,7 +47,7 @@ def test_startcontext_installs_a_working_context_changing_two_files(tree, tmp_pa
     pytest_argv = [python, "scripts/with_test_services.py", str(tree / ".venv" / "bin" / "pytest"), *TIERS]
     tested = run([*pytest_argv, "-p", "no:randomly", "-p", "no:cacheprovider"], tree, env, timeout=900)
     assert tested.returncode == 0, tested.stdout[-6000:] + tested.stderr[-3000:]
-    assert f"{NAME}/tests/test_{NAME}.py .." in tested.stdout, tested.stdout[-3000:]
+    assert f"{NAME}/tests/integration/test_{NAME}.py .." in tested.stdout, tested.stdout[-3000:]
 
 
 def test_startcontext_refuses_what_would_not_work(tree, tmp_path):

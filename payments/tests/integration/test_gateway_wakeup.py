@@ -13,7 +13,8 @@ from django.db import connection, transaction
 from payments import services
 from payments.models import Payment
 from payments.wakeup import APPLICATION_NAME, CHANNEL, DueCallListener
-from tests.conftest import ALL_DATABASES
+
+ALL_DATABASES = ["default", "gateway"]  # payments keeps the fake gateway's ledger on a database of its own
 
 pytestmark = pytest.mark.django_db(transaction=True, databases=ALL_DATABASES)
 
