@@ -11,13 +11,14 @@ import amqp
 import pytest
 
 from faultlib.faults import rabbitmqctl
+from kernel.contexts import installed, names
 from messaging.models import DeadLetter, InboxMessage
 from orders.models import Order
 from tests.conftest import ALL_DATABASES
 
 pytestmark = pytest.mark.django_db(transaction=True, databases=ALL_DATABASES)
 
-CONTEXTS = ("orders", "payments", "inventory", "shipping")
+CONTEXTS = tuple(names(installed()))  # a broker user for each, a context added later too
 PASSWORD = "secret-for-tests"
 
 
