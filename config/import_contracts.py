@@ -9,6 +9,7 @@ A context's own ``tests`` package may use ``messaging.testing`` besides ``messag
 """
 
 import json
+import re
 from pathlib import Path
 
 from kernel.contexts import DECLARATION_FILE
@@ -24,7 +25,7 @@ def contract_contexts(base_dir: Path, installed: list[str]) -> list[str]:
 
 def render(contexts: list[str]) -> str:
     def listed(names) -> str:
-        return json.dumps(list(names)).replace('", "', '", "')
+        return json.dumps(list(names))
 
     tests_may_use = [f"{c}.tests.** -> messaging.testing" for c in contexts]
     return f"""{SECTION}
@@ -82,16 +83,25 @@ allow_indirect_imports = true
 """
 
 
+def _bounds(text: str) -> tuple[int, int]:
+    """Where the section starts, and where the next section that is not import-linter's begins."""
+    start = text.index(SECTION)
+    after = re.search(r"^\[(?!\[?tool\.importlinter)", text[start + len(SECTION) :], re.MULTILINE)
+    return start, start + len(SECTION) + after.start() if after else len(text)
+
+
 def current(pyproject: Path) -> str:
-    """The file's section, from its header to the end (it is the file's last)."""
+    """The file's import-linter section as it stands."""
     text = pyproject.read_text()
-    return text[text.index(SECTION) :]
+    start, end = _bounds(text)
+    return text[start:end].rstrip() + "\n"
 
 
 def write(pyproject: Path, section: str) -> bool:
-    """Replace the section; whether anything changed."""
+    """Replace the section, and nothing after it; whether anything changed."""
     text = pyproject.read_text()
-    updated = text[: text.index(SECTION)] + section
+    start, end = _bounds(text)
+    updated = text[:start] + section + ("\n" + text[end:] if text[end:] else "")
     if updated == text:
         return False
     pyproject.write_text(updated)

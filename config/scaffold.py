@@ -7,7 +7,9 @@ handlers over services, one JSON Schema per event it publishes, a read-only admi
 (docs/adding-a-context.md). Installing it is one line of ``INSTALLED_CONTEXTS``.
 """
 
+import importlib.util
 import json
+import keyword
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,6 +17,7 @@ from pathlib import Path
 from kernel.contexts import RESERVED_NAMES, ContextDeclaration, context_of, schema_folder
 
 NAME = re.compile(r"^[a-z][a-z0-9_]*$")
+MAX_NAME = 40  # a consumer's name in the inbox and dead letters (50 characters), with room
 EVENT_TYPE = re.compile(r"^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*){2}$")
 INSTALLED_LIST = re.compile(r"^INSTALLED_CONTEXTS = \[\n(?P<items>(?:    \"[^\"]+\",\n)*)\]", re.MULTILINE)
 
@@ -51,6 +54,16 @@ def check(request: Request, base_dir: Path, installed: tuple[ContextDeclaration,
         raise ScaffoldError(f"{name!r}: a context's name is lower_snake_case and not one of {sorted(RESERVED_NAMES)}")
     if (base_dir / name).exists():
         raise ScaffoldError(f"{name}/ exists already: choose another name or remove the folder")
+    if len(name) > MAX_NAME or keyword.iskeyword(name) or importlib.util.find_spec(name) is not None:
+        raise ScaffoldError(
+            f"{name!r}: a context's name is a Python package name of at most {MAX_NAME} characters that no "
+            "installed module or Django app already has"
+        )
+    if INSTALLED_LIST.search((base_dir / "config" / "settings.py").read_text()) is None:
+        raise ScaffoldError("config/settings.py: no INSTALLED_CONTEXTS = [...] list, one quoted name per line, found")
+    handlers = [request.handler_of(key) for key in request.consumes]
+    if len(set(handlers)) != len(handlers):
+        raise ScaffoldError(f"--consumes: two keys would have the same handler name ({', '.join(handlers)})")
     if name in {d.name for d in installed}:
         raise ScaffoldError(f"{name!r} is installed already")
     published_by = {event_type: d for d in installed for event_type in d.publishes}
@@ -153,10 +166,11 @@ class Received(models.Model):
     """One row per message {request.name} handled (its inbox row says the same, for as long as it is kept)."""
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
-    message_id = models.UUIDField(unique=True)
+    # as wide as messaging's inbox keeps them: any id a message may carry
+    message_id = models.CharField(max_length=255, unique=True)
     event_type = models.CharField(max_length=200)
     # the saga's id (an order's), as the event's correlation id carries it
-    correlation_id = models.CharField(max_length=64, blank=True, db_index=True)
+    correlation_id = models.CharField(max_length=100, blank=True, db_index=True)
     received_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -238,7 +252,7 @@ class ReceivedAdmin(ReadOnlyAdmin):
 
 def _invariants(request: Request) -> str:
     return f'''"""{request.title}'s invariants (kernel/invariants.py), checked after every fault test and
-`make chaos`: no order had an event handled twice, under two message ids."""
+`make chaos`: no order under test had an event handled twice, under two message ids."""
 
 from django.db.models import Count
 
@@ -247,7 +261,7 @@ from {request.name}.models import Received
 
 
 def check(report, facts: SagaFacts) -> None:
-    rows = Received.objects.all() if facts.whole else Received.objects.filter(correlation_id__in=list(facts.outcomes))
+    rows = Received.objects.filter(correlation_id__in=list(facts.outcomes))  # an order's, not a product's
     twice = rows.values("correlation_id", "event_type").annotate(n=Count("id")).filter(n__gt=1)
     report.check(
         "{request.name} handled each order's event at most once",

@@ -77,9 +77,15 @@ if ORCHESTRATOR:
 # Benchmarks only: `make bench` sets BENCH_APP=1 (never set it in production).
 if env.bool("BENCH_APP", default=False):
     INSTALLED_CONTEXTS.append("bench.benchapp")
-# The installed contexts whose declarations this deployment reads: every one in the monolith;
-# with CONTEXTS set, its own and those of the others its tree carries (kernel.contexts).
-KNOWN_CONTEXTS = known_packages(BASE_DIR, tuple(INSTALLED_CONTEXTS), env.list("CONTEXTS", default=None))
+# The installed contexts whose declarations this deployment reads: every one, unless it names its
+# CONTEXTS and reads what it consumes from EVENT_SCHEMAS_DIR (a service that joined alone): then its
+# own and those of the others its tree carries (kernel.contexts.known_packages).
+KNOWN_CONTEXTS = known_packages(
+    BASE_DIR,
+    tuple(INSTALLED_CONTEXTS),
+    env.list("CONTEXTS", default=None),
+    shared_schemas=bool(env.str("EVENT_SCHEMAS_DIR", default="")),
+)
 try:
     _DECLARATIONS = read_declarations(BASE_DIR, KNOWN_CONTEXTS)
     CONTEXTS = parse_contexts(env.list("CONTEXTS", default=names(_DECLARATIONS)), names(_DECLARATIONS))

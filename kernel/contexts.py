@@ -10,8 +10,8 @@ A deployment reads the declarations of the contexts it hosts and of every other 
 context whose declaration its tree carries (``known_packages``): each relay and consumer
 declares the queues of all of them (a message then has a queue to wait in, whichever of them
 starts first), and a command of a context hosted elsewhere says where it lives. A deployment
-that names its ``CONTEXTS`` may carry no other context's declaration at all: it then declares
-only its own queues and reads the events it consumes with the schemas it carries
+that names its ``CONTEXTS`` and sets ``EVENT_SCHEMAS_DIR`` may carry no other context's
+declaration at all: it then declares only its own queues and reads the events it consumes with the schemas it carries
 (``EVENT_SCHEMAS_DIR``), and joins a running system without any other deployment changing
 (docs/adding-a-context.md). Code it carries only for its own contexts.
 
@@ -193,11 +193,14 @@ def declaration_path(base_dir: Path, package: str) -> Path:
     return base_dir.joinpath(*package.split(".")) / DECLARATION_FILE
 
 
-def known_packages(base_dir: Path, packages: tuple[str, ...], contexts: list[str] | None) -> tuple[str, ...]:
-    """The installed packages whose declarations this deployment reads. The monolith (``contexts``,
-    the ``CONTEXTS`` setting, unset) reads all of them: a missing one is an error. A deployment
-    that names its contexts reads theirs (required) and those of the others its tree carries."""
-    if contexts is None:
+def known_packages(
+    base_dir: Path, packages: tuple[str, ...], contexts: list[str] | None, *, shared_schemas: bool = False
+) -> tuple[str, ...]:
+    """The installed packages whose declarations this deployment reads: all of them (a missing one
+    is an error, naming the file), unless it names its ``contexts`` and reads what it consumes
+    from a shared schema folder (``shared_schemas``: ``EVENT_SCHEMAS_DIR`` set), the deployment
+    that joined alone: then its own (required) and those of the others its tree carries."""
+    if contexts is None or not shared_schemas:
         return packages
     wanted = {name.strip() for name in contexts}
     return tuple(p for p in packages if declaration_path(base_dir, p).exists() or p.rsplit(".", 1)[-1] in wanted)

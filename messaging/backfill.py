@@ -4,8 +4,10 @@ A context that joins a running system receives what is published once its queue 
 (``prepare_deployment``); what was published before is not its to receive. An operator who
 wants it anyway replays it from the event log (kept ``EVENT_LOG_RETENTION``, where the context
 hosting it runs, ``event_log = true``) into that queue only: with its original message id, so a
-consumer that had one already finds it in its inbox and nothing happens twice. The log keeps
-payloads masked (``SENSITIVE_FIELDS``): an event that carries one is refused, never sent masked.
+consumer that had one already finds it in its inbox (within ``INBOX_RETENTION``) and nothing
+happens twice. The log keeps payloads masked (``SENSITIVE_FIELDS``, at any depth): an event that
+carries one is refused, never sent masked. With ``BROKER_PRODUCERS`` only the event's owner may
+send it (the consumers refuse another user): run it with that user's ``BROKER_URL``.
 """
 
 from dataclasses import dataclass
@@ -18,7 +20,8 @@ from messaging import broker
 from messaging.conf import queue_name, setting
 from messaging.envelope import ATTEMPT_HEADER, Envelope, encode_body
 from messaging.models import EventLogEntry
-from messaging.publisher import BatchPublisher
+from messaging.producers import owner_of
+from messaging.publisher import BatchPublisher, ConfirmTimeout
 
 BATCH = 200
 
@@ -42,7 +45,7 @@ def backfill(*, event_type: str, consumer: str, since: datetime | None = None) -
     if since is not None:
         entries = entries.filter(occurred_at__gte=since)
     sensitive = set(setting("SENSITIVE_FIELDS"))
-    if any(sensitive & set(entry.payload) for entry in entries.iterator()):
+    if any(_holds_any(entry.payload, sensitive) for entry in entries.iterator()):
         raise BackfillRefused(
             f"{event_type} carries {', '.join(sorted(sensitive))}, which the event log keeps masked: "
             "it cannot be sent again from there"
@@ -51,10 +54,26 @@ def backfill(*, event_type: str, consumer: str, since: datetime | None = None) -
     try:
         with broker.connect() as connection:
             broker.connect_to_a_node(connection)
+            owner = setting("PRODUCERS").get(owner_of(event_type))
+            allowed = (owner, setting("BROKER_USER"))
+            if setting("PRODUCERS") and broker.supports_confirms(connection) and connection.userid not in allowed:
+                raise BackfillRefused(
+                    f"{event_type} belongs to {owner_of(event_type)}, whose broker user is {owner!r}: its consumers "
+                    f"refuse it from {connection.userid!r}; run this with that user's BROKER_URL"
+                )
             sent, failed = _send_all(BatchPublisher(connection, setting("RELAY_CONFIRM_TIMEOUT")), entries, queue)
-    except (OSError, OperationalError) as exc:
-        raise ConnectionError(f"the broker (BROKER_URL) could not be reached: {exc}") from exc
+    except (OSError, OperationalError, ConfirmTimeout) as exc:
+        raise ConnectionError(f"the broker (BROKER_URL) failed: {exc}; what was sent before is in the queue") from exc
     return BackfillResult(queue, sent, failed)
+
+
+def _holds_any(data, keys: set[str]) -> bool:
+    """Whether ``data`` has one of ``keys`` at any depth."""
+    if isinstance(data, dict):
+        return bool(keys & set(data)) or any(_holds_any(value, keys) for value in data.values())
+    if isinstance(data, list):
+        return any(_holds_any(item, keys) for item in data)
+    return False
 
 
 def _send_all(publisher: BatchPublisher, entries, queue: str) -> tuple[int, dict[str, str]]:

@@ -78,7 +78,8 @@ def read_schemas(base_dir: Path, declarations) -> dict[tuple[str, int], EventSch
 
 
 def read_shared_schemas(folder: Path, declared: set[str]) -> dict[tuple[str, int], EventSchema]:
-    """The schemas of ``folder`` (``<event type>.v<N>.json``) of events no known context publishes."""
+    """The schemas of ``folder`` (``<event type>.v<N>.json``) of events no known context publishes,
+    checked as a producer's are: valid JSON Schemas, each event with every version from 1."""
     found: dict[tuple[str, int], EventSchema] = {}
     for path in sorted(folder.glob("*.json")):
         match = _SCHEMA_FILE.match(path.name)
@@ -86,8 +87,17 @@ def read_shared_schemas(folder: Path, declared: set[str]) -> dict[tuple[str, int
             raise ContractError(f"{path}: not <event type>.v<N>.json (EVENT_SCHEMAS_DIR)")
         if match["event_type"] in declared:
             continue  # its producer's own schemas, beside its declaration, are the ones read
+        try:
+            schema = json.loads(path.read_text())
+            Draft202012Validator.check_schema(schema)
+        except Exception as exc:  # noqa: BLE001 - JSONDecodeError, SchemaError: named with the file
+            raise ContractError(f"{path}: not a valid JSON Schema: {exc}") from None
         key = (match["event_type"], int(match["version"]))
-        found[key] = EventSchema(*key, schema=json.loads(path.read_text()), path=path)
+        found[key] = EventSchema(*key, schema=schema, path=path)
+    for event_type in {e for e, _ in found}:
+        versions = sorted(v for (e, v) in found if e == event_type)
+        if versions != list(range(1, len(versions) + 1)):
+            raise ContractError(f"{folder}: {event_type} needs a schema for each version from 1, has {versions}")
     return found
 
 
@@ -96,7 +106,7 @@ def _installed_schemas(base_dir: Path, packages: tuple[str, ...], shared: str) -
     declarations = installed()
     found = read_schemas(base_dir, declarations)
     if shared:
-        folder = Path(shared)
+        folder = base_dir / shared  # a relative folder is the tree's; an absolute one stays as it is
         if not folder.is_dir():
             raise ContractError(f"EVENT_SCHEMAS_DIR={shared}: no such folder")
         found |= read_shared_schemas(folder, {e for d in declarations for e in d.publishes})

@@ -55,6 +55,8 @@ def test_startcontext_refuses_what_would_not_work(tree, tmp_path):
     cases = [
         (["shipping"], "shipping/ exists already"),
         (["events"], "is lower_snake_case and not one of ['events']"),
+        (["json"], "'json': a context's name is a Python package name of at most 40 characters that no"),
+        (["class"], "'class': a context's name is a Python package name"),
         (["billing", "--consumes", "orders.order.shipped"], "--consumes orders.order.shipped: no installed context"),
         (["billing", "--consumes", "orders.order.created"], "it has versions 1..2, so its reader needs an upcaster"),
         (["billing", "--publishes", "orders.invoice.sent"], "a context publishes only 'billing.<aggregate>.<event>'"),

@@ -174,5 +174,8 @@ def test_a_deployment_that_names_its_contexts_reads_only_the_declarations_its_tr
         (tmp_path / package / "context.toml").write_text(f'name = "{package}"\n')
     packages = ("orders", "payments", "notifications")
     assert known_packages(tmp_path, packages, None) == packages  # the monolith: all, a missing one an error
-    assert known_packages(tmp_path, packages, ["notifications"]) == ("orders", "notifications")
-    assert known_packages(tmp_path, packages, ["payments"]) == packages  # hosted: read, so missing says so
+    # A deployment that joined alone: CONTEXTS named, what it reads validated with the shared schemas.
+    assert known_packages(tmp_path, packages, ["notifications"], shared_schemas=True) == ("orders", "notifications")
+    assert known_packages(tmp_path, packages, ["payments"], shared_schemas=True) == packages  # hosted: required
+    # Without the shared schemas, a lost declaration stays an error (a packaging mistake is not silent).
+    assert known_packages(tmp_path, packages, ["notifications"]) == packages
