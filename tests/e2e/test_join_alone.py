@@ -15,11 +15,11 @@ import psycopg
 import pytest
 
 from faultlib.processes import BASE_DIR, ProcessGroup, free_port, wait_until
-from tests.support.scaffold import scaffold, scaffold_env, tree_copy
+from tests.support.scaffold import scaffold, scaffold_env, throwaway_name, tree_copy
 from tests.support.split import CACHES, NOT_SHIPPED, Deployment, SplitSystem, admin_url, database_url
 from tests.support.web import checkout_body, get, post_checkout
 
-NAME = "notifications"
+NAME = throwaway_name()
 
 
 @pytest.fixture
@@ -45,7 +45,7 @@ def group(tmp_path):
 def newcomer(tmp_path, split):
     """The notifications deployment: scaffolded in a copy of the tree, then shipped alone."""
     scaffolded = tree_copy(tmp_path / "scaffolded")
-    made = scaffold(scaffolded, scaffold_env(tmp_path / "scaffold-var"))
+    made = scaffold(scaffolded, scaffold_env(tmp_path / "scaffold-var"), NAME)
     assert made.returncode == 0, made.stdout + made.stderr
     alone = tmp_path / f"{NAME}-service"
     # Its own code and declaration; of the other contexts, nothing at all.
@@ -80,7 +80,7 @@ def confirmed_or_failed(api: str, order_ids: list[str]) -> dict[str, str]:
 
 
 def received(deployment: Deployment) -> list[tuple[str, str]]:
-    return sorted(deployment.rows("SELECT correlation_id, event_type FROM notifications_received"))
+    return sorted(deployment.rows(f"SELECT correlation_id, event_type FROM {NAME}_received"))
 
 
 def test_a_new_context_joins_a_running_split_alone(split, group, newcomer):
@@ -102,7 +102,7 @@ def test_a_new_context_joins_a_running_split_alone(split, group, newcomer):
     assert not any((newcomer.tree / other).exists() for other in ("orders", "payments", "inventory", "shipping"))
     prepared = newcomer.manage("prepare_deployment")
     assert prepared.returncode == 0, prepared.stderr
-    assert prepared.stdout.splitlines()[-1] == "queues declared: notifications_queue"
+    assert prepared.stdout.splitlines()[-1] == f"queues declared: {NAME}_queue"
     newcomer.start(group, "relay", "run_outbox_relay")
     newcomer.start(group, "consumers", "run_consumers")
     confirmed = [post_checkout(api, checkout_body("WIDGET", 1)).json()["id"] for _ in range(4)]

@@ -6,9 +6,9 @@ import sys
 
 import pytest
 
-from tests.support.scaffold import run, scaffold, scaffold_env, tree_copy
+from tests.support.scaffold import run, scaffold, scaffold_env, throwaway_name, tree_copy
 
-NAME = "notifications"
+NAME = throwaway_name()
 # The unit and integration tiers, unchanged, and the new context's own tests.
 TIERS = ["tests/unit", "tests/integration", NAME]
 
@@ -22,7 +22,7 @@ def test_startcontext_installs_a_working_context_changing_two_files(tree, tmp_pa
     env = scaffold_env(tmp_path / "var")
     python = str(tree / ".venv" / "bin" / "python")
 
-    made = scaffold(tree, env)
+    made = scaffold(tree, env, NAME)
     assert made.returncode == 0, made.stdout + made.stderr
 
     status = run(["git", "status", "--porcelain", "--untracked-files=all"], tree, env).stdout.splitlines()
@@ -30,11 +30,11 @@ def test_startcontext_installs_a_working_context_changing_two_files(tree, tmp_pa
     added = sorted(line[3:] for line in status if line.startswith("??"))
     generated = ["docs/asyncapi.yaml"]
     assert [f for f in changed if f not in generated] == ["config/settings.py", "pyproject.toml"]
-    assert "docs/schemas-snapshot/notifications.customer.notified.v1.json" in added
+    assert f"docs/schemas-snapshot/{NAME}.customer.notified.v1.json" in added
     assert all(f.startswith(f"{NAME}/") for f in added if not f.startswith("docs/"))
     own = ["context.toml", "migrations/0001_initial.py", "invariants.py", f"tests/integration/test_{NAME}.py"]
     assert {f"{NAME}/{f}" for f in own} <= set(added)
-    assert "notifications.customer.notified.v1" in (tree / "docs" / "asyncapi.yaml").read_text()
+    assert f"{NAME}.customer.notified.v1" in (tree / "docs" / "asyncapi.yaml").read_text()
 
     for lint in (["ruff", "check", "."], ["ruff", "format", "--check", "."], ["lint-imports"]):
         checked = run([str(tree / ".venv" / "bin" / lint[0]), *lint[1:]], tree, env)

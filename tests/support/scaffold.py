@@ -7,14 +7,24 @@ from pathlib import Path
 
 from faultlib.processes import BASE_DIR
 
-NOTIFICATIONS = [
-    "startcontext",
-    "notifications",
-    "--consumes",
-    "orders.order.confirmed,orders.order.failed",
-    "--publishes",
-    "notifications.customer.notified",
-]
+
+def throwaway_name() -> str:
+    """``notifications`` (the issue's example), or, in a tree that has one already (a context of
+    that name installed for real), the first of ``notifications_2``, ``notifications_3``... it lacks."""
+    names = ["notifications", *(f"notifications_{n}" for n in range(2, 10))]
+    return next(name for name in names if not (BASE_DIR / name).exists())
+
+
+def notifications(name: str) -> list[str]:
+    """startcontext's arguments for a context that follows the saga's outcomes and tells customers."""
+    return [
+        "startcontext",
+        name,
+        "--consumes",
+        "orders.order.confirmed,orders.order.failed",
+        "--publishes",
+        f"{name}.customer.notified",
+    ]
 
 
 def run(argv: list[str], cwd, env: dict[str, str], timeout: float = 600) -> subprocess.CompletedProcess:
@@ -43,5 +53,5 @@ def scaffold_env(var_dir: Path) -> dict[str, str]:
     return env | {"DEBUG": "1", "VAR_DIR": str(var_dir)}
 
 
-def scaffold(tree: Path, env: dict[str, str], args: list[str] = NOTIFICATIONS) -> subprocess.CompletedProcess:
-    return run([str(tree / ".venv" / "bin" / "python"), "manage.py", *args], tree, env)
+def scaffold(tree: Path, env: dict[str, str], name: str) -> subprocess.CompletedProcess:
+    return run([str(tree / ".venv" / "bin" / "python"), "manage.py", *notifications(name)], tree, env)
