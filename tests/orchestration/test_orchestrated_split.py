@@ -8,6 +8,7 @@ from decimal import Decimal
 import pytest
 
 from faultlib.processes import ProcessGroup, free_port, wait_until
+from faultlib.saga import asserted
 from tests.support.split import SplitSystem
 from tests.support.web import checkout_body, get, post_checkout
 
@@ -34,7 +35,8 @@ def group(tmp_path_factory):
 
 
 def test_the_orchestrated_saga_runs_across_five_deployments(split, group):
-    assert sorted(split.deployments) == ["inventory", "orchestrator", "orders", "payments", "shipping"]
+    # one deployment per installed context (a follower added later too): the five of the saga at least
+    assert {"inventory", "orchestrator", "orders", "payments", "shipping"} <= set(split.deployments)
     port = free_port()
     api = f"http://127.0.0.1:{port}"
     for deployment in split.deployments.values():
@@ -90,7 +92,7 @@ def test_the_orchestrated_saga_runs_across_five_deployments(split, group):
         "refused": "failed",
     }
     # orders' event log sees every context's events and the orchestrator's commands
-    assert [e["event_type"] for e in outcomes["refused"]["timeline"]] == [
+    assert asserted([e["event_type"] for e in outcomes["refused"]["timeline"]], "shipping") == [
         "orders.order.created",
         "orchestrator.stock.reserve",
         "inventory.stock.reserved",
