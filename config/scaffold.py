@@ -14,11 +14,16 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from kernel.contexts import RESERVED_NAMES, ContextDeclaration, context_of, schema_folder
+from kernel.contexts import (
+    CONTEXT_NAME,
+    EVENT_TYPE,
+    RESERVED_NAMES,
+    ContextDeclaration,
+    context_of,
+    schema_folder,
+)
 
-NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 MAX_NAME = 40  # a consumer's name in the inbox and dead letters (50 characters), with room
-EVENT_TYPE = re.compile(r"^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*){2}$")
 INSTALLED_LIST = re.compile(r"^INSTALLED_CONTEXTS = \[\n(?P<items>(?:    \"[^\"]+\",\n)*)\]", re.MULTILINE)
 
 
@@ -50,7 +55,7 @@ class Request:
 def check(request: Request, base_dir: Path, installed: tuple[ContextDeclaration, ...]) -> None:
     """Raise ``ScaffoldError`` for a request that would not give a working, installable context."""
     name = request.name
-    if not NAME.match(name) or name in RESERVED_NAMES:
+    if not CONTEXT_NAME.match(name) or name in RESERVED_NAMES:
         raise ScaffoldError(f"{name!r}: a context's name is lower_snake_case and not one of {sorted(RESERVED_NAMES)}")
     if (base_dir / name).exists():
         raise ScaffoldError(f"{name}/ exists already: choose another name or remove the folder")

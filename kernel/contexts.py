@@ -31,8 +31,8 @@ DECLARATION_FILE = "context.toml"
 # The event log's consumer (messaging's own, bound to every key) takes this name.
 RESERVED_NAMES = frozenset({"events"})
 EVENT_KINDS = ("step", "outcome", "failure", "compensation")
-_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
-_EVENT_TYPE = re.compile(r"^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*){2}$")
+CONTEXT_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
+EVENT_TYPE = re.compile(r"^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*){2}$")
 
 
 class DeclarationError(ValueError):
@@ -107,18 +107,18 @@ def read_declaration(base_dir: Path, package: str) -> ContextDeclaration:
     if unknown := sorted(set(data) - (set(ContextDeclaration.__dataclass_fields__) - {"package"})):
         fail(f"unknown keys {unknown}")
     name = data.get("name", "")
-    if not _NAME.match(name) or name in RESERVED_NAMES:
+    if not CONTEXT_NAME.match(name) or name in RESERVED_NAMES:
         fail(f"name {name!r} must be lower_snake_case and not one of {sorted(RESERVED_NAMES)}")
     consumes, obeys = dict(data.get("consumes", {})), dict(data.get("obeys", {}))
     for table, keys in (("consumes", consumes), ("obeys", obeys)):
         for key, handler in keys.items():
-            if not _EVENT_TYPE.match(key):
+            if not EVENT_TYPE.match(key):
                 fail(f"{table} {key!r}: a routing key is <context>.<aggregate>.<event>")
             if not (isinstance(handler, str) and handler.startswith(f"{package}.") and handler.count(".") >= 2):
                 fail(f"{table} {key!r}: the handler must be '{package}.<module>.<function>', not {handler!r}")
     publishes = dict(data.get("publishes", {}))
     for event_type, kind in publishes.items():
-        if not _EVENT_TYPE.match(event_type) or context_of(event_type) != name:
+        if not EVENT_TYPE.match(event_type) or context_of(event_type) != name:
             fail(f"publishes {event_type!r}: a context publishes only '{name}.<aggregate>.<event>'")
         if kind not in EVENT_KINDS:
             fail(f"publishes {event_type!r}: kind {kind!r} is not one of {list(EVENT_KINDS)}")

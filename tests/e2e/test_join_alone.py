@@ -9,7 +9,6 @@ receive, until ``backfill`` sends it from the event log, once.
 
 import shutil
 import time
-import uuid
 
 import psycopg
 import pytest
@@ -24,12 +23,8 @@ NAME = throwaway_name()
 
 @pytest.fixture
 def split(tmp_path):
-    system = SplitSystem.create(tmp_path / "split", uuid.uuid4().hex[:6])
-    try:
-        system.migrate()
+    with SplitSystem.migrated(tmp_path / "split") as system:
         yield system
-    finally:
-        system.destroy()
 
 
 @pytest.fixture

@@ -230,12 +230,8 @@ def test_the_whole_saga_is_one_trace_of_server_producer_and_consumer_spans(otlp,
 
 @pytest.fixture
 def split(tmp_path):
-    system = SplitSystem.create(tmp_path / "split", uuid.uuid4().hex[:6])
-    try:
-        system.migrate()
+    with SplitSystem.migrated(tmp_path / "split") as system:
         yield system
-    finally:
-        system.destroy()
 
 
 @pytest.fixture

@@ -16,7 +16,10 @@ import os
 import shutil
 import subprocess
 import sys
+import uuid
 from collections import Counter, defaultdict
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
@@ -184,6 +187,17 @@ class SplitSystem:
                 tree = trees.get(context) or make_tree(root, context)
                 system.deployments[context] = Deployment(context, tree, name, env)
         return system
+
+    @classmethod
+    @contextmanager
+    def migrated(cls, root: Path, **options) -> Iterator["SplitSystem"]:
+        """``create`` and ``migrate``, then ``destroy`` whatever happens (a test's fixture)."""
+        system = cls.create(root, uuid.uuid4().hex[:6], **options)
+        try:
+            system.migrate()
+            yield system
+        finally:
+            system.destroy()
 
     def __getitem__(self, context: str) -> Deployment:
         return self.deployments[context]
