@@ -2,7 +2,9 @@
 PYTHON ?= python3.11
 VENV := .venv
 PY := $(VENV)/bin/python
-STAMP := $(VENV)/.installed-$(shell sha1sum requirements.txt | cut -c1-12)
+# The bus is installed from its own folder: its dependencies (its pyproject.toml) count too.
+BUS_PYPROJECT := packages/django-reliable-messaging/pyproject.toml
+STAMP := $(VENV)/.installed-$(shell cat requirements.txt $(BUS_PYPROJECT) | sha1sum | cut -c1-12)
 PORT ?= 8000
 SERVE_HOST ?= 0.0.0.0
 PYTEST_ARGS ?=
@@ -13,7 +15,7 @@ PYTEST_ARGS ?=
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
 
-$(STAMP): requirements.txt
+$(STAMP): requirements.txt $(BUS_PYPROJECT)
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.txt
 	@rm -f $(VENV)/.installed-* && touch $@

@@ -8,9 +8,9 @@ def main() -> None:
     import django
     from django.core.exceptions import ImproperlyConfigured
     from django.core.management import execute_from_command_line
+    from reliable_messaging.declarations import DeclarationError
 
     from config.cli import refuse_commands_of_other_contexts, runserver_stops_on_sigterm
-    from kernel.contexts import DeclarationError
 
     # A configuration error in one line, not a traceback: the settings, the contexts' declarations,
     # and what the apps check as they load (the event contracts and the EVENT_VERSIONS pins).

@@ -17,8 +17,7 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 django.setup()
 
 from django.db import connection  # noqa: E402
-
-from messaging import publisher, relay  # noqa: E402
+from reliable_messaging import publisher, relay  # noqa: E402
 
 SPENT: dict[str, float] = defaultdict(float)
 

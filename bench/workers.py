@@ -11,9 +11,9 @@ from datetime import UTC, datetime
 
 import psycopg
 from kombu import Connection, Exchange, Producer, Queue
+from reliable_messaging.ids import new_event_id
 
 from bench.common import BENCH_KEY, PAYLOAD
-from messaging.ids import new_event_id
 
 EXCHANGE = os.environ.get("MESSAGING_EXCHANGE", "ecommerce_events")
 BODY = json.dumps(PAYLOAD, separators=(",", ":")).encode()

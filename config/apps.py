@@ -13,11 +13,11 @@ class ShopConfig(AppConfig):
 
     def ready(self) -> None:
         from axes.signals import user_locked_out
+        from reliable_messaging.declarations import installed, names
+        from reliable_messaging.operator import local_consumers
 
         from config.admin_lockout import log_lockout
         from config.telemetry import configure_tracing
-        from kernel.contexts import installed, names
-        from messaging.api import local_consumers
 
         configure_tracing(
             argv=sys.argv,

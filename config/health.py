@@ -7,11 +7,10 @@ Each dependency gets one short attempt: a probe must answer well inside its own 
 import logging
 
 from drf_spectacular.utils import OpenApiExample, extend_schema, inline_serializer
+from reliable_messaging.operator import broker_reachable, database_reachable
 from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
-
-from messaging.api import broker_reachable, database_reachable
 
 logger = logging.getLogger(__name__)
 

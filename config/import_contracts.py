@@ -5,16 +5,19 @@ writes them, ``python manage.py import_contracts --write`` after anything else, 
 
 The contexts are the installed list (``INSTALLED_CONTEXTS``) first, then every other top-level
 package of the tree that declares itself (the orchestrator, installed only with ``ORCHESTRATOR=1``).
-A context's own ``tests`` package may use ``messaging.testing`` besides ``messaging.api``.
+A context imports the bus's public modules only (``api``, ``operator``), and its own ``tests``
+package ``reliable_messaging.testing`` too.
 """
 
 import json
 import re
 from pathlib import Path
 
-from kernel.contexts import DECLARATION_FILE
+from reliable_messaging.declarations import DECLARATION_FILE
 
 SECTION = "[tool.importlinter]"
+# The bus, installed from packages/django-reliable-messaging
+BUS = "reliable_messaging"
 
 
 def contract_contexts(base_dir: Path, installed: list[str]) -> list[str]:
@@ -27,17 +30,17 @@ def render(contexts: list[str]) -> str:
     def listed(names) -> str:
         return json.dumps(list(names))
 
-    tests_may_use = [f"{c}.tests.** -> messaging.testing" for c in contexts]
+    tests_may_use = [f"{c}.tests.** -> {BUS}.testing" for c in contexts]
     return f"""{SECTION}
 # Generated from the installed contexts by `python manage.py import_contracts --write` (startcontext
 # runs it): do not edit by hand; config/import_contracts.py is the template.
-root_packages = {listed(["config", "kernel", "messaging", *contexts, "faultlib"])}
+root_packages = {listed(["config", "kernel", BUS, *contexts, "faultlib"])}
 include_external_packages = true
 
 [[tool.importlinter.contracts]]
-name = "Layers: the composition root, the contexts, messaging, the shared kernel"
+name = "Layers: the composition root, the contexts, the shared kernel, the bus (an installed library)"
 type = "layers"
-layers = {listed(["config", " | ".join(contexts), "messaging", "kernel"])}
+layers = {listed(["config", " | ".join(contexts), "kernel", BUS])}
 containers = []
 exhaustive = false
 
@@ -48,34 +51,34 @@ source_modules = ["config"]
 forbidden_modules = {listed(contexts)}
 
 [[tool.importlinter.contracts]]
-name = "messaging is generic: it imports no bounded context"
+name = "The bus is a library: it imports nothing of this project"
 type = "forbidden"
-source_modules = ["messaging"]
-forbidden_modules = {listed(contexts)}
+source_modules = {listed([BUS])}
+forbidden_modules = {listed(["config", "kernel", "faultlib", *contexts])}
 
 [[tool.importlinter.contracts]]
-name = "The shared kernel imports nothing of ours"
+name = "The shared kernel imports no context and not the composition root"
 type = "forbidden"
 source_modules = ["kernel"]
-forbidden_modules = {listed(["config", "messaging", *contexts])}
+forbidden_modules = {listed(["config", *contexts])}
 
 [[tool.importlinter.contracts]]
-name = "Contexts use only messaging's public module (messaging.api; messaging.testing in their own tests)"
+name = "Contexts use only the bus's public modules (api, operator; testing in their own tests)"
 type = "forbidden"
 source_modules = {listed(contexts)}
-forbidden_modules = ["messaging.**"]
-ignore_imports = {listed(["** -> messaging.api", *tests_may_use])}
+forbidden_modules = ["{BUS}.**"]
+ignore_imports = {listed([f"** -> {BUS}.api", f"** -> {BUS}.operator", *tests_may_use])}
 unmatched_ignore_imports_alerting = "none"
 allow_indirect_imports = true
 
 [[tool.importlinter.contracts]]
 name = "The application never imports the fault library (faultlib: tests, chaos and bench only)"
 type = "forbidden"
-source_modules = {listed(["config", "kernel", "messaging", *contexts])}
+source_modules = {listed(["config", "kernel", BUS, *contexts])}
 forbidden_modules = ["faultlib"]
 
 [[tool.importlinter.contracts]]
-name = "Only messaging talks to the broker (kombu, py-amqp)"
+name = "Only the bus talks to the broker (kombu, py-amqp)"
 type = "forbidden"
 source_modules = {listed(["config", "kernel", *contexts])}
 forbidden_modules = ["kombu", "amqp"]

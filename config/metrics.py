@@ -20,15 +20,15 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.registry import Collector
-
-from kernel.operations import database_gauges
-from messaging.api import (
+from reliable_messaging.operator import (
     dead_letter_counts_by_state,
     local_consumers,
     oldest_waiting_dead_letters,
     outbox_backlog,
     scheduled_backlog,
 )
+
+from kernel.operations import database_gauges
 
 logger = logging.getLogger(__name__)
 

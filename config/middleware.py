@@ -5,7 +5,7 @@ W3C Trace Context for every request: continue the caller's trace or start one.
 With tracing on, the request's span is OpenTelemetry's SERVER span (Django's instrumentation
 continued the caller's ``traceparent``); without, a span id of our own under the caller's trace.
 Events published while serving it store that span with their outbox row, the relay's span for
-each is its child, and so on through every hop (``messaging.telemetry``). The response says which
+each is its child, and so on through every hop (``reliable_messaging.telemetry``). The response says which
 span served it (``traceresponse``, Trace Context Level 2). Log lines of the request carry
 ``trace_id`` and ``span_id``.
 """
@@ -16,11 +16,11 @@ import structlog
 from django.core.exceptions import DisallowedHost
 from django.http import HttpResponse, JsonResponse
 from django.urls import is_valid_path
+from reliable_messaging.hosting import server_span, span_in_use, trace_headers, trace_ids
 
 from config.errors import disallowed_host, is_admin_page, json_error
 from config.request_body import BODY_REFUSED
 from kernel.exceptions import RETRY_AFTER_SECONDS, database_error_body
-from messaging.api import server_span, span_in_use, trace_headers, trace_ids
 
 logger = logging.getLogger(__name__)
 host_logger = logging.getLogger("django.security.DisallowedHost")

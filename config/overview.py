@@ -11,11 +11,8 @@ from django.contrib import admin
 from django.template.response import TemplateResponse
 from django.utils import timezone
 from django.utils.safestring import mark_safe
-
-from kernel.charts import horizontal_bars, line_chart
-from kernel.contexts import installed
-from kernel.operations import overview_sections
-from messaging.api import (
+from reliable_messaging.declarations import installed
+from reliable_messaging.operator import (
     command_in_deployment,
     dead_letter_counts_by_state,
     local_consumers,
@@ -23,6 +20,9 @@ from messaging.api import (
     outbox_backlog_history,
     system_consumers,
 )
+
+from kernel.charts import horizontal_bars, line_chart
+from kernel.operations import overview_sections
 
 BACKLOG_COLORS = {"backlog": "#1565c0", "oldest pending": "#ef6c00"}
 LETTER_COLORS = {"waiting": "#c62828", "replayed": "#90a4ae"}

@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from kernel.contexts import (
+from reliable_messaging.declarations import (
     CONTEXT_NAME,
     EVENT_TYPE,
     RESERVED_NAMES,
@@ -204,7 +204,7 @@ def {event_type.split(".", 1)[1].replace(".", "_")}_publish(*, order_id: str) ->
 '''
         for event_type in request.publishes
     )
-    imports = "from messaging.api import publish\n" if request.publishes else ""
+    imports = "from reliable_messaging.api import publish\n" if request.publishes else ""
     return f'''"""{request.title}'s writes, each in one transaction with the events it publishes (no dual writes)."""
 
 from django.db import transaction
@@ -234,7 +234,7 @@ def {request.handler_of(key)}(event: IncomingEvent) -> None:
 Each is subscribed by the context's declaration (context.toml, under ``consumes``)."""
 
 from {request.name} import services
-from messaging.api import IncomingEvent
+from reliable_messaging.api import IncomingEvent
 {handlers}'''
 
 
@@ -282,20 +282,20 @@ def _tests(request: Request) -> str:
     if not key:
         return f'''"""{request.title}'s tests: it consumes nothing yet; add a test per handler as you add them."""
 
-from kernel.contexts import installed
+from reliable_messaging.declarations import installed
 
 
 def test_{consumer}_is_installed():
     assert "{consumer}" in [d.name for d in installed()]
 '''
     return f'''"""{request.title}'s tests, in its package: its handlers, delivered to as the consumer loop does
-(messaging.testing: the inbox, the schema check, the upcasters), with no broker."""
+(reliable_messaging.testing: the inbox, the schema check, the upcasters), with no broker."""
 
 import uuid
 
 import pytest
 
-from messaging.testing import Outcome, deliver, example_payload
+from reliable_messaging.testing import Outcome, deliver, example_payload
 from {request.name}.models import Received
 
 pytestmark = pytest.mark.django_db(transaction=True)

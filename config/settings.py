@@ -10,8 +10,8 @@ from urllib.parse import unquote, urlsplit
 
 import environ
 from django.core.exceptions import ImproperlyConfigured
+from reliable_messaging.declarations import known_packages, names, parse_contexts, read_declarations
 
-from kernel.contexts import known_packages, names, parse_contexts, read_declarations
 from kernel.durations import parse_duration
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -79,7 +79,7 @@ if env.bool("BENCH_APP", default=False):
     INSTALLED_CONTEXTS.append("bench.benchapp")
 # The installed contexts whose declarations this deployment reads: every one, unless it names its
 # CONTEXTS and reads what it consumes from EVENT_SCHEMAS_DIR (a service that joined alone): then its
-# own and those of the others its tree carries (kernel.contexts.known_packages).
+# own and those of the others its tree carries (reliable_messaging.declarations.known_packages).
 KNOWN_CONTEXTS = known_packages(
     BASE_DIR,
     tuple(INSTALLED_CONTEXTS),
@@ -114,7 +114,7 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "drf_spectacular_sidecar",  # Swagger UI served from our own static files, no CDN
     "csp",
-    "messaging",
+    "reliable_messaging",
     *(d.package for d in _DECLARATIONS if d.name in CONTEXTS),
     "config.apps.ShopConfig",  # tracing (config.telemetry), set up once the contexts are; prepare_deployment
 ]
@@ -193,7 +193,7 @@ _SQLITE_OPTIONS = {
 # Django's own connection pool (psycopg_pool) in every process that serves requests: a fixed
 # number of connections per process, however many threads the server makes (runserver makes
 # one per request). The pool needs CONN_MAX_AGE=0. The relay, the consumers and the deadline
-# loop keep one dedicated connection instead (messaging.lifecycle.use_dedicated_connections):
+# loop keep one dedicated connection instead (reliable_messaging.lifecycle.use_dedicated_connections):
 # they hold LISTEN and application_name, session state a pool would hand to its next user.
 DATABASE_POOL = {
     "min_size": env.int("DATABASE_POOL_MIN_SIZE", default=1),
@@ -356,6 +356,19 @@ WORKER_DATABASE_TIMEOUTS = {
     "lock_timeout": parse_duration(env.str("WORKER_LOCK_TIMEOUT", default="5")),
     "statement_timeout": parse_duration(env.str("WORKER_STATEMENT_TIMEOUT", default="15")),
     "idle_in_transaction_session_timeout": parse_duration(env.str("WORKER_IDLE_IN_TRANSACTION_TIMEOUT", default="30")),
+}
+# The bus reads only MESSAGING (packages/django-reliable-messaging/README.md, "Settings"):
+# what it shares with the project is given to it here.
+MESSAGING |= {
+    "BROKER_URL": BROKER_URL,
+    "BROKER_HEARTBEAT": BROKER_HEARTBEAT,
+    "DECLARED_CONTEXTS": KNOWN_CONTEXTS,
+    "CONTEXTS_DIR": BASE_DIR,
+    "CONTEXTS": CONTEXTS,
+    "SCHEMA_SNAPSHOT_DIR": BASE_DIR / "docs" / "schemas-snapshot",
+    "CURRENCY": CURRENCY,
+    "WORKER_DATABASE_TIMEOUTS": WORKER_DATABASE_TIMEOUTS,
+    "DEPLOYMENT_DATABASE_URLS": DEPLOYMENT_DATABASE_URLS,
 }
 # The web server's sessions (config/wsgi.py; not management commands such as migrate): a
 # statement ends before gunicorn's 30 s worker timeout would kill the worker and leave the

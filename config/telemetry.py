@@ -13,7 +13,7 @@ instrumentation, no cost. Otherwise, at start-up (``config.apps``):
   ``saga-shop-payments-relay``;
 - the official Django (SERVER spans continuing an incoming ``traceparent``) and psycopg (a span
   per query) instrumentations; messaging makes the PRODUCER and CONSUMER spans itself
-  (``messaging.telemetry``). A query outside any request or message (a relay's poll, a consumer's
+  (``reliable_messaging.telemetry``). A query outside any request or message (a relay's poll, a consumer's
   housekeeping) is not traced: it would be a trace of its own every fraction of a second.
 """
 
@@ -97,8 +97,7 @@ def configure_tracing(
     from opentelemetry.sdk.resources import SERVICE_NAME, Resource
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import BatchSpanProcessor
-
-    from messaging.api import enable_tracing
+    from reliable_messaging.hosting import enable_tracing
 
     attributes = {"service.namespace": NAMESPACE, "shop.contexts": ",".join(hosted)}
     if not environ.get("OTEL_SERVICE_NAME") and "service.name=" not in environ.get("OTEL_RESOURCE_ATTRIBUTES", ""):

@@ -6,13 +6,13 @@ from django.conf import settings
 from django.contrib import admin
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
+from reliable_messaging.declarations import hosted
 
 from config.errors import allow_methods
 from config.favicon import favicon_view
 from config.health import HealthApi, ReadinessApi
 from config.metrics import metrics_view
 from config.overview import overview_view
-from kernel.contexts import hosted
 
 admin.site.site_header = "Saga shop operations"
 admin.site.site_title = "Saga shop"

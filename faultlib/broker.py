@@ -5,10 +5,10 @@ import uuid
 import amqp
 from django.conf import settings
 from kombu import Connection, Exchange, Queue
+from reliable_messaging import broker
+from reliable_messaging.topology import consumers
 
 from faultlib.invariants import broker_queue_depths
-from messaging import broker
-from messaging.topology import consumers
 
 
 def connection() -> Connection:

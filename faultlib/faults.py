@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from django.db import connections
+from reliable_messaging.relay import APPLICATION_NAME as RELAY_APPLICATION_NAME
 
 from faultlib.processes import ProcessGroup, wait_until
-from messaging.relay import APPLICATION_NAME as RELAY_APPLICATION_NAME
 
 
 @dataclass
@@ -181,7 +181,7 @@ def memory_alarm() -> Iterator[None]:
 APPLICATION_NAME = "saga_fault_test"
 
 
-# A relay renames its session once connected (messaging.relay.APPLICATION_NAME): its backends
+# A relay renames its session once connected (reliable_messaging.relay.APPLICATION_NAME): its backends
 # are the test's processes' too (only the test's database is ever searched).
 PROCESS_NAMES = [APPLICATION_NAME, RELAY_APPLICATION_NAME]
 

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from contextlib import contextmanager
 
 from django.db import connections
+from reliable_messaging.models import InboxMessage, OutboxMessage
 
 from faultlib.broker import publish_exact
 from faultlib.faults import Restartable
@@ -21,7 +22,6 @@ from faultlib.load import CATALOG, OrderLoad, order_created_payload
 from faultlib.processes import ProcessGroup, wait_until
 from faultlib.saga import seed_catalog
 from faultlib.scenarios import FAST_RETRIES, Outcome, _run, _settle, message_faults
-from messaging.models import InboxMessage, OutboxMessage
 
 CREATED = "orders.order.created"
 YEAR_10000 = "9999-12-31T23:59:59-14:00"

@@ -19,12 +19,12 @@ from types import ModuleType
 
 from django.db.models import CharField, Count, Exists, OuterRef
 from django.db.models.functions import Cast
+from reliable_messaging.contracts import schemas, validation_error
+from reliable_messaging.declarations import installed
+from reliable_messaging.models import DeadLetter, InboxMessage, OutboxMessage
+from reliable_messaging.topology import ANY_EVENT, consumers, queue_bindings
 
-from kernel.contexts import installed
 from kernel.invariants import SagaFacts
-from messaging.contracts import schemas, validation_error
-from messaging.models import DeadLetter, InboxMessage, OutboxMessage
-from messaging.topology import ANY_EVENT, consumers, queue_bindings
 
 
 def context_invariants() -> list[tuple[str, ModuleType]]:

@@ -5,11 +5,11 @@ import uuid
 from decimal import Decimal
 
 from django.test import Client
+from reliable_messaging.declarations import context_of, names, saga_participants
 
 from faultlib.processes import wait_until
 from inventory.models import Product
 from inventory.services import product_upsert
-from kernel.contexts import context_of, names, saga_participants
 from orders.models import Order, StorefrontProduct
 from payments.gateway import gateway
 

@@ -14,6 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from kombu import Queue
+from reliable_messaging.models import DeadLetter
+from reliable_messaging.topology import consumers
 
 from faultlib import faults
 from faultlib.broker import connection as broker_connection
@@ -23,8 +25,6 @@ from faultlib.invariants import ExpectedDeadLetter, wait_quiet
 from faultlib.load import CATALOG, SAFE_TOKENS, OrderLoad, as_json, order_created_payload
 from faultlib.processes import ProcessGroup, wait_until
 from faultlib.saga import seed_catalog
-from messaging.models import DeadLetter
-from messaging.topology import consumers
 
 # Short retries so that a transient failure is retried within the test's time.
 # The gateway worker started with such consumers gives a charge the gateway never answers up after

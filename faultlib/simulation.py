@@ -2,7 +2,7 @@
 
 ``Bus`` stands in for the relay and RabbitMQ: it turns unpublished outbox rows into one
 delivery per consumer bound to the event type, and hands a chosen delivery to
-``messaging.dispatch.decide`` exactly as the consumer loop does (a retry comes back with the
+``reliable_messaging.dispatch.decide`` exactly as the consumer loop does (a retry comes back with the
 next attempt number, a spent budget becomes a dead letter). ``shuffled_sagas`` lets
 hypothesis choose every step: which delivery goes next, whether it is delivered again later
 (its ack was lost), when payments' gateway worker makes the calls in flight (time runs forward
@@ -15,15 +15,15 @@ from decimal import Decimal
 
 from django.utils import timezone
 from hypothesis import strategies as st
+from reliable_messaging.conf import exchange_name
+from reliable_messaging.dead_letters import dead_letter_record
+from reliable_messaging.dispatch import Outcome, decide
+from reliable_messaging.envelope import ATTEMPT_HEADER, Envelope, envelope_for_outbox
+from reliable_messaging.models import DeadLetter, OutboxMessage
+from reliable_messaging.topology import subscribers_of
 
 from faultlib.invariants import Report, check_invariants
 from inventory.services import product_upsert
-from messaging.conf import exchange_name
-from messaging.dead_letters import dead_letter_record
-from messaging.dispatch import Outcome, decide
-from messaging.envelope import ATTEMPT_HEADER, Envelope, envelope_for_outbox
-from messaging.models import DeadLetter, OutboxMessage
-from messaging.topology import subscribers_of
 from orders.models import Order
 from orders.services.checkout import Line, order_place
 from orders.services.saga import InvalidOrderState, order_cancel, orders_expire

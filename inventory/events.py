@@ -3,7 +3,7 @@
 import uuid
 from dataclasses import dataclass
 
-from messaging.api import IncomingEvent, InvalidPayload, payload_uuid
+from reliable_messaging.api import IncomingEvent, InvalidPayload, payload_uuid
 
 
 @dataclass(frozen=True)

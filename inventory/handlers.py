@@ -1,9 +1,10 @@
 """Inventory's message handlers: thin readers of the payload over the services.
 Each is subscribed by the context's declaration (context.toml, under ``consumes``)."""
 
+from reliable_messaging.api import IncomingEvent
+
 from inventory import services
 from inventory.events import lines_of, order_id_of
-from messaging.api import IncomingEvent
 
 
 def on_payment_succeeded(event: IncomingEvent) -> None:

@@ -5,10 +5,10 @@ import uuid
 from decimal import Decimal
 
 from django.db import transaction
+from reliable_messaging.api import publish, publish_again
 
 from inventory.events import Line
 from inventory.models import Product, Reservation
-from messaging.api import publish, publish_again
 
 logger = logging.getLogger(__name__)
 

@@ -1,17 +1,5 @@
-"""The one read-only ModelAdmin: the tables it shows change only through their context's services
-(which also publish the events) or the delivery machinery, never by hand."""
+"""The one read-only ModelAdmin, the bus's (its tables and the contexts' alike)."""
 
-from django.contrib import admin
+from reliable_messaging.admin_base import ReadOnlyAdmin
 
-
-class ReadOnlyAdmin(admin.ModelAdmin):
-    """View permission shows everything; add, change and delete are never offered."""
-
-    def has_add_permission(self, request, obj=None):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
+__all__ = ["ReadOnlyAdmin"]

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 
 from django.utils.html import escape
+from reliable_messaging.templatetags.messaging_display import format_duration
 
 FONT = "system-ui, -apple-system, Segoe UI, Roboto, Helvetica Neue, Arial, sans-serif"  # unquoted: valid CSS
 GREY = "#9e9e9e"
@@ -24,18 +25,6 @@ LEFT, RIGHT, TOP = 56, 20, 30  # room for y labels, for half the last time label
 # Tick steps: 1-2-2.5-5 for counts; whole seconds, minutes and hours for durations.
 COUNT_STEPS = sorted({int(m * 10**e) for e in range(10) for m in (1, 2, 2.5, 5)})
 SECOND_STEPS = [1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400]
-
-
-def format_duration(seconds: float) -> str:
-    """``42s``, ``3m 05s``, ``2h 07m``, ``3d 04h``: two units at most, as an operator says an age."""
-    s = max(0, round(seconds))
-    if s < 60:
-        return f"{s}s"
-    if s < 3600:
-        return f"{s // 60}m {s % 60:02d}s"
-    if s < 86400:
-        return f"{s // 3600}h {s % 3600 // 60:02d}m"
-    return f"{s // 86400}d {s % 86400 // 3600:02d}h"
 
 
 def _num(x: float) -> str:

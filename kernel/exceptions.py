@@ -16,6 +16,7 @@ import logging
 from django.core.exceptions import PermissionDenied, RequestDataTooBig, SuspiciousOperation
 from django.db import InterfaceError, InternalError, OperationalError
 from django.http import Http404
+from reliable_messaging.db_errors import LOCK_NOT_AVAILABLE, READ_ONLY_SQL_TRANSACTION, sqlstate_of
 from rest_framework import exceptions, status
 from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
@@ -23,8 +24,6 @@ from rest_framework.response import Response
 logger = logging.getLogger(__name__)
 
 RETRY_AFTER_SECONDS = 5
-LOCK_NOT_AVAILABLE = "55P03"
-READ_ONLY_SQL_TRANSACTION = "25006"
 
 
 class ApiError(exceptions.APIException):
@@ -52,11 +51,6 @@ class JSONParseError(exceptions.ParseError):
     def __init__(self, detail: str, errors: dict[str, list[str]] | None = None):
         super().__init__(detail=detail)
         self.errors = errors
-
-
-def sqlstate_of(exc: BaseException) -> str | None:
-    """The SQLSTATE of a database error Django wrapped, if the server sent one."""
-    return getattr(exc.__cause__, "sqlstate", None) or getattr(exc, "sqlstate", None)
 
 
 def database_error_body(exc: BaseException) -> tuple[int, dict] | None:

@@ -11,6 +11,9 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from prometheus_client.core import Metric
+from reliable_messaging.operator import register_correlation_link
+
+__all__ = ["register_correlation_link"]  # the bus's admin links a correlation id to its page
 
 
 @dataclass(frozen=True)
@@ -42,22 +45,6 @@ def register_database_gauges(key: str, collect: Callable[[], Iterable[Metric]]) 
 
 def database_gauges() -> list[Callable[[], Iterable[Metric]]]:
     return list(_gauges.values())
-
-
-_correlation_links: list[Callable[[str], str | None]] = []
-
-
-def register_correlation_link(link: Callable[[str], str | None]) -> None:
-    """``link(correlation_id)`` is the URL of the operator's page about it, or None if it is not
-    one of the registering context's ids (a dead letter's order, say)."""
-    _correlation_links.append(link)
-
-
-def correlation_url(correlation_id: str) -> str | None:
-    for link in _correlation_links:
-        if url := link(correlation_id):
-            return url
-    return None
 
 
 @dataclass(frozen=True)

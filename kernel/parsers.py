@@ -23,9 +23,9 @@ a different order. The ``parse_error`` names each duplicated key by its path in 
 """
 
 import json
-import re
 
 from django.conf import settings
+from reliable_messaging.json_depth import nested_deeper_than
 from rest_framework.parsers import JSONParser
 from rest_framework.utils.json import strict_constant
 
@@ -34,33 +34,9 @@ from kernel.exceptions import JSONParseError, PayloadTooLarge
 MAX_JSON_DEPTH = 32
 DUPLICATE_KEY = "Duplicate key: send each key of an object once."
 
-# One token per match, left to right: a whole string (possessive, so it never backtracks), a
-# bracket, or a quote that opens no complete string (the JSON is malformed from there on).
-_TOKENS = re.compile(rb'"(?:[^"\\]|\\.)*+"|[\[\]{}]|"', re.DOTALL)
-_OPENING = frozenset(b"[{")
-
 
 def body_limit(view) -> int:
     return getattr(view, "max_body_bytes", None) or settings.API_MAX_BODY_BYTES
-
-
-def nested_deeper_than(body: bytes, limit: int) -> bool:
-    """Whether arrays and objects in ``body`` nest more than ``limit`` levels deep (brackets
-    inside strings do not count). Linear in the body's length."""
-    if body.count(b"[") + body.count(b"{") <= limit:
-        return False  # cannot nest deeper than it has brackets: the usual case, at C speed
-    depth = 0
-    for token in _TOKENS.finditer(body):
-        first = token.group()[0]
-        if first in _OPENING:
-            depth += 1
-            if depth > limit:
-                return True
-        elif first != ord('"'):
-            depth -= 1
-        elif len(token.group()) == 1:
-            return False  # an unterminated string: the parser refuses the body at this point
-    return False
 
 
 def duplicate_key_paths(value, duplicated: dict[int, list[str]], prefix: str = ""):

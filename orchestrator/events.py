@@ -3,7 +3,8 @@
 import uuid
 from decimal import Decimal, InvalidOperation
 
-from messaging.api import IncomingEvent, InvalidPayload, payload_uuid
+from reliable_messaging.api import IncomingEvent, InvalidPayload, payload_uuid
+
 from orchestrator.services import NewSaga
 
 

@@ -1,7 +1,8 @@
 """The orchestrator's message handlers: thin readers of the payload over the services.
 Each is subscribed by the context's declaration (context.toml, under ``consumes``)."""
 
-from messaging.api import IncomingEvent
+from reliable_messaging.api import IncomingEvent
+
 from orchestrator import services
 from orchestrator.events import is_orchestrated, new_saga_of, order_id_of, reply_check, step_deadline_of, was_pending
 

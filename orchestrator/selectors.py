@@ -4,8 +4,8 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from django.db.models import Count, Min
+from reliable_messaging.api import scheduled_delivery_time
 
-from messaging.api import scheduled_delivery_time
 from orchestrator.models import OrderSaga
 from orchestrator.services import ACTIVE
 

@@ -28,8 +28,8 @@ from django.conf import settings
 from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
+from reliable_messaging.api import TransientError, cancel_scheduled, publish
 
-from messaging.api import TransientError, cancel_scheduled, publish
 from orchestrator.models import OrderSaga, SagaTransition
 
 logger = logging.getLogger(__name__)

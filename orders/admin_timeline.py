@@ -1,4 +1,4 @@
-"""The saga timeline as the order's admin page shows it (read through messaging.api)."""
+"""The saga timeline as the order's admin page shows it (read through reliable_messaging.api)."""
 
 import json
 from dataclasses import dataclass
@@ -6,8 +6,7 @@ from datetime import datetime
 
 from django.utils import timezone
 from django.utils.safestring import mark_safe
-
-from messaging.api import (
+from reliable_messaging.operator import (
     Handling,
     TimelineEntry,
     WaitingPlace,
@@ -18,6 +17,7 @@ from messaging.api import (
     timeline_waiting,
     yet_to_handle,
 )
+
 from orders.models import Order
 from orders.selectors import order_timeline
 from orders.swimlane import saga_swimlane

@@ -1,7 +1,8 @@
 """Orders' message handlers: thin readers of the payload over the services.
 Each is subscribed by the context's declaration (context.toml, under ``consumes``)."""
 
-from messaging.api import IncomingEvent
+from reliable_messaging.api import IncomingEvent
+
 from orders.events import failure_reason_of, order_id_of, payment_of, product_update_of, reserved_lines_of
 from orders.services.saga import (
     order_confirm,

@@ -6,7 +6,8 @@ the queries. ``apis.OrderOutputSerializer`` documents it, and a test keeps both 
 
 from datetime import UTC, datetime
 
-from messaging.api import TimelineEntry
+from reliable_messaging.operator import TimelineEntry
+
 from orders.models import Order
 from orders.selectors import order_timeline
 

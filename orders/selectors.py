@@ -3,8 +3,8 @@
 import uuid
 
 from django.db.models import QuerySet
+from reliable_messaging.operator import TimelineEntry, timeline_for
 
-from messaging.api import TimelineEntry, timeline_for
 from orders.models import Order, StorefrontProduct
 
 

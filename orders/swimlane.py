@@ -11,9 +11,9 @@ the places ``timeline_waiting`` found in it, so a split deployment draws what it
 from datetime import datetime
 from html import escape
 
+from reliable_messaging.operator import TimelineEntry, WaitingPlace, event_kind, installed_contexts
+
 from kernel.charts import format_duration
-from kernel.contexts import event_kind, installed, names
-from messaging.api import TimelineEntry, WaitingPlace
 
 LANE_HEIGHT = 86
 GUTTER = 96  # lane names
@@ -70,7 +70,7 @@ def saga_swimlane(entries: list[TimelineEntry], *, started_at: datetime, waiting
     """The SVG markup for ``entries`` (oldest first); ``started_at`` is the checkout and ``waiting``
     what ``timeline_waiting`` found in ``entries`` (its ``expect_answers`` decides the elsewhere marks)."""
     reasons = waiting_reasons(waiting)
-    contexts = names(installed())
+    contexts = [d.name for d in installed_contexts()]
     lanes = contexts + sorted({e.source for e in entries} - set(contexts))
     column = max(MIN_COLUMN, min(MAX_COLUMN, (WIDEST - GUTTER) // max(1, len(entries))))
     width = max(GUTTER + column * max(1, len(entries)) + 16, MIN_WIDTH)

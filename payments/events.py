@@ -3,7 +3,7 @@
 import uuid
 from decimal import Decimal, InvalidOperation
 
-from messaging.api import IncomingEvent, InvalidPayload, payload_uuid
+from reliable_messaging.api import IncomingEvent, InvalidPayload, payload_uuid
 
 
 def order_id_of(event: IncomingEvent) -> uuid.UUID:

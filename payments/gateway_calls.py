@@ -27,8 +27,8 @@ from decimal import Decimal
 
 from django.conf import settings
 from django.db import DatabaseError, connections, transaction
+from reliable_messaging.api import DATABASE_BACKOFF_MAX, Backoff, fault_point
 
-from messaging.api import DATABASE_BACKOFF_MAX, Backoff, fault_point
 from payments import services
 from payments.gateway import GatewayError, GatewayResult, GatewayTimeout, GatewayUnavailable
 from payments.gateway_client import CONNECT_TIMEOUT, gateway

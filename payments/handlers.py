@@ -1,7 +1,8 @@
 """Payments' message handlers: thin readers of the payload over the services.
 Each is subscribed by the context's declaration (context.toml, under ``consumes``)."""
 
-from messaging.api import IncomingEvent
+from reliable_messaging.api import IncomingEvent
+
 from payments import services
 from payments.events import amount_of, items_of, lines_of, order_id_of, text_of, total_of
 

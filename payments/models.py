@@ -42,7 +42,7 @@ class Payment(models.Model):
     call_due_at = models.DateTimeField(null=True, blank=True, db_index=True)
     call_attempts = models.PositiveIntegerField(default=0, db_default=0)
     # The message that asked for each call ({"charge": ..., "refund": ...}: its id and trace
-    # context, messaging.api.current_cause): the outcome's event names it as its cause.
+    # context, reliable_messaging.api.current_cause): the outcome's event names it as its cause.
     causes = models.JSONField(default=dict, db_default={})
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)

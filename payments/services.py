@@ -15,8 +15,8 @@ from decimal import Decimal
 from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
+from reliable_messaging.api import caused_by, current_cause, publish, publish_again
 
-from messaging.api import caused_by, current_cause, publish, publish_again
 from payments.models import Payment
 from payments.wakeup import notify_call_due
 

@@ -12,8 +12,7 @@ import logging
 import threading
 
 from django.db import DatabaseError, connection
-
-from messaging.api import DATABASE_BACKOFF_MAX, Backoff
+from reliable_messaging.api import DATABASE_BACKOFF_MAX, Backoff
 
 logger = logging.getLogger(__name__)
 

@@ -185,7 +185,7 @@ def run_passes(deployments: list[Shop], passes: int = 6) -> None:
 # retries it, then dead-letters it, as it would a forged or overtaking one.
 STOCK_RESERVED_TOO_EARLY = """
 from django.db import transaction
-from messaging.api import publish
+from reliable_messaging.api import publish
 with transaction.atomic():
     publish(event_type="inventory.stock.reserved", aggregate_type="reservation", aggregate_id="{order}",
             correlation_id="{order}", payload={{"order_id": "{order}", "items": [{{"sku": "WIDGET", "quantity": 1}}]}})

@@ -37,13 +37,13 @@ django.setup()
 from django.conf import settings  # noqa: E402
 from django.db import DatabaseError  # noqa: E402
 from kombu import Queue  # noqa: E402
+from reliable_messaging import broker  # noqa: E402
+from reliable_messaging.conf import exchange_name, queue_name, setting  # noqa: E402
+from reliable_messaging.envelope import envelope_for_outbox  # noqa: E402
+from reliable_messaging.models import InboxMessage, OutboxMessage  # noqa: E402
+from reliable_messaging.operator import timeline_for, timeline_waiting  # noqa: E402
+from reliable_messaging.publisher import BatchPublisher  # noqa: E402
 
-from messaging import broker  # noqa: E402
-from messaging.api import timeline_for, timeline_waiting  # noqa: E402
-from messaging.conf import exchange_name, queue_name, setting  # noqa: E402
-from messaging.envelope import envelope_for_outbox  # noqa: E402
-from messaging.models import InboxMessage, OutboxMessage  # noqa: E402
-from messaging.publisher import BatchPublisher  # noqa: E402
 from orders.swimlane import saga_swimlane  # noqa: E402
 
 if "payments" in settings.CONTEXTS:

@@ -2,7 +2,7 @@
 
 import uuid
 
-from messaging.api import IncomingEvent, InvalidPayload, payload_uuid
+from reliable_messaging.api import IncomingEvent, InvalidPayload, payload_uuid
 
 
 def order_id_of(event: IncomingEvent) -> uuid.UUID:

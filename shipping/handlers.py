@@ -1,7 +1,8 @@
 """Shipping's message handlers: thin readers of the payload over the services.
 Each is subscribed by the context's declaration (context.toml, under ``consumes``)."""
 
-from messaging.api import IncomingEvent
+from reliable_messaging.api import IncomingEvent
+
 from shipping import services
 from shipping.events import order_id_of, ship_to_of, was_confirmed
 

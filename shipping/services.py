@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 
 from django.db import transaction
 from django.utils import timezone
+from reliable_messaging.api import publish, publish_again
 
-from messaging.api import publish, publish_again
 from shipping.models import Shipment
 
 logger = logging.getLogger(__name__)

@@ -2,7 +2,7 @@
 row is written by messaging) and publish one event (an outbox row), in one transaction.
 Subscribed by bench/benchapp/context.toml, like any context's handler."""
 
-from messaging.api import IncomingEvent, publish
+from reliable_messaging.api import IncomingEvent, publish
 
 TICK = "bench.consumer.tick"
 TOCK = "bench.consumer.tock"

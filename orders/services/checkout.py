@@ -25,10 +25,18 @@ from decimal import Decimal
 from django.conf import settings
 from django.db import OperationalError, connection, transaction
 from django.utils import timezone
+from reliable_messaging.api import (
+    Statement,
+    collecting,
+    execute_together,
+    insert_statement,
+    outbox_statements,
+    publish,
+    rows_statement,
+)
+from reliable_messaging.operator import TimelineEntry, timeline_entry_of_new_event
 
 from kernel.exceptions import LOCK_NOT_AVAILABLE, sqlstate_of
-from kernel.sql import Statement, execute_together, insert_statement, rows_statement
-from messaging.api import TimelineEntry, collecting, outbox_statements, publish, timeline_entry_of_new_event
 from orders.models import CheckoutRequest, Order, OrderLine, StorefrontProduct
 from orders.representations import order_representation
 

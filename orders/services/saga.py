@@ -25,8 +25,8 @@ from decimal import Decimal
 
 from django.db import transaction
 from django.utils import timezone
+from reliable_messaging.api import TransientError, publish
 
-from messaging.api import TransientError, publish
 from orders.metrics import event_ignored_observed, saga_outcome_observed
 from orders.models import Order, OrderLine
 

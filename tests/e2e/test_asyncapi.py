@@ -12,8 +12,8 @@ import yaml
 from django.conf import settings
 from django.core.management import call_command
 from django.test import override_settings
+from reliable_messaging.contracts import schemas
 
-from messaging.contracts import schemas
 from scripts.ensure_asyncapi_parser import ensure
 
 DOCUMENT = Path(settings.BASE_DIR) / "docs" / "asyncapi.yaml"

@@ -14,6 +14,7 @@ from decimal import Decimal
 import pytest
 from django.db import connection
 from prometheus_client.parser import text_string_to_metric_families
+from reliable_messaging.models import DeadLetter, EventLogEntry, InboxMessage, OutboxMessage
 
 from faultlib.broker import publish_raw
 from faultlib.invariants import broker_queue_depths
@@ -21,7 +22,6 @@ from faultlib.load import order_created_payload
 from faultlib.processes import free_port, wait_until
 from faultlib.saga import ledger
 from inventory.models import Product, Reservation
-from messaging.models import DeadLetter, EventLogEntry, InboxMessage, OutboxMessage
 from payments.models import Payment
 from tests.conftest import ALL_DATABASES
 from tests.support.locks import payment_row_held

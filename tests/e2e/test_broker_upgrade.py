@@ -16,12 +16,12 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.test import override_settings
 from kombu import Connection
+from reliable_messaging import broker
+from reliable_messaging.queue_upgrade import legacy_queues
+from reliable_messaging.topology import consumers
 
 from faultlib.faults import rabbitmqctl
 from faultlib.processes import BASE_DIR
-from messaging import broker
-from messaging.queue_upgrade import legacy_queues
-from messaging.topology import consumers
 
 PREVIOUS_RELEASE = "83b4deb"
 
@@ -46,7 +46,7 @@ def previous_release_declares_its_topology(url: str, tmp_path) -> None:
     subprocess.run(["tar", "-x", "-C", str(tree)], input=archive.stdout, check=True)
     script = (
         "import django; django.setup()\n"
-        "from messaging.broker import connect, declare_topology\n"
+        "from reliable_messaging.broker import connect, declare_topology\n"
         "c = connect(); c.connect(); declare_topology(c); c.release()\n"
     )
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}

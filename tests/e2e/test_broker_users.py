@@ -9,10 +9,10 @@ import uuid
 
 import amqp
 import pytest
+from reliable_messaging.declarations import installed, names
+from reliable_messaging.models import DeadLetter, InboxMessage
 
 from faultlib.faults import rabbitmqctl
-from kernel.contexts import installed, names
-from messaging.models import DeadLetter, InboxMessage
 from orders.models import Order
 from tests.conftest import ALL_DATABASES
 

@@ -8,13 +8,13 @@ from decimal import Decimal
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
+from reliable_messaging.models import DeadLetter, InboxMessage, OutboxMessage
+from reliable_messaging.topology import subscribers_of
 
 from faultlib.broker import publish_raw
 from faultlib.processes import free_port, wait_until
 from faultlib.saga import ledger
 from inventory.models import Reservation
-from messaging.models import DeadLetter, InboxMessage, OutboxMessage
-from messaging.topology import subscribers_of
 from payments.models import Payment
 from tests.conftest import ALL_DATABASES
 from tests.support.locks import payment_row_held

@@ -14,10 +14,10 @@ import uuid
 from decimal import Decimal
 
 import pytest
+from reliable_messaging.declarations import installed, names
 
 from faultlib.processes import ProcessGroup, free_port, wait_until
 from faultlib.saga import asserted
-from kernel.contexts import installed, names
 from tests.support.split import SplitSystem
 from tests.support.web import call, checkout_body, get, post_checkout
 

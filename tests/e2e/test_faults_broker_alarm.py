@@ -2,10 +2,10 @@
 batch back, marks nothing published, and publishes everything once the alarm clears."""
 
 import pytest
+from reliable_messaging.models import OutboxMessage
 
 from faultlib.faults import memory_alarm
 from faultlib.processes import wait_until
-from messaging.models import OutboxMessage
 from tests.conftest import ALL_DATABASES
 from tests.e2e.test_relay import publish_things, unpublished
 

@@ -5,11 +5,11 @@ connected to is SIGKILLed mid-saga and started again; nobody restarts a process 
 """
 
 import pytest
+from reliable_messaging.topology import consumers
 
 from faultlib.cluster import connected_ports, node_loss, observed_on, own_cluster, saga_durations
 from faultlib.invariants import check_invariants
 from faultlib.load import INITIAL_STOCK
-from messaging.topology import consumers
 from orders.models import Order
 from tests.conftest import ALL_DATABASES
 from tests.support import fault_fixtures

@@ -5,11 +5,11 @@ the same scenario longer: ``--only hostile``)."""
 from collections import Counter
 
 import pytest
+from reliable_messaging.models import DeadLetter
 
 from faultlib.hostile import HOSTILE_KINDS, hostile
 from faultlib.invariants import check_invariants
 from faultlib.load import INITIAL_STOCK
-from messaging.models import DeadLetter
 from tests.conftest import ALL_DATABASES
 from tests.support import fault_fixtures
 

@@ -7,6 +7,7 @@ Real PostgreSQL, RabbitMQ and processes; the exact invariants are checked once q
 from decimal import Decimal
 
 import pytest
+from reliable_messaging.models import InboxMessage, OutboxMessage
 
 from faultlib.faults import backends_waiting_on_a_lock
 from faultlib.invariants import check_invariants, wait_quiet
@@ -14,7 +15,6 @@ from faultlib.load import CATALOG, INITIAL_STOCK
 from faultlib.processes import wait_until
 from faultlib.saga import seed_catalog
 from faultlib.scenarios import FAST_RETRIES, batch_kills, consumer_kills, process_log_events, relay_kills
-from messaging.models import InboxMessage, OutboxMessage
 from orders.models import Order
 from orders.services.checkout import Line, order_place
 from orders.services.saga import order_cancel

@@ -11,13 +11,13 @@ import json
 import uuid
 
 import pytest
+from reliable_messaging.models import DeadLetter, InboxMessage
 
 from faultlib.broker import publish_raw
 from faultlib.faults import terminate_database_backends
 from faultlib.invariants import broker_queue_depths
 from faultlib.load import order_created_payload
 from faultlib.processes import wait_until
-from messaging.models import DeadLetter, InboxMessage
 from payments.models import GatewayOperation, Payment
 from tests.conftest import ALL_DATABASES
 from tests.support import fault_fixtures

@@ -3,11 +3,11 @@
 from collections import Counter
 
 import pytest
+from reliable_messaging.models import DeadLetter
 
 from faultlib.invariants import check_invariants
 from faultlib.load import INITIAL_STOCK
 from faultlib.scenarios import POISON_KINDS, poison
-from messaging.models import DeadLetter
 from tests.conftest import ALL_DATABASES
 from tests.support import fault_fixtures
 

@@ -1,11 +1,11 @@
 """Cancellations fired at random moments of running sagas, and orders passing their deadline mid-saga."""
 
 import pytest
+from reliable_messaging.declarations import installed
 
 from faultlib.invariants import check_invariants
 from faultlib.load import INITIAL_STOCK
 from faultlib.scenarios import races
-from kernel.contexts import installed
 from orders.models import Order
 from tests.conftest import ALL_DATABASES
 from tests.support import fault_fixtures

@@ -12,6 +12,8 @@ from decimal import Decimal
 
 import pytest
 from django.test import Client
+from reliable_messaging.models import DeadLetter, InboxMessage
+from reliable_messaging.topology import EVENT_LOG_CONSUMER, subscribers_of
 
 from faultlib.broker import publish_raw
 from faultlib.invariants import wait_quiet
@@ -19,8 +21,6 @@ from faultlib.processes import procfile_commands, wait_until
 from faultlib.saga import checkout, ledger, seed_catalog, stock, wait_terminal
 from faultlib.scenarios import FAST_RETRIES
 from inventory.services import product_upsert
-from messaging.models import DeadLetter, InboxMessage
-from messaging.topology import EVENT_LOG_CONSUMER, subscribers_of
 from orders.models import Order, StorefrontProduct
 from payments.models import Payment
 from shipping.models import Shipment

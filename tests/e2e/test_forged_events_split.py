@@ -12,11 +12,11 @@ from decimal import Decimal
 
 import amqp
 import pytest
+from reliable_messaging.declarations import installed
+from reliable_messaging.topology import subscribers_of
 
 from faultlib.faults import rabbitmqctl
 from faultlib.processes import ProcessGroup, free_port, wait_until
-from kernel.contexts import installed
-from messaging.topology import subscribers_of
 from tests.support.split import SplitSystem, consumer_host
 from tests.support.web import checkout_body, get, post_checkout
 

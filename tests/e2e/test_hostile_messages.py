@@ -8,14 +8,14 @@ from decimal import Decimal
 
 import pytest
 from django.test import Client
+from reliable_messaging.edge import MAX_COUNT
+from reliable_messaging.models import DeadLetter, EventLogEntry, OutboxMessage
 
 from faultlib.hostile import deeper_recursion
 from faultlib.hostile import send as send_exact
 from faultlib.load import order_created_payload
 from faultlib.processes import wait_until
 from faultlib.saga import checkout, ledger, seed_catalog, wait_terminal
-from messaging.edge import MAX_COUNT
-from messaging.models import DeadLetter, EventLogEntry, OutboxMessage
 from orders.models import Order
 from tests.conftest import ALL_DATABASES
 

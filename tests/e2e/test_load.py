@@ -13,12 +13,12 @@ from concurrent.futures import ThreadPoolExecutor
 from decimal import Decimal
 
 import pytest
+from reliable_messaging.models import InboxMessage, OutboxMessage
 
 from faultlib.invariants import check_invariants, wait_quiet
 from faultlib.processes import free_port, wait_until
 from faultlib.saga import seed_catalog
 from inventory.models import Product
-from messaging.models import InboxMessage, OutboxMessage
 from orders.models import Order
 from payments.gateway import gateway
 from tests.conftest import ALL_DATABASES

@@ -10,12 +10,12 @@ import pytest
 from django.test import Client
 from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
+from reliable_messaging.dead_letters import dead_letter_record
+from reliable_messaging.models import DeadLetter, OutboxMessage
+from reliable_messaging.topology import consumers
 
 from faultlib.processes import free_port, wait_until
 from faultlib.saga import checkout, seed_catalog, wait_terminal
-from messaging.dead_letters import dead_letter_record
-from messaging.models import DeadLetter, OutboxMessage
-from messaging.topology import consumers
 from orders.models import Order
 from payments.models import Payment
 from tests.conftest import ALL_DATABASES

@@ -19,9 +19,9 @@ import uuid
 from pathlib import Path
 
 import pytest
+from reliable_messaging.declarations import installed
 
 from faultlib.processes import BASE_DIR, ProcessGroup, free_port, wait_until
-from kernel.contexts import installed
 
 pytestmark = pytest.mark.embedded
 

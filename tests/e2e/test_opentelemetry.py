@@ -12,14 +12,14 @@ import uuid
 from collections import Counter
 
 import pytest
+from reliable_messaging import topology
+from reliable_messaging.models import OutboxMessage
+from reliable_messaging.topology import subscribers_of
 
 from faultlib.broker import publish_raw
 from faultlib.load import as_json, order_created_payload
 from faultlib.processes import ProcessGroup, free_port, wait_until
 from faultlib.saga import seed_catalog
-from messaging import topology
-from messaging.models import OutboxMessage
-from messaging.topology import subscribers_of
 from orders.models import Order
 from tests.conftest import ALL_DATABASES
 from tests.support.otlp import OtlpReceiver

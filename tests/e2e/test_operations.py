@@ -8,13 +8,13 @@ from decimal import Decimal
 import pytest
 from django.utils import timezone
 from kombu import Queue
+from reliable_messaging.dead_letters import dead_letter_record
+from reliable_messaging.housekeeping import messages_purge, outbox_retry_parked
+from reliable_messaging.models import DeadLetter, EventLogEntry, InboxMessage, OutboxMessage
 
 from faultlib import broker as broker_support
 from faultlib.processes import wait_until
 from faultlib.saga import ledger
-from messaging.dead_letters import dead_letter_record
-from messaging.housekeeping import messages_purge, outbox_retry_parked
-from messaging.models import DeadLetter, EventLogEntry, InboxMessage, OutboxMessage
 from payments.models import Payment
 from tests.conftest import ALL_DATABASES
 

@@ -6,11 +6,11 @@ import time
 
 import pytest
 from django.db import transaction
+from reliable_messaging.api import publish
+from reliable_messaging.models import OutboxMessage
+from reliable_messaging.relay import OutboxRelay
 
 from faultlib.processes import wait_until
-from messaging.api import publish
-from messaging.models import OutboxMessage
-from messaging.relay import OutboxRelay
 from tests.conftest import ALL_DATABASES
 
 transactional = pytest.mark.django_db(transaction=True, databases=ALL_DATABASES)

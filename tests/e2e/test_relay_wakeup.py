@@ -4,11 +4,11 @@ through the partial index."""
 import psycopg
 import pytest
 from django.db import connection, transaction
+from reliable_messaging.api import publish
+from reliable_messaging.models import OutboxMessage
+from reliable_messaging.relay import APPLICATION_NAME, NOTIFY_CHANNEL, claim_query
 
 from faultlib.processes import wait_until
-from messaging.api import publish
-from messaging.models import OutboxMessage
-from messaging.relay import APPLICATION_NAME, NOTIFY_CHANNEL, claim_query
 from tests.conftest import ALL_DATABASES, database_url
 
 transactional = pytest.mark.django_db(transaction=True, databases=ALL_DATABASES)

@@ -4,11 +4,11 @@ from decimal import Decimal
 
 import pytest
 from django.test import Client
+from reliable_messaging.models import OutboxMessage
 
 from faultlib.invariants import contract_problems
 from faultlib.processes import wait_until
 from faultlib.saga import asserted, checkout, ledger, seed_catalog, stock, wait_terminal
-from messaging.models import OutboxMessage
 from orders.models import Order
 from tests.conftest import ALL_DATABASES
 

@@ -8,10 +8,10 @@ from datetime import timedelta
 import pytest
 from django.db import connection, transaction
 from django.utils import timezone
+from reliable_messaging.api import cancel_scheduled, publish
+from reliable_messaging.models import OutboxMessage, ScheduledMessage
 
 from faultlib.processes import wait_until
-from messaging.api import cancel_scheduled, publish
-from messaging.models import OutboxMessage, ScheduledMessage
 from tests.conftest import ALL_DATABASES
 
 pytestmark = pytest.mark.django_db(transaction=True, databases=ALL_DATABASES)

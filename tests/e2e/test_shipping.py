@@ -11,11 +11,11 @@ import uuid
 import pytest
 from django.contrib.auth.models import User
 from django.test import Client
+from reliable_messaging.models import OutboxMessage
 
 from faultlib.invariants import check_invariants, wait_quiet
 from faultlib.processes import procfile_commands, wait_until
 from faultlib.saga import CATALOG, asserted, checkout, seed_catalog, wait_terminal
-from messaging.models import OutboxMessage
 from orders.models import Order
 from shipping.models import Shipment
 from tests.conftest import ALL_DATABASES

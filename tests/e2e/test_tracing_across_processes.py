@@ -10,13 +10,13 @@ from decimal import Decimal
 
 import pytest
 from django.test import Client
+from reliable_messaging.models import OutboxMessage
+from reliable_messaging.topology import subscribers_of
 
 from faultlib.broker import publish_raw
 from faultlib.processes import wait_until
 from faultlib.saga import ledger
 from inventory.models import Product
-from messaging.models import OutboxMessage
-from messaging.topology import subscribers_of
 from orders.models import Order, StorefrontProduct
 from tests.conftest import ALL_DATABASES
 

@@ -12,12 +12,12 @@ from django.template.defaultfilters import floatformat
 from django.test import Client
 from django.utils import timezone
 from kombu import Queue
+from reliable_messaging.dead_letters import dead_letter_record
+from reliable_messaging.declarations import installed, names
+from reliable_messaging.models import DeadLetter, EventLogEntry, InboxMessage, OutboxMessage
+from reliable_messaging.topology import consumers
 
 from faultlib import broker as broker_support
-from kernel.contexts import installed, names
-from messaging.dead_letters import dead_letter_record
-from messaging.models import DeadLetter, EventLogEntry, InboxMessage, OutboxMessage
-from messaging.topology import consumers
 from orders.models import Order, StorefrontProduct
 
 pytestmark = pytest.mark.django_db

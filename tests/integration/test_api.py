@@ -6,8 +6,8 @@ from decimal import Decimal
 
 import pytest
 from django.test import Client
+from reliable_messaging.models import OutboxMessage
 
-from messaging.models import OutboxMessage
 from orders.models import CheckoutRequest, Order, OrderLine, StorefrontProduct
 
 pytestmark = pytest.mark.django_db

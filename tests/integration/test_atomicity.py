@@ -3,9 +3,9 @@
 from decimal import Decimal
 
 import pytest
+from reliable_messaging.models import OutboxMessage
+from reliable_messaging.sql import execute_together as real_execute_together
 
-from kernel.sql import execute_together as real_execute_together
-from messaging.models import OutboxMessage
 from orders.models import Order, OrderLine, StorefrontProduct
 from orders.services import checkout as checkout_service
 from tests.conftest import ALL_DATABASES

@@ -23,11 +23,11 @@ from decimal import Decimal
 import psycopg
 import pytest
 from django.db import connection, connections
+from reliable_messaging.dispatch import Delivery, Outcome, decide_batch
+from reliable_messaging.models import InboxMessage, OutboxMessage
 
 from faultlib.processes import database_url, wait_until
 from inventory.models import Product, Reservation
-from messaging.dispatch import Delivery, Outcome, decide_batch
-from messaging.models import InboxMessage, OutboxMessage
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -130,7 +130,7 @@ def delivery(order_id: str, sku: str) -> Delivery:
 
 
 def test_a_batch_that_loses_deadlocks_decides_each_loser_again_and_every_member_once(rival, gate, caplog):
-    caplog.set_level(logging.INFO, logger="messaging.dispatch")
+    caplog.set_level(logging.INFO, logger="reliable_messaging.dispatch")
     Product.objects.bulk_create(
         [Product(sku="HOT-A", name="A", price=Decimal("1.00"), stock=10),
          Product(sku="HOT-B", name="B", price=Decimal("1.00"), stock=10)]

@@ -10,10 +10,9 @@ import uuid
 
 import pytest
 from django.db import DataError, connection, transaction
-
-from messaging import registry
-from messaging.dispatch import Delivery, Outcome, decide_batch
-from messaging.models import InboxMessage
+from reliable_messaging import registry
+from reliable_messaging.dispatch import Delivery, Outcome, decide_batch
+from reliable_messaging.models import InboxMessage
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -4,9 +4,9 @@ from decimal import Decimal
 
 import pytest
 from django.core.management import call_command
+from reliable_messaging.models import OutboxMessage
 
 from inventory.models import Product
-from messaging.models import OutboxMessage
 from orders.models import StorefrontProduct
 from orders.services.storefront import storefront_product_apply
 

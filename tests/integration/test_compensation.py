@@ -12,12 +12,12 @@ from decimal import Decimal
 import pytest
 from django.test import Client
 from django.utils import timezone
+from reliable_messaging.dispatch import Outcome, decide
+from reliable_messaging.models import OutboxMessage
 
 from faultlib.saga import ledger
 from inventory.models import Product, Reservation
 from inventory.services import product_upsert
-from messaging.dispatch import Outcome, decide
-from messaging.models import OutboxMessage
 from orders.models import Order, StorefrontProduct
 from orders.services.checkout import Line, order_place
 from orders.services.saga import orders_expire

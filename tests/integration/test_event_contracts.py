@@ -10,9 +10,7 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 from django.test import override_settings
-
-from kernel.contexts import DeclarationError, context_of, read_declaration
-from messaging.contracts import (
+from reliable_messaging.contracts import (
     ContractError,
     parse_event_versions,
     read_schemas,
@@ -20,9 +18,11 @@ from messaging.contracts import (
     schemas,
     validation_error,
 )
-from messaging.dispatch import Decision, Outcome, decide
-from messaging.models import OutboxMessage
-from messaging.schema_freeze import frozen_problems, write_snapshots
+from reliable_messaging.declarations import DeclarationError, context_of, read_declaration
+from reliable_messaging.dispatch import Decision, Outcome, decide
+from reliable_messaging.models import OutboxMessage
+from reliable_messaging.schema_freeze import frozen_problems, write_snapshots
+
 from orders.contracts import order_created_v2_to_v1
 from orders.models import StorefrontProduct
 from orders.services.checkout import Line, order_place

@@ -4,9 +4,9 @@ import time
 
 import pytest
 from django.db import transaction
+from reliable_messaging.api import publish
+from reliable_messaging.models import OutboxMessage
 
-from messaging.api import publish
-from messaging.models import OutboxMessage
 from tests.conftest import ALL_DATABASES
 
 

@@ -1,7 +1,7 @@
 """Forged but well-formed events (issue 26, row 6), decided in-process: the schemas refuse what no
 honest producer sends, and the order saga ignores what it cannot have caused.
 
-Each message goes through ``messaging.dispatch.decide`` exactly as a consumer hands it over; the
+Each message goes through ``reliable_messaging.dispatch.decide`` exactly as a consumer hands it over; the
 real processes and raw publishes are tests/e2e/test_forged_events.py.
 """
 
@@ -11,12 +11,12 @@ from decimal import Decimal
 
 import pytest
 from django.test import override_settings
+from reliable_messaging.dispatch import Decision, Outcome, decide
+from reliable_messaging.models import InboxMessage, OutboxMessage
 
 from faultlib.saga import ledger
 from inventory.models import Product, Reservation
 from inventory.services import product_upsert
-from messaging.dispatch import Decision, Outcome, decide
-from messaging.models import InboxMessage, OutboxMessage
 from orders.metrics import EVENTS_IGNORED
 from orders.models import Order, StorefrontProduct
 from orders.services.checkout import Line, order_place

@@ -12,11 +12,11 @@ from decimal import Decimal
 import pytest
 from django.test import override_settings
 from django.utils import timezone
+from reliable_messaging import registry
+from reliable_messaging.dispatch import Delivery, Outcome, TransientError, decide_batch
 
 from faultlib.load import order_created_payload
 from faultlib.saga import ledger
-from messaging import registry
-from messaging.dispatch import Delivery, Outcome, TransientError, decide_batch
 from payments.gateway import GatewayTimeout, gateway
 from payments.gateway_calls import run_due_calls
 from payments.models import Payment

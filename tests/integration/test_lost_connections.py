@@ -12,12 +12,12 @@ import uuid
 
 import pytest
 from django.db import connections
+from reliable_messaging import dispatch
+from reliable_messaging.dispatch import Delivery, Outcome, decide, decide_batch
+from reliable_messaging.lifecycle import drop_broken_db_connections
+from reliable_messaging.models import InboxMessage
 
 from faultlib.load import order_created_payload
-from messaging import dispatch
-from messaging.dispatch import Delivery, Outcome, decide, decide_batch
-from messaging.lifecycle import drop_broken_db_connections
-from messaging.models import InboxMessage
 from payments.gateway_calls import run_due_calls
 from payments.models import GatewayOperation, Payment
 from tests.conftest import ALL_DATABASES
@@ -71,13 +71,13 @@ def test_a_backend_terminated_while_idle_costs_a_lone_message_nothing(caplog):
     # and the next message arrives alone
     drop_broken_db_connections()
     order_id = str(uuid.uuid4())
-    with caplog.at_level(logging.INFO, logger="messaging.dispatch"):
+    with caplog.at_level(logging.INFO, logger="reliable_messaging.dispatch"):
         [decision] = decide_batch([created(order_id)])
 
     # then it is decided again at once on a new connection: handled, charged once, no retry
     assert decision.outcome is Outcome.HANDLED, decision.error
     assert charged_once([order_id])
-    assert [r.getMessage() for r in caplog.records if r.name == "messaging.dispatch"] == [
+    assert [r.getMessage() for r in caplog.records if r.name == "reliable_messaging.dispatch"] == [
         "database connection lost: decided again at once"
     ]
 
@@ -159,7 +159,7 @@ def test_a_write_refused_as_read_only_is_decided_again_on_a_new_connection(size,
 
     # when the next message (or batch) arrives
     batch = [created(str(uuid.uuid4())) for _ in range(size)]
-    with caplog.at_level(logging.INFO, logger="messaging.dispatch"):
+    with caplog.at_level(logging.INFO, logger="reliable_messaging.dispatch"):
         decisions = decide_batch(batch)
 
     # then it is decided again at once on a new connection, as after a lost one: handled, charged
@@ -169,6 +169,6 @@ def test_a_write_refused_as_read_only_is_decided_again_on_a_new_connection(size,
     connections.close_all()  # the gateway worker's process has a connection of its own
     assert charged_once(orders)
     if size == 1:
-        assert [r.getMessage() for r in caplog.records if r.name == "messaging.dispatch"] == [
+        assert [r.getMessage() for r in caplog.records if r.name == "reliable_messaging.dispatch"] == [
             "database connection lost: decided again at once"
         ]

@@ -9,10 +9,10 @@ import pytest
 from django.contrib.auth.models import User
 from django.test import Client
 from django.utils import timezone
+from reliable_messaging.dead_letters import dead_letter_record
+from reliable_messaging.models import EventLogEntry, OutboxMessage
+from reliable_messaging.operator import mask_sensitive
 
-from messaging.api import mask_sensitive
-from messaging.dead_letters import dead_letter_record
-from messaging.models import EventLogEntry, OutboxMessage
 from orders.models import StorefrontProduct
 
 pytestmark = pytest.mark.django_db

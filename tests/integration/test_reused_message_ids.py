@@ -6,10 +6,9 @@ import json
 
 import pytest
 from django.db import transaction
-
-from messaging import registry
-from messaging.dispatch import Delivery, Outcome, decide, decide_batch
-from messaging.models import InboxMessage
+from reliable_messaging import registry
+from reliable_messaging.dispatch import Delivery, Outcome, decide, decide_batch
+from reliable_messaging.models import InboxMessage
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

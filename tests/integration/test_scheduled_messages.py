@@ -10,10 +10,11 @@ import pytest
 from django.db import DataError, connection, transaction
 from django.test import Client
 from django.utils import timezone
+from reliable_messaging.api import cancel_scheduled, publish
+from reliable_messaging.models import OutboxMessage, ScheduledMessage
+from reliable_messaging.operator import scheduled_backlog
+from reliable_messaging.scheduled import move_due_messages
 
-from messaging.api import cancel_scheduled, publish, scheduled_backlog
-from messaging.models import OutboxMessage, ScheduledMessage
-from messaging.scheduled import move_due_messages
 from tests.conftest import ALL_DATABASES
 
 pytestmark = pytest.mark.django_db(transaction=True, databases=ALL_DATABASES)

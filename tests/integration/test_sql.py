@@ -5,9 +5,8 @@ from datetime import UTC, datetime
 
 import pytest
 from django.db import DataError, transaction
-
-from kernel.sql import insert_row, insert_rows
-from messaging.models import InboxMessage, OutboxMessage
+from reliable_messaging.models import InboxMessage, OutboxMessage
+from reliable_messaging.sql import insert_row, insert_rows
 
 pytestmark = pytest.mark.django_db
 

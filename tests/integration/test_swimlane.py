@@ -10,11 +10,11 @@ import pytest
 from django.contrib.auth.models import User
 from django.test import Client
 from django.utils import timezone
+from reliable_messaging.dead_letters import dead_letter_record
+from reliable_messaging.declarations import installed, names
+from reliable_messaging.models import EventLogEntry, InboxMessage, OutboxMessage
+from reliable_messaging.topology import subscribers_of
 
-from kernel.contexts import installed, names
-from messaging.dead_letters import dead_letter_record
-from messaging.models import EventLogEntry, InboxMessage, OutboxMessage
-from messaging.topology import subscribers_of
 from orders.models import StorefrontProduct
 
 pytestmark = pytest.mark.django_db

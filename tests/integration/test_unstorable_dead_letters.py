@@ -8,11 +8,11 @@ else meanwhile.
 
 import pytest
 from django.db import DataError, OperationalError
+from reliable_messaging import consumer as consumer_module
+from reliable_messaging.consumer import DatabaseDown, store_dead_letter
+from reliable_messaging.dead_letters import dead_letter_record
+from reliable_messaging.models import DeadLetter
 
-from messaging import consumer as consumer_module
-from messaging.consumer import DatabaseDown, store_dead_letter
-from messaging.dead_letters import dead_letter_record
-from messaging.models import DeadLetter
 from tests.conftest import ALL_DATABASES
 
 pytestmark = pytest.mark.django_db(transaction=True, databases=ALL_DATABASES)

@@ -25,12 +25,12 @@ from decimal import Decimal
 from pathlib import Path
 
 import psycopg
+from reliable_messaging.declarations import DECLARATION_FILE, installed, read_declaration, schema_folder
+from reliable_messaging.topology import ANY_EVENT, EVENT_LOG_CONSUMER, queue_bindings
 
 from faultlib.faults import rabbitmqctl
 from faultlib.invariants import Report, once_per_order, wait_quiet
 from faultlib.processes import BASE_DIR, GATEWAY_COMMAND, ProcessGroup, free_port
-from kernel.contexts import DECLARATION_FILE, installed, read_declaration, schema_folder
-from messaging.topology import ANY_EVENT, EVENT_LOG_CONSUMER, queue_bindings
 from shipping.invariants import shipment_problems
 
 # Not part of a deployment: development tooling, and the other contexts (added per tree).

@@ -1,12 +1,11 @@
-"""docs/adding-a-context.md names only queues and exchanges that messaging.broker declares for a context."""
+"""docs/adding-a-context.md names only queues and exchanges that reliable_messaging.broker declares for a context."""
 
 import re
 from pathlib import Path
 
 from django.conf import settings
-
-from messaging import broker
-from messaging.conf import queue_name
+from reliable_messaging import broker
+from reliable_messaging.conf import queue_name
 
 RECIPE = Path(settings.BASE_DIR) / "docs" / "adding-a-context.md"
 

@@ -10,8 +10,7 @@ from pathlib import Path
 import pytest
 from kombu import Connection, Exchange, Queue
 from kombu.transport.virtual import Empty
-
-from messaging import filesystem_transport
+from reliable_messaging import filesystem_transport
 
 EXCHANGE = Exchange("events", type="topic", durable=True)
 FORK = multiprocessing.get_context("fork")

@@ -7,9 +7,9 @@ import logging
 
 import pytest
 from django.conf import settings
+from reliable_messaging.operator import mask_sensitive, mask_text
 
 from config.logging import configure_logging
-from messaging.api import mask_sensitive, mask_text
 
 TOKEN = "tok_visa"
 # Free text with a space: masked whole everywhere, never "tok_**** Vm_SecretValue".

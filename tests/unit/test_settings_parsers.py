@@ -1,8 +1,8 @@
 """The parsers behind the settings: durations and the CONTEXTS a deployment hosts."""
 
 import pytest
+from reliable_messaging.declarations import parse_contexts
 
-from kernel.contexts import parse_contexts
 from kernel.durations import parse_duration
 
 INSTALLED = ["orders", "payments", "inventory", "shipping"]

@@ -5,8 +5,7 @@ follows one through every process."""
 import re
 
 import pytest
-
-from messaging.api import server_span, trace_headers
+from reliable_messaging.hosting import server_span, trace_headers
 
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
 INCOMING = f"00-{TRACE_ID}-00f067aa0ba902b7-01"

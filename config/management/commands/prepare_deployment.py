@@ -1,8 +1,7 @@
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
-
-from kernel.contexts import hosted
-from messaging.broker import declare_queues
+from reliable_messaging.broker import declare_queues
+from reliable_messaging.declarations import hosted
 
 
 class Command(BaseCommand):

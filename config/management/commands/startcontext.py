@@ -5,9 +5,9 @@ from pathlib import Path
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
+from reliable_messaging.declarations import installed
 
 from config.scaffold import Request, ScaffoldError, check, files_of, install
-from kernel.contexts import installed
 
 
 def tidy(package: Path) -> None:

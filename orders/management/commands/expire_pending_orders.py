@@ -3,8 +3,8 @@ import logging
 from django.conf import settings
 from django.core.management.base import BaseCommand
 from django.db import DatabaseError, connection
+from reliable_messaging.api import Stopper, serve_metrics, use_dedicated_connections
 
-from messaging.api import Stopper, serve_metrics, use_dedicated_connections
 from orders.services.checkout import checkout_keys_purge
 from orders.services.saga import orders_expire
 

@@ -5,8 +5,15 @@ import xml.etree.ElementTree as ET
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
-from kernel.contexts import installed, names
-from messaging.api import DeadLetterMark, Handling, TimelineEntry, WaitingPlace, timeline_waiting
+from reliable_messaging.operator import (
+    DeadLetterMark,
+    Handling,
+    TimelineEntry,
+    WaitingPlace,
+    context_names,
+    timeline_waiting,
+)
+
 from orders.swimlane import COLORS, GUTTER, LANE_HEIGHT, MAX_COLUMN, RADIUS, TOP, saga_swimlane, waiting_reasons
 
 SVG = "{http://www.w3.org/2000/svg}"
@@ -58,7 +65,7 @@ def test_one_lane_per_installed_context_and_one_column_per_event_in_order():
     circles = {mid: g.find(f"{SVG}circle") for mid, g in marks(svg).items()}
 
     lanes = [t.text for t in svg.iter(f"{SVG}text") if t.get("font-weight") == "600"]
-    assert lanes == names(installed())
+    assert lanes == context_names()
     assert [float(circles[m].get("cx")) for m in ("m1", "m2", "m3", "m4")] == [
         GUTTER + MAX_COLUMN * i + MAX_COLUMN / 2 for i in range(4)
     ]
@@ -68,7 +75,7 @@ def test_one_lane_per_installed_context_and_one_column_per_event_in_order():
         lane_y(2),
         lane_y(1),
     ]
-    assert svg.get("aria-label") == f"The saga in 4 events across {', '.join(names(installed()))}"
+    assert svg.get("aria-label") == f"The saga in 4 events across {', '.join(context_names())}"
 
 
 def test_an_arrow_goes_from_each_cause_to_its_effect_and_colours_follow_the_declared_kinds():
@@ -128,7 +135,9 @@ def test_waiting_reasons_in_the_order_an_operator_looks_for_them(monkeypatch):
     replayed = Handling(consumer="payments", handled_at=STARTED + timedelta(seconds=5))
     handled_after_replay = replace(base, dead_letters=[letter], handled_by=[by_events, replayed])
     assert reason(handled_after_replay) == ""
-    monkeypatch.setattr("messaging.diagnosis.local_consumers", lambda: ["orders", "inventory", "shipping", "events"])
+    monkeypatch.setattr(
+        "reliable_messaging.diagnosis.local_consumers", lambda: ["orders", "inventory", "shipping", "events"]
+    )
     elsewhere = replace(base, handled_by=[by_events])  # payments runs in another deployment
     assert reason(elsewhere, expect_answers=True) == "no answer yet from payments (another deployment)"
     assert reason(elsewhere, expect_answers=False) == ""

@@ -2,8 +2,8 @@ import signal
 import threading
 
 from django.core.management.base import BaseCommand
+from reliable_messaging.api import use_dedicated_connections
 
-from messaging.api import use_dedicated_connections
 from payments.gateway_calls import run, run_due_calls
 
 

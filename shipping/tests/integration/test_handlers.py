@@ -6,9 +6,9 @@ import uuid
 from dataclasses import replace
 
 import pytest
+from reliable_messaging.api import IncomingEvent, InvalidPayload
+from reliable_messaging.testing import published
 
-from messaging.api import IncomingEvent, InvalidPayload
-from messaging.testing import published
 from shipping import handlers
 from shipping.models import Shipment
 from shipping.services import shipments_dispatch

@@ -1,0 +1,396 @@
+"""The operator's console over messaging's tables. Read-only, except for the actions (list
+actions and buttons on an object's own page, each behind a confirmation), which call the same
+services as the ``dead_letters`` and ``outbox_retry_parked`` commands."""
+
+import json
+
+from django.contrib import admin, messages
+from django.template.response import TemplateResponse
+from django.utils import timezone
+from django.utils.html import format_html
+
+from reliable_messaging.admin_base import ReadOnlyAdmin
+from reliable_messaging.admin_tools import ObjectAction, ObjectActionsMixin, compact_time, correlation_link
+from reliable_messaging.dead_letters import dead_letter_display_body, dead_letter_purge, dead_letter_replay
+from reliable_messaging.housekeeping import outbox_retry_parked
+from reliable_messaging.masking import mask_sensitive, mask_text
+from reliable_messaging.models import DeadLetter, EventLogEntry, InboxMessage, OutboxMessage, ScheduledMessage
+from reliable_messaging.scheduled import cancel_scheduled
+from reliable_messaging.selectors import outbox_backlog
+from reliable_messaging.templatetags.messaging_display import breakable_key
+from reliable_messaging.templatetags.messaging_display import short as short_id
+
+
+def pretty(data) -> str:
+    return format_html('<pre class="ops-pre">{}</pre>', json.dumps(mask_sensitive(data), indent=2, sort_keys=True))
+
+
+class MessageTableAdmin(ReadOnlyAdmin):
+    """These tables are the delivery guarantees: an edit here would break them."""
+
+    @admin.display(description="event type", ordering="event_type")
+    def event(self, obj):
+        return breakable_key(obj.event_type)
+
+
+class EventRowColumns:
+    """The columns of a table of events this deployment produced (outbox, scheduled messages)."""
+
+    @admin.display(description="message id", ordering="event_id")
+    def message(self, obj):
+        return short_id(obj.event_id)
+
+    @admin.display(description="aggregate", ordering="aggregate_id")
+    def aggregate(self, obj):
+        return short_id(obj.aggregate_id)
+
+    @admin.display(description="payload (payment tokens masked)")
+    def payload_pretty(self, obj):
+        return pretty(obj.payload)
+
+
+class PublishedFilter(admin.SimpleListFilter):
+    title = "state"
+    parameter_name = "state"
+
+    def lookups(self, request, model_admin):
+        return [("pending", "pending"), ("published", "published"), ("parked", "parked")]
+
+    def queryset(self, request, queryset):
+        if self.value() == "pending":
+            return queryset.filter(published_at__isnull=True, parked_at__isnull=True)
+        if self.value() == "published":
+            return queryset.filter(published_at__isnull=False)
+        if self.value() == "parked":
+            return queryset.filter(published_at__isnull=True, parked_at__isnull=False)
+        return queryset
+
+
+def retry_parked_row(model_admin, request, row) -> tuple[int, str]:
+    if outbox_retry_parked(ids=[row.pk]):
+        return messages.SUCCESS, f"Outbox row #{row.pk} will be published again."
+    return messages.WARNING, f"Outbox row #{row.pk} is not parked: unchanged."
+
+
+@admin.register(OutboxMessage)
+class OutboxMessageAdmin(ObjectActionsMixin, EventRowColumns, MessageTableAdmin):
+    list_display = ["id", "message", "state_badge", "event", "aggregate", "created", "published", "attempts"]
+    list_display_links = ["id", "message"]
+    list_filter = [PublishedFilter, "source", "event_type"]
+    # aggregate id, routing key (event_type), message id (event_id), correlation id
+    search_fields = ["=aggregate_id", "=correlation_id", "event_type", "=event_id"]
+    search_help_text = "An aggregate id, correlation id, message id, or part of a routing key."
+    fields = [
+        "event_id",
+        "state_badge",
+        "source",
+        "event_type",
+        "aggregate_type",
+        "aggregate_id",
+        "correlation_id",
+        "causation_id",
+        "traceparent",
+        "schema_version",
+        "created_at",
+        "published_at",
+        "attempts",
+        "last_error",
+        "next_attempt_at",
+        "parked_at",
+        "payload_pretty",
+    ]
+    readonly_fields = ["state_badge", "payload_pretty"]
+    actions = ["retry_parked"]
+    object_actions = [
+        ObjectAction(
+            "retry",
+            "Retry this parked row",
+            "The relay will try to publish it again, with a fresh set of attempts.",
+            "operate",
+            retry_parked_row,
+        )
+    ]
+
+    @admin.display(description="created (UTC)", ordering="created_at")
+    def created(self, obj):
+        return compact_time(obj.created_at)
+
+    @admin.display(description="published after", ordering="published_at")
+    def published(self, obj):
+        """How long after its creation the relay published it: narrower than a second date, and
+        the relay's lag at a glance (the full time on hover)."""
+        if obj.published_at is None:
+            return "-"
+        lag = (obj.published_at - obj.created_at).total_seconds()
+        return format_html('<span title="{}">{}s</span>', obj.published_at.isoformat(), f"{lag:.3f}")
+
+    @admin.display(description="state")
+    def state_badge(self, obj):
+        css = {"published": "ops-ok", "pending": "ops-warn", "parked": "ops-bad"}[obj.state]
+        return format_html('<span class="{}">{}</span>', css, obj.state)
+
+    @admin.action(description="Retry the selected parked rows", permissions=["operate"])
+    def retry_parked(self, request, queryset):
+        ids = list(queryset.values_list("pk", flat=True))
+        retried = outbox_retry_parked(ids=ids)
+        skipped = len(ids) - retried
+        self.message_user(request, f"{retried} parked row(s) will be published again.", messages.SUCCESS)
+        if skipped:
+            self.message_user(request, f"{skipped} selected row(s) were not parked: unchanged.", messages.WARNING)
+
+    def changelist_view(self, request, extra_context=None):
+        return super().changelist_view(request, {**(extra_context or {}), "backlog": outbox_backlog()})
+
+
+@admin.register(InboxMessage)
+class InboxMessageAdmin(MessageTableAdmin):
+    list_display = ["consumer", "message", "event", "correlation", "handled"]
+    list_filter = ["consumer", "event_type"]
+    search_fields = ["=message_id", "=correlation_id"]
+    search_help_text = "A message id or a correlation id."
+
+    @admin.display(description="message id", ordering="message_id")
+    def message(self, obj):
+        return short_id(obj.message_id)
+
+    @admin.display(description="correlation id", ordering="correlation_id")
+    def correlation(self, obj):
+        return short_id(obj.correlation_id)
+
+    @admin.display(description="handled (UTC)", ordering="handled_at")
+    def handled(self, obj):
+        return compact_time(obj.handled_at)
+
+
+@admin.register(EventLogEntry)
+class EventLogEntryAdmin(MessageTableAdmin):
+    list_display = ["message", "event", "correlation", "occurred", "recorded"]
+    list_display_links = ["message"]
+    list_filter = ["event_type"]
+    search_fields = ["=message_id", "=correlation_id"]
+    exclude = ["payload"]
+    readonly_fields = ["payload_pretty"]
+
+    @admin.display(description="message id", ordering="message_id")
+    def message(self, obj):
+        return short_id(obj.message_id)
+
+    @admin.display(description="correlation id", ordering="correlation_id")
+    def correlation(self, obj):
+        return short_id(obj.correlation_id)
+
+    @admin.display(description="occurred (UTC)", ordering="occurred_at")
+    def occurred(self, obj):
+        return compact_time(obj.occurred_at)
+
+    @admin.display(description="recorded (UTC)", ordering="recorded_at")
+    def recorded(self, obj):
+        return compact_time(obj.recorded_at)
+
+    @admin.display(description="payload (payment tokens masked)")
+    def payload_pretty(self, obj):
+        return pretty(obj.payload)
+
+
+def replay_messages(ids: list[int], new_id: bool) -> list[tuple[int, str]]:
+    """Replay dead letters; one (level, text) per letter for the operator."""
+    try:
+        outcomes = dead_letter_replay(ids=ids, new_id=new_id)
+    except Exception as exc:  # noqa: BLE001 - the broker may be down: say so instead of a 500
+        return [(messages.ERROR, f"Nothing replayed: {type(exc).__name__}: {exc}")]
+    said = []
+    for o in outcomes:
+        note = f": {o.note}" if o.note else ""
+        if o.replayed:
+            said.append((messages.SUCCESS, f"#{o.dead_letter_id} replayed to {o.consumer}{note}"))
+        else:
+            said.append((messages.WARNING, f"#{o.dead_letter_id} NOT replayed{note}"))
+    return said
+
+
+def replay_letter(new_id: bool):
+    def run(model_admin, request, letter) -> tuple[int, str]:
+        [said] = replay_messages([letter.pk], new_id)
+        return said
+
+    return run
+
+
+def purge_letter(model_admin, request, letter) -> tuple[int, str]:
+    return messages.SUCCESS, f"{dead_letter_purge(ids=[letter.pk])} dead letter purged (#{letter.pk})."
+
+
+@admin.register(DeadLetter)
+class DeadLetterAdmin(ObjectActionsMixin, MessageTableAdmin):
+    list_display = ["id", "consumer", "reason", "message", "event", "attempts", "last_failed", "replayed"]
+    object_actions = [
+        ObjectAction(
+            "replay",
+            "Replay to its consumer",
+            "The message goes back to its own consumer's queue only, with the same message id: "
+            "if that consumer handled it meanwhile, nothing happens twice.",
+            "operate",
+            replay_letter(new_id=False),
+        ),
+        ObjectAction(
+            "replay-new-id",
+            "Replay as a new message",
+            "The message goes back to its own consumer's queue with a new message id, so it runs again "
+            "even if that consumer handled it before (business state, such as a payment already charged, "
+            "still guards it).",
+            "operate",
+            replay_letter(new_id=True),
+        ),
+        ObjectAction(
+            "purge",
+            "Purge this dead letter",
+            "The dead letter is deleted and its message is gone for good: replay it first if it still matters.",
+            "purge",
+            purge_letter,
+            back_to_list=True,
+        ),
+    ]
+    list_filter = ["consumer", "reason"]
+    search_fields = ["=message_id", "=correlation_id", "event_type"]
+    search_help_text = "A message id, a correlation id, or part of an event type."
+    fields = [
+        "consumer",
+        "reason",
+        "error_masked",
+        "message_id",
+        "event_type",
+        "routing_key",
+        "correlation",
+        "attempts",
+        "first_failed_at",
+        "last_failed_at",
+        "replayed_at",
+        "replay_count",
+        "body_pretty",
+        "headers_pretty",
+        "traceback_masked",
+    ]
+    readonly_fields = ["error_masked", "correlation", "body_pretty", "headers_pretty", "traceback_masked"]
+    actions = ["replay", "replay_new_id", "purge"]
+
+    @admin.display(description="message id", ordering="message_id")
+    def message(self, obj):
+        return short_id(obj.message_id)
+
+    @admin.display(description="last failed (UTC)", ordering="last_failed_at")
+    def last_failed(self, obj):
+        return compact_time(obj.last_failed_at)
+
+    @admin.display(description="replayed (UTC)", ordering="replayed_at")
+    def replayed(self, obj):
+        return compact_time(obj.replayed_at)
+
+    @admin.display(description="correlation id")
+    def correlation(self, obj):
+        return correlation_link(obj.correlation_id)
+
+    @admin.display(description="error")
+    def error_masked(self, obj):
+        return mask_text(obj.error)
+
+    @admin.display(description="body (payment tokens masked)")
+    def body_pretty(self, obj):
+        return format_html('<pre class="ops-pre">{}</pre>', dead_letter_display_body(obj))
+
+    @admin.display(description="headers")
+    def headers_pretty(self, obj):
+        return pretty(obj.headers)
+
+    @admin.display(description="traceback")
+    def traceback_masked(self, obj):
+        return format_html('<pre class="ops-pre">{}</pre>', mask_text(obj.traceback)) if obj.traceback else "-"
+
+    def _replay(self, request, queryset, new_id: bool) -> None:
+        for level, text in replay_messages(list(queryset.values_list("pk", flat=True)), new_id):
+            self.message_user(request, text, level)
+
+    @admin.action(description="Replay to the original consumer (same message id)", permissions=["operate"])
+    def replay(self, request, queryset):
+        self._replay(request, queryset, new_id=False)
+
+    @admin.action(description="Replay as a new message (new message id: runs again)", permissions=["operate"])
+    def replay_new_id(self, request, queryset):
+        self._replay(request, queryset, new_id=True)
+
+    @admin.action(description="Purge (delete) the selected dead letters", permissions=["purge"])
+    def purge(self, request, queryset):
+        if request.POST.get("confirm") != "yes":
+            context = {
+                **self.admin_site.each_context(request),
+                "title": "Purge dead letters?",
+                "opts": self.model._meta,
+                "letters": queryset,
+                "action_checkbox_name": admin.helpers.ACTION_CHECKBOX_NAME,
+            }
+            return TemplateResponse(request, "admin/messaging/deadletter/purge_confirmation.html", context)
+        purged = dead_letter_purge(ids=list(queryset.values_list("pk", flat=True)))
+        self.message_user(request, f"{purged} dead letter(s) purged.", messages.SUCCESS)
+        return None
+
+    def has_purge_permission(self, request) -> bool:
+        return request.user.has_perm("messaging.delete_deadletter")
+
+
+def cancel_scheduled_message(model_admin, request, row) -> tuple[int, str]:
+    if cancel_scheduled(row.event_id):
+        return messages.SUCCESS, f"Scheduled message {row.event_id} cancelled: it will not be published."
+    return messages.WARNING, f"Scheduled message {row.event_id} was already moved to the outbox: not cancelled."
+
+
+@admin.register(ScheduledMessage)
+class ScheduledMessageAdmin(ObjectActionsMixin, EventRowColumns, MessageTableAdmin):
+    """Messages published for later delivery: scheduled, not stuck, until their time; the relay
+    then moves them to the outbox (where they show as pending, then published)."""
+
+    list_display = ["message", "event", "aggregate", "correlation", "deliver", "overdue"]
+    list_display_links = ["message"]
+    list_filter = ["source", "event_type"]
+    search_fields = ["=aggregate_id", "=correlation_id", "event_type", "=event_id"]
+    search_help_text = "An aggregate id, correlation id, message id, or part of a routing key."
+    fields = [
+        "event_id",
+        "source",
+        "event_type",
+        "aggregate_type",
+        "aggregate_id",
+        "correlation_id",
+        "causation_id",
+        "schema_version",
+        "created_at",
+        "deliver_at",
+        "payload_pretty",
+    ]
+    readonly_fields = ["payload_pretty"]
+    object_actions = [
+        ObjectAction(
+            "cancel",
+            "Cancel this scheduled message",
+            "It is deleted before its time and never published (reliable_messaging.api.cancel_scheduled).",
+            "operate",
+            cancel_scheduled_message,
+            back_to_list=True,
+        )
+    ]
+
+    @admin.display(description="correlation id", ordering="correlation_id")
+    def correlation(self, obj):
+        return correlation_link(obj.correlation_id)
+
+    @admin.display(description="deliver at (UTC)", ordering="deliver_at")
+    def deliver(self, obj):
+        return compact_time(obj.deliver_at)
+
+    @admin.display(description="state")
+    def overdue(self, obj):
+        """Scheduled until its time; past it, waiting for a relay to move it (none running?)."""
+        late = (timezone.now() - obj.deliver_at).total_seconds()
+        if late < 0:
+            return format_html('<span class="ops-ok">{}</span>', "scheduled")
+        if late < 60:  # a relay moves it within a poll interval or two
+            return format_html('<span class="ops-warn">{}</span>', "due, being moved")
+        return format_html('<span class="ops-bad">{}</span>', "overdue: no relay moves it")

@@ -1,0 +1,62 @@
+"""What a bounded context uses of the bus: the one module its code imports.
+
+- ``publish(...)`` writes an event to the outbox inside the caller's transaction (inside
+  ``collecting()`` it hands the row over instead, for ``outbox_statements`` to write it with the
+  caller's own statements in one round trip: ``execute_together``); with ``deliver_at`` it is
+  scheduled, published at or after that time, and ``cancel_scheduled(message_id)`` withdraws it
+  until then; ``publish_again`` sends an event already written once more, same message id;
+- a context's handlers are named in its declaration (``<context>/context.toml``, under
+  ``consumes``), which also binds its queue; the bus subscribes them when it is ready;
+- handlers receive an ``IncomingEvent`` and raise ``InvalidPayload`` for a payload that can never
+  be handled (dead-lettered at once), ``TransientError`` (or anything else) to be retried;
+- a context's own long-running process (a worker beside the consumers) uses ``Stopper``,
+  ``Backoff``, ``use_dedicated_connections`` and ``serve_metrics`` as the relay and consumers do;
+- ``fault_point`` names a place where crash tests stop a process (``FAULT_POINT``; inert otherwise).
+
+The operator's reads are in ``reliable_messaging.operator``; the composition root's tracing in
+``reliable_messaging.hosting``; the test harness in ``reliable_messaging.testing``.
+"""
+
+from reliable_messaging.dispatch import InvalidPayload, TransientError
+from reliable_messaging.envelope import IncomingEvent
+from reliable_messaging.faults import fault_point
+from reliable_messaging.lifecycle import DATABASE_BACKOFF_MAX, Backoff, Stopper, use_dedicated_connections
+from reliable_messaging.outbox import (
+    OutsideTransactionError,
+    caused_by,
+    collecting,
+    current_cause,
+    outbox_statements,
+    publish,
+    publish_again,
+)
+from reliable_messaging.payloads import payload_uuid
+from reliable_messaging.scheduled import cancel_scheduled, scheduled_delivery_time
+from reliable_messaging.serve_metrics import serve_metrics
+from reliable_messaging.sql import Statement, execute_together, insert_statement, rows_statement
+
+__all__ = [
+    "DATABASE_BACKOFF_MAX",
+    "Backoff",
+    "IncomingEvent",
+    "InvalidPayload",
+    "OutsideTransactionError",
+    "Statement",
+    "Stopper",
+    "TransientError",
+    "cancel_scheduled",
+    "caused_by",
+    "collecting",
+    "current_cause",
+    "execute_together",
+    "fault_point",
+    "insert_statement",
+    "outbox_statements",
+    "payload_uuid",
+    "publish",
+    "publish_again",
+    "rows_statement",
+    "scheduled_delivery_time",
+    "serve_metrics",
+    "use_dedicated_connections",
+]

@@ -1,0 +1,70 @@
+"""The bus's settings: one dict, ``settings.MESSAGING``; a key left out takes its default here.
+
+Read at the moment of use (not cached), so ``override_settings(MESSAGING=...)`` works in tests.
+Every key is documented in the package's README ("Settings").
+"""
+
+from datetime import timedelta
+from pathlib import Path
+
+from django.conf import settings
+
+DEFAULTS = {
+    # the broker: kombu URLs, ";"-separated for a cluster's nodes; "filesystem://" is the embedded one
+    "BROKER_URL": "filesystem://",
+    "BROKER_HEARTBEAT": 30,
+    "FILESYSTEM_DIR": "var/broker",
+    "EXCHANGE": "events",
+    # the declared packages (each with a context.toml), the folder they are in, and the names of
+    # the contexts this deployment hosts (None: every declared one)
+    "DECLARED_CONTEXTS": (),
+    "CONTEXTS_DIR": ".",
+    "CONTEXTS": None,
+    # where `event_schemas --snapshot` writes the frozen schemas, and a shared folder of the
+    # schemas of events consumed from producers this tree does not declare
+    "SCHEMA_SNAPSHOT_DIR": "docs/schemas-snapshot",
+    "EVENT_SCHEMAS_DIR": "",
+    # the format "system-currency" of a JSON Schema accepts this value only
+    "CURRENCY": "USD",
+    # producer name -> its broker user (BROKER_PRODUCERS), this deployment's own broker user
+    "PRODUCERS": {},
+    "BROKER_USER": "",
+    "RELAY_BATCH_SIZE": 500,
+    "RELAY_PIPELINES": 1,
+    "RELAY_POLL_INTERVAL": 1.0,
+    "RELAY_CONFIRM_TIMEOUT": 15.0,
+    "RELAY_MAX_ATTEMPTS": 10,
+    "CONSUMER_BATCH_SIZE": 1,
+    "CONSUMER_PREFETCH": 20,
+    "CONSUMER_RETRY_DELAYS": [1.0, 5.0, 30.0],
+    "CONSUMER_MAX_ATTEMPTS": 5,
+    "DELIVERY_LIMIT": 20,
+    "SENSITIVE_FIELDS": [],
+    "EVENT_VERSIONS": "",
+    "OUTBOX_RETENTION": timedelta(days=7),
+    "INBOX_RETENTION": timedelta(days=14),
+    "EVENT_LOG_RETENTION": timedelta(days=90),
+    # PostgreSQL session limits (seconds) of the relay's and consumers' connections
+    "WORKER_DATABASE_TIMEOUTS": {},
+    # context name -> the DATABASE_URL of the deployment that hosts it (the commands an operator
+    # is told to run there, for a dead letter of another deployment)
+    "DEPLOYMENT_DATABASE_URLS": {},
+}
+
+
+def setting(name: str):
+    if name not in DEFAULTS:
+        raise KeyError(f"MESSAGING has no setting {name!r}")
+    return getattr(settings, "MESSAGING", {}).get(name, DEFAULTS[name])
+
+
+def exchange_name() -> str:
+    return setting("EXCHANGE")
+
+
+def queue_name(consumer: str) -> str:
+    return f"{consumer}_queue"
+
+
+def contexts_dir() -> Path:
+    return Path(setting("CONTEXTS_DIR"))

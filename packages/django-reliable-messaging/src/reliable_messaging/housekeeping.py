@@ -1,0 +1,61 @@
+"""Operator writes over the outbox, inbox and event log: parked rows and retention."""
+
+from dataclasses import dataclass
+from datetime import timedelta
+
+from django.db import transaction
+from django.db.models import QuerySet
+from django.utils import timezone
+
+from reliable_messaging.conf import setting
+from reliable_messaging.models import EventLogEntry, InboxMessage, OutboxMessage
+
+PURGE_BATCH = 5000
+
+
+def outbox_retry_parked(*, ids: list[int] | None = None) -> int:
+    """Give parked rows a fresh set of attempts; ``None`` means every parked row."""
+    parked = OutboxMessage.objects.filter(published_at__isnull=True, parked_at__isnull=False)
+    if ids is not None:
+        parked = parked.filter(pk__in=ids)
+    return parked.update(parked_at=None, next_attempt_at=None, attempts=0)
+
+
+@dataclass(frozen=True)
+class PurgeResult:
+    outbox: int
+    inbox: int
+    event_log: int
+
+
+def messages_purge() -> PurgeResult:
+    """Delete what is past its retention: published outbox rows, inbox rows, event-log rows.
+
+    A pending or parked outbox row is never deleted. Rows are deleted in batches locked with
+    SKIP LOCKED, so several purges can run at once without waiting on each other.
+    """
+    now = timezone.now()
+    return PurgeResult(
+        outbox=_purge(
+            OutboxMessage.objects.filter(
+                published_at__isnull=False,
+                published_at__lt=now - timedelta(seconds=setting("OUTBOX_RETENTION")),
+            )
+        ),
+        inbox=_purge(InboxMessage.objects.filter(handled_at__lt=now - timedelta(seconds=setting("INBOX_RETENTION")))),
+        event_log=_purge(
+            EventLogEntry.objects.filter(recorded_at__lt=now - timedelta(seconds=setting("EVENT_LOG_RETENTION")))
+        ),
+    )
+
+
+def _purge(queryset: QuerySet) -> int:
+    deleted = 0
+    while True:
+        with transaction.atomic():
+            ids = list(queryset.select_for_update(skip_locked=True).values_list("pk", flat=True)[:PURGE_BATCH])
+            if ids:
+                queryset.model.objects.filter(pk__in=ids).delete()
+        deleted += len(ids)
+        if len(ids) < PURGE_BATCH:
+            return deleted

@@ -1,0 +1,17 @@
+from django.core.management.base import BaseCommand, CommandError
+
+from reliable_messaging.housekeeping import outbox_retry_parked
+
+
+class Command(BaseCommand):
+    help = "Give parked outbox rows (refused by the broker too often) a fresh set of attempts."
+
+    def add_arguments(self, parser):
+        parser.add_argument("ids", nargs="*", type=int, metavar="ID", help="outbox row ids")
+        parser.add_argument("--all", action="store_true", help="every parked row")
+
+    def handle(self, *args, ids=(), all=False, **options):
+        if not ids and not all:
+            raise CommandError("name the parked rows (ID ...) or pass --all")
+        count = outbox_retry_parked(ids=None if all else list(ids))
+        self.stdout.write(f"{count} parked row(s) will be published again")

@@ -1,0 +1,59 @@
+from django.core.management.base import BaseCommand, CommandError
+
+from reliable_messaging.consumer import ConsumerWorker
+from reliable_messaging.declarations import hosted_names
+from reliable_messaging.lifecycle import Stopper, use_dedicated_connections
+from reliable_messaging.registry import local_consumers
+from reliable_messaging.serve_metrics import serve_metrics
+from reliable_messaging.topology import EVENT_LOG_CONSUMER
+from reliable_messaging.topology import consumers as system_consumers
+
+
+class Command(BaseCommand):
+    help = (
+        "Consume messages for the named consumers (default: every consumer this deployment hosts, "
+        "but those named with --except). SIGTERM finishes the message in hand."
+    )
+
+    def add_arguments(self, parser):
+        parser.add_argument(
+            "consumers", nargs="*", metavar="CONSUMER", help=f"hosted here: {', '.join(local_consumers())}"
+        )
+        parser.add_argument(
+            "--except",
+            dest="excluded",
+            default="",
+            metavar="C1,C2",
+            help="every hosted consumer but these (which another process runs)",
+        )
+        parser.add_argument("--once", action="store_true", help="handle what is queued, then exit")
+        parser.add_argument("--metrics-port", type=int, default=None, help="serve Prometheus metrics on this port")
+
+    def handle(self, *args, consumers=(), excluded="", once=False, metrics_port=None, **options):
+        hosted = local_consumers()
+        known = system_consumers()
+        excluded = [name for name in excluded.split(",") if name]
+        if consumers and excluded:
+            raise CommandError("name the consumers or exclude some with --except, not both")
+        if unknown := sorted(set(consumers) - set(known)) or sorted(set(excluded) - set(known)):
+            raise CommandError(f"unknown consumer(s): {', '.join(unknown)}; the system has: {', '.join(known)}")
+        if elsewhere := sorted(set(consumers) - set(hosted)):
+            raise CommandError(
+                f"not hosted by this deployment (CONTEXTS={','.join(hosted_names())}): {', '.join(elsewhere)}; "
+                f"it hosts: {', '.join(hosted) or 'no consumer'}"
+            )
+        chosen = list(consumers) or [c for c in hosted if c not in excluded]
+        if not chosen:
+            raise CommandError(
+                f"this deployment (CONTEXTS={','.join(hosted_names())}) hosts no consumer"
+                + (f" besides {', '.join(excluded)}" if excluded else "")
+            )
+        use_dedicated_connections()
+        # The Procfile's two consumer processes take their ports from two variables: the one
+        # that names the event log's consumer, and the one that takes the others.
+        variable = "ORDERS_CONSUMERS_METRICS_PORT" if EVENT_LOG_CONSUMER in consumers else "CONSUMERS_METRICS_PORT"
+        serve_metrics(metrics_port, variable=variable)
+        worker = ConsumerWorker(chosen, stopper=Stopper().install())
+        code = worker.run(once=once)
+        if code:
+            raise SystemExit(code)

@@ -1,0 +1,26 @@
+from django.core.management.base import BaseCommand
+
+from reliable_messaging.conf import setting
+from reliable_messaging.lifecycle import Stopper, use_dedicated_connections
+from reliable_messaging.relay import run_pipelines
+from reliable_messaging.serve_metrics import serve_metrics
+
+
+class Command(BaseCommand):
+    help = "Publish the outbox to the broker. Any number may run at once; SIGTERM finishes the batch."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--batch-size", type=int, default=None, help="rows per transaction")
+        parser.add_argument(
+            "--pipelines", type=int, default=None, help="claim-publish-confirm loops in this process (RELAY_PIPELINES)"
+        )
+        parser.add_argument("--once", action="store_true", help="drain what is pending, then exit")
+        parser.add_argument("--metrics-port", type=int, default=None, help="serve Prometheus metrics on this port")
+
+    def handle(self, *args, batch_size=None, pipelines=None, once=False, metrics_port=None, **options):
+        use_dedicated_connections()
+        serve_metrics(metrics_port, variable="RELAY_METRICS_PORT")
+        count = max(1, pipelines or setting("RELAY_PIPELINES"))
+        code = run_pipelines(count, batch_size=batch_size, stopper=Stopper().install(), once=once)
+        if code:
+            raise SystemExit(code)

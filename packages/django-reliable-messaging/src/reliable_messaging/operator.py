@@ -1,0 +1,77 @@
+"""What the operator's pages, health checks and metrics read of the bus (never a context's code).
+
+- ``timeline_for`` reads every event of one correlation id across all contexts (and
+  ``timeline_entry_of_new_event`` shows one just published) as ``TimelineEntry`` values;
+  ``timeline_waiting`` says where such a timeline is still waiting (outbox, consumer, dead
+  letter) as ``WaitingPlace`` values, ``yet_to_handle`` which subscribed consumers have not
+  handled each entry yet, and ``command_in_deployment`` the command to run where a consumer lives;
+- ``outbox_backlog`` (and its history), ``scheduled_backlog``, ``dead_letter_counts`` (by state),
+  ``oldest_waiting_dead_letters``, ``local_consumers``, ``system_consumers`` (every queue's,
+  hosted here or not), ``broker_reachable`` and ``database_reachable``;
+- ``installed_contexts``, ``context_names`` and ``event_kind`` read the contexts' declarations
+  (the swimlane's lanes and colours);
+- ``mask_sensitive`` / ``mask_text`` hide sensitive fields (``SENSITIVE_FIELDS``);
+- ``register_correlation_link`` tells the bus's admin where the page about a correlation id is.
+"""
+
+from reliable_messaging.declarations import event_kind, installed, names
+from reliable_messaging.diagnosis import command_in_deployment, timeline_waiting, yet_to_handle
+from reliable_messaging.health import broker_reachable, database_reachable
+from reliable_messaging.links import register_correlation_link
+from reliable_messaging.masking import mask_sensitive, mask_text
+from reliable_messaging.registry import local_consumers
+from reliable_messaging.scheduled import ScheduledBacklog, scheduled_backlog
+from reliable_messaging.selectors import (
+    BacklogPoint,
+    OldestDeadLetter,
+    OutboxBacklog,
+    dead_letter_counts,
+    dead_letter_counts_by_state,
+    oldest_waiting_dead_letters,
+    outbox_backlog,
+    outbox_backlog_history,
+    timeline_entry_of_new_event,
+    timeline_for,
+)
+from reliable_messaging.timeline import DeadLetterMark, Handling, TimelineEntry, WaitingPlace, YetToHandle
+from reliable_messaging.topology import consumers as system_consumers
+
+installed_contexts = installed
+
+
+def context_names() -> list[str]:
+    return names(installed())
+
+
+__all__ = [
+    "BacklogPoint",
+    "DeadLetterMark",
+    "Handling",
+    "OldestDeadLetter",
+    "OutboxBacklog",
+    "ScheduledBacklog",
+    "TimelineEntry",
+    "WaitingPlace",
+    "YetToHandle",
+    "broker_reachable",
+    "command_in_deployment",
+    "context_names",
+    "database_reachable",
+    "dead_letter_counts",
+    "dead_letter_counts_by_state",
+    "event_kind",
+    "installed_contexts",
+    "local_consumers",
+    "mask_sensitive",
+    "mask_text",
+    "oldest_waiting_dead_letters",
+    "outbox_backlog",
+    "outbox_backlog_history",
+    "register_correlation_link",
+    "scheduled_backlog",
+    "system_consumers",
+    "timeline_entry_of_new_event",
+    "timeline_for",
+    "timeline_waiting",
+    "yet_to_handle",
+]
