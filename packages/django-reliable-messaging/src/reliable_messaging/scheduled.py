@@ -32,9 +32,10 @@ class ScheduledBacklog:
 
 
 @transaction.atomic
-def move_due_messages(limit: int = MOVED_PER_TRANSACTION) -> int:
-    """Move up to ``limit`` messages whose time has come into the outbox; how many were moved."""
-    due = ScheduledMessage.objects.filter(deliver_at__lte=timezone.now()).order_by("deliver_at")
+def move_due_messages(limit: int = MOVED_PER_TRANSACTION, *, now=None) -> int:
+    """Move up to ``limit`` messages whose time has come (by ``now``, the clock unless a test runs
+    it forward: ``testing.advance_time``) into the outbox; how many were moved."""
+    due = ScheduledMessage.objects.filter(deliver_at__lte=now or timezone.now()).order_by("deliver_at")
     if connection.vendor == "postgresql":
         due = due.select_for_update(skip_locked=True)
     rows = list(due.values("id", "deliver_at", *OUTBOX_COLUMNS)[:limit])

@@ -1,25 +1,77 @@
-"""A context's own tests deliver to its handlers here, in-process, with no broker.
+"""A test harness for the handlers of a project that uses the bus: no broker, no relay.
 
-``deliver`` hands one message to a consumer exactly as the consumer loop does
-(``reliable_messaging.dispatch.decide``): the envelope and schema checks, the upcasters, the inbox (a
-message id seen before is a duplicate with no second effect) and the handler, in one
-transaction. ``published`` reads back what a context wrote to the outbox; ``example_payload``
-makes the smallest payload an event's schema accepts. Use them inside a ``django_db`` test; a
-context may import this module from its ``tests`` package only (the import contracts allow it
-nothing else of messaging but ``api``).
+- ``deliver`` hands one message to a consumer exactly as the consumer loop does
+  (``reliable_messaging.dispatch.decide``): the envelope and schema checks, the upcasters, the
+  inbox (a message id seen before is a duplicate with no second effect) and the handler, in one
+  transaction. It returns a ``Delivered``: the outcome (``Outcome.HANDLED``, ``DUPLICATE``,
+  ``RETRY`` or ``DEAD_LETTER`` with its reason) and the events the handler published;
+- ``published`` reads back what a context wrote to the outbox (type, version, payload);
+- ``advance_time`` runs scheduled messages' time forward: those due within it move into the
+  outbox, as the relay would move them then, and are returned;
+- ``assert_no_second_effect`` delivers one message twice and fails unless the second delivery is
+  a duplicate that changed nothing ``effect()`` reads and published nothing;
+- ``example_payload`` makes the smallest payload an event's schema accepts.
+
+Use them inside a ``django_db`` test (pytest-django) or a ``django.test.TestCase``.
 """
 
 import json
 import re
 import uuid
-from typing import Any
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any, NamedTuple
+
+from django.utils import timezone
 
 from reliable_messaging.conf import setting
 from reliable_messaging.contracts import SYSTEM_CURRENCY, newest_version, schemas, validation_error
 from reliable_messaging.dispatch import Decision, Outcome, decide
 from reliable_messaging.models import OutboxMessage
+from reliable_messaging.scheduled import move_due_messages
 
-__all__ = ["Decision", "Outcome", "deliver", "example_payload", "published"]
+__all__ = [
+    "Decision",
+    "Delivered",
+    "Outcome",
+    "PublishedEvent",
+    "advance_time",
+    "assert_no_second_effect",
+    "deliver",
+    "example_payload",
+    "published",
+]
+
+
+class PublishedEvent(NamedTuple):
+    """An event in the outbox, as a test compares it (a plain tuple compares equal too)."""
+
+    event_type: str
+    version: int
+    payload: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Delivered:
+    """What one delivery did: its decision and the events its handler published."""
+
+    decision: Decision
+    published: list[PublishedEvent] = field(default_factory=list)
+
+    @property
+    def outcome(self) -> Outcome:
+        return self.decision.outcome
+
+    @property
+    def reason(self) -> str:
+        """Why it was not handled: a code (``invalid_payload``, ``unknown_event`` ...)."""
+        return self.decision.reason
+
+    @property
+    def error(self) -> str:
+        """What was wrong, as the dead letter records it (the schema's words, the handler's error)."""
+        return self.decision.error
 
 
 def deliver(
@@ -30,25 +82,81 @@ def deliver(
     message_id: str | None = None,
     correlation_id: str = "",
     schema_version: int = 1,
-) -> Decision:
-    """``payload`` as ``event_type`` v``schema_version`` to ``consumer``'s handler; the decision
-    (``Outcome.HANDLED``, ``DUPLICATE``, ``RETRY`` or ``DEAD_LETTER`` with its reason)."""
-    return decide(
+) -> Delivered:
+    """``payload`` as ``event_type`` v``schema_version`` to ``consumer``'s handler."""
+    message_id = message_id or str(uuid.uuid4())
+    before = set(OutboxMessage.objects.filter(causation_id=message_id).values_list("id", flat=True))
+    decision = decide(
         consumer,
         body=json.dumps(payload).encode(),
-        properties={"message_id": message_id or str(uuid.uuid4()), "correlation_id": correlation_id},
+        properties={"message_id": message_id, "correlation_id": correlation_id},
         headers={"event_type": event_type, "schema_version": schema_version},
         routing_key=event_type,
     )
+    # The bus names the message being handled as the cause of every event its handler publishes.
+    caused = OutboxMessage.objects.filter(causation_id=message_id).exclude(id__in=before).order_by("created_at", "id")
+    return Delivered(decision, [_event(row) for row in caused])
 
 
-def published(source: str, *, correlation_id: str | None = None) -> list[tuple[str, int, dict[str, Any]]]:
+def published(source: str, *, correlation_id: str | None = None) -> list[PublishedEvent]:
     """What ``source`` (a context) wrote to the outbox, oldest first, of one saga if
-    ``correlation_id`` is given: (event type, version, payload)."""
+    ``correlation_id`` is given."""
     rows = OutboxMessage.objects.filter(source=source).order_by("created_at", "id")
     if correlation_id is not None:
         rows = rows.filter(correlation_id=correlation_id)
-    return [(row.event_type, row.schema_version, row.payload) for row in rows]
+    return [_event(row) for row in rows]
+
+
+def advance_time(by: timedelta) -> list[PublishedEvent]:
+    """Scheduled messages due within ``by`` from now move into the outbox (as the relay moves them
+    when their time comes); the events moved, in the order they fall due."""
+    moved_before = set(OutboxMessage.objects.values_list("id", flat=True))
+    while move_due_messages(now=timezone.now() + by):
+        pass
+    moved = OutboxMessage.objects.exclude(id__in=moved_before).order_by("created_at", "id")
+    return [_event(row) for row in moved]
+
+
+def assert_no_second_effect(
+    consumer: str,
+    event_type: str,
+    payload: dict[str, Any],
+    effect: Callable[[], Any],
+    *,
+    correlation_id: str = "",
+    schema_version: int = 1,
+) -> Delivered:
+    """Deliver the message twice (same message id); ``effect()`` reads what the handler changes
+    (rows, counts, a stock level). Fails unless the first delivery is handled, the second is a
+    duplicate, and nothing ``effect()`` reads or the outbox holds changed in between. The first
+    delivery is returned."""
+    message_id = str(uuid.uuid4())
+    first = deliver(
+        consumer,
+        event_type,
+        payload,
+        message_id=message_id,
+        correlation_id=correlation_id,
+        schema_version=schema_version,
+    )
+    assert first.outcome is Outcome.HANDLED, f"the first delivery was {first.outcome.value}: {first.reason}"
+    after_first, outbox_after_first = effect(), OutboxMessage.objects.count()
+    again = deliver(
+        consumer,
+        event_type,
+        payload,
+        message_id=message_id,
+        correlation_id=correlation_id,
+        schema_version=schema_version,
+    )
+    assert again.outcome is Outcome.DUPLICATE, f"the second delivery was {again.outcome.value}, not a duplicate"
+    assert effect() == after_first, "the second delivery changed what effect() reads"
+    assert OutboxMessage.objects.count() == outbox_after_first and again.published == [], "it published again"
+    return first
+
+
+def _event(row: OutboxMessage) -> PublishedEvent:
+    return PublishedEvent(row.event_type, row.schema_version, row.payload)
 
 
 def example_payload(event_type: str, version: int | None = None) -> dict[str, Any]:
