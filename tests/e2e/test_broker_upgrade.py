@@ -12,6 +12,7 @@ import sys
 import uuid
 
 import pytest
+from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.test import override_settings
@@ -33,7 +34,7 @@ def vhost_url():
     rabbitmqctl("set_permissions", "-p", vhost, "guest", ".*", ".*", ".*")
     try:
         url = f"amqp://guest:guest@127.0.0.1:5672/{vhost}"
-        with override_settings(BROKER_URL=url):
+        with override_settings(MESSAGING={**settings.MESSAGING, "BROKER_URL": url}):
             yield url
     finally:
         rabbitmqctl("delete_vhost", vhost)

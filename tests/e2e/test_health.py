@@ -54,7 +54,7 @@ def test_readyz_is_200_when_database_and_broker_answer():
 
 
 def test_readyz_is_503_within_its_timeout_when_the_broker_is_down(settings):
-    settings.BROKER_URL = CLOSED_PORT_BROKER
+    settings.MESSAGING = {**settings.MESSAGING, "BROKER_URL": CLOSED_PORT_BROKER}
 
     started = time.monotonic()
     response = Client().get("/readyz")
@@ -64,7 +64,7 @@ def test_readyz_is_503_within_its_timeout_when_the_broker_is_down(settings):
 
 
 def test_readyz_is_503_naming_the_embedded_broker_while_its_folders_refuse_writes(settings, tmp_path):
-    settings.BROKER_URL = "filesystem://"
+    settings.MESSAGING = {**settings.MESSAGING, "BROKER_URL": "filesystem://"}
     settings.MESSAGING = {**settings.MESSAGING, "FILESYSTEM_DIR": tmp_path}
     assert Client().get("/readyz").json() == {"database": "ok", "broker": "ok"}
 
@@ -82,7 +82,10 @@ def test_readyz_is_503_naming_the_embedded_broker_while_its_folders_refuse_write
 
 def test_readyz_is_200_when_the_first_node_of_a_cluster_url_is_down_and_another_answers(settings):
     live = settings.BROKER_URL
-    settings.BROKER_URL = f"{CLOSED_PORT_BROKER};{CLOSED_PORT_BROKER.replace(':1/', ':2/')};{live}"
+    settings.MESSAGING = {
+        **settings.MESSAGING,
+        "BROKER_URL": f"{CLOSED_PORT_BROKER};{CLOSED_PORT_BROKER.replace(':1/', ':2/')};{live}",
+    }
 
     response = Client().get("/readyz")
 
@@ -90,7 +93,10 @@ def test_readyz_is_200_when_the_first_node_of_a_cluster_url_is_down_and_another_
 
 
 def test_readyz_is_503_when_every_node_of_a_cluster_url_is_down(settings):
-    settings.BROKER_URL = f"{CLOSED_PORT_BROKER};{CLOSED_PORT_BROKER.replace(':1/', ':2/')}"
+    settings.MESSAGING = {
+        **settings.MESSAGING,
+        "BROKER_URL": f"{CLOSED_PORT_BROKER};{CLOSED_PORT_BROKER.replace(':1/', ':2/')}",
+    }
 
     response = Client().get("/readyz")
 

@@ -177,9 +177,12 @@ def test_a_failed_or_cancelled_order_gets_its_own_colour_and_words(staff, order_
 def test_a_split_deployment_says_what_it_cannot_know_and_where_to_look(staff, order_id, monkeypatch, settings):
     # Given: this process hosts only orders (and the event log); payments' database is known to it.
     monkeypatch.setattr("orders.admin_timeline.local_consumers", lambda: ["orders", "events"])
-    settings.DEPLOYMENT_DATABASE_URLS = {
-        "payments": "sqlite:////srv/split/payments.sqlite3",
-        "inventory": "postgres://app:secret@db:5432/inventory",  # a password: never shown
+    settings.MESSAGING = {
+        **settings.MESSAGING,
+        "DEPLOYMENT_DATABASE_URLS": {
+            "payments": "sqlite:////srv/split/payments.sqlite3",
+            "inventory": "postgres://app:secret@db:5432/inventory",  # a password: never shown
+        },
     }
     settings.DEBUG = True
     settled(order_id, "CONFIRMED")
@@ -330,7 +333,7 @@ def test_replay_action_sends_the_dead_letter_to_its_consumer_only(staff, quiet_b
 
 def test_replay_action_reports_a_broker_that_is_down(staff, settings):
     letter = letter_for(str(uuid.uuid4()), str(uuid.uuid4()))
-    settings.BROKER_URL = "amqp://guest:guest@127.0.0.1:1//"
+    settings.MESSAGING = {**settings.MESSAGING, "BROKER_URL": "amqp://guest:guest@127.0.0.1:1//"}
 
     response = staff.post(
         "/admin/messaging/deadletter/", {"action": "replay", "_selected_action": [letter.pk]}, follow=True
@@ -405,7 +408,10 @@ def test_the_overview_counts_backlog_dead_letters_and_stuck_orders(staff, order_
 def test_a_split_deployments_overview_says_where_the_other_consumers_dead_letters_are(staff, monkeypatch, settings):
     # Given: this process hosts only payments; the orders deployment's database is known to it.
     monkeypatch.setattr("config.overview.local_consumers", lambda: ["payments"])
-    settings.DEPLOYMENT_DATABASE_URLS = {"orders": "sqlite:////srv/split/orders.sqlite3"}
+    settings.MESSAGING = {
+        **settings.MESSAGING,
+        "DEPLOYMENT_DATABASE_URLS": {"orders": "sqlite:////srv/split/orders.sqlite3"},
+    }
     settings.DEBUG = True
 
     response = staff.get("/admin/overview/")

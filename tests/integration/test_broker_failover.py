@@ -15,14 +15,14 @@ def no_failed_nodes(monkeypatch):
 def test_the_first_node_that_answers_is_used_and_one_that_failed_is_tried_last(settings):
     live = settings.BROKER_URL
     refused = CLOSED_PORT_NODE + live.rsplit("/", 1)[1]
-    settings.BROKER_URL = f"{refused};{live}"
+    settings.MESSAGING = {**settings.MESSAGING, "BROKER_URL": f"{refused};{live}"}
     session = BrokerSession(declare_topology=False)
 
     connection = session.open()  # node 1 refuses: node 2
     assert connection.connected and connection.port == 5672
     session.close()
 
-    settings.BROKER_URL = f"{live};{refused}"
+    settings.MESSAGING = {**settings.MESSAGING, "BROKER_URL": f"{live};{refused}"}
     assert broker.node_urls() == [live, refused]  # as configured
     assert session.open().port == 5672
     session.drop()  # as after a failure of its node

@@ -10,6 +10,7 @@ import uuid
 from decimal import Decimal
 
 import pytest
+from django.conf import settings
 from django.test import override_settings
 from reliable_messaging.dispatch import Decision, Outcome, decide
 from reliable_messaging.models import InboxMessage, OutboxMessage
@@ -160,7 +161,7 @@ def test_what_no_honest_producer_sends_is_a_dead_letter_and_changes_nothing(
     assert not InboxMessage.objects.exists()
 
 
-@override_settings(CURRENCY="EUR")
+@override_settings(MESSAGING={**settings.MESSAGING, "CURRENCY": "EUR"})
 def test_the_currency_checked_is_the_configured_one():
     assert deliver("shipping", "orders.order.confirmed", forged.order_confirmed(FORGED_ID)).error == (
         "orders.order.confirmed v1 at currency: 'USD' is not a 'system-currency'"
