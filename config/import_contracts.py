@@ -34,13 +34,13 @@ def render(contexts: list[str]) -> str:
     return f"""{SECTION}
 # Generated from the installed contexts by `python manage.py import_contracts --write` (startcontext
 # runs it): do not edit by hand; config/import_contracts.py is the template.
-root_packages = {listed(["config", "kernel", BUS, *contexts, "faultlib"])}
+root_packages = {listed(["config", "operations", "kernel", BUS, *contexts, "faultlib"])}
 include_external_packages = true
 
 [[tool.importlinter.contracts]]
-name = "Layers: the composition root, the contexts, the shared kernel, the bus (an installed library)"
+name = "Layers: the composition root, the contexts, the operator's views, the shared kernel, the bus (a library)"
 type = "layers"
-layers = {listed(["config", " | ".join(contexts), "kernel", BUS])}
+layers = {listed(["config", " | ".join(contexts), "operations", "kernel", BUS])}
 containers = []
 exhaustive = false
 
@@ -60,7 +60,16 @@ forbidden_modules = {listed(["config", "kernel", "faultlib", *contexts])}
 name = "The shared kernel imports no context and not the composition root"
 type = "forbidden"
 source_modules = ["kernel"]
-forbidden_modules = {listed(["config", *contexts])}
+forbidden_modules = {listed(["config", "operations", *contexts])}
+
+[[tool.importlinter.contracts]]
+name = "The operator's views read the bus through its public modules only, and no context"
+type = "forbidden"
+source_modules = ["operations"]
+forbidden_modules = {listed([f"{BUS}.**", *contexts])}
+ignore_imports = {listed([f"operations.** -> {BUS}.operator"])}
+unmatched_ignore_imports_alerting = "none"
+allow_indirect_imports = true
 
 [[tool.importlinter.contracts]]
 name = "Contexts use only the bus's public modules (api, operator; testing in their own tests)"
@@ -74,13 +83,13 @@ allow_indirect_imports = true
 [[tool.importlinter.contracts]]
 name = "The application never imports the fault library (faultlib: tests, chaos and bench only)"
 type = "forbidden"
-source_modules = {listed(["config", "kernel", BUS, *contexts])}
+source_modules = {listed(["config", "operations", "kernel", BUS, *contexts])}
 forbidden_modules = ["faultlib"]
 
 [[tool.importlinter.contracts]]
 name = "Only the bus talks to the broker (kombu, py-amqp)"
 type = "forbidden"
-source_modules = {listed(["config", "kernel", *contexts])}
+source_modules = {listed(["config", "operations", "kernel", *contexts])}
 forbidden_modules = ["kombu", "amqp"]
 allow_indirect_imports = true
 """

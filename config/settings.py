@@ -115,6 +115,7 @@ INSTALLED_APPS = [
     "drf_spectacular_sidecar",  # Swagger UI served from our own static files, no CDN
     "csp",
     "reliable_messaging",
+    "operations",  # the operator's views of the saga, read through the bus (operations/apps.py)
     *(d.package for d in _DECLARATIONS if d.name in CONTEXTS),
     "config.apps.ShopConfig",  # tracing (config.telemetry), set up once the contexts are; prepare_deployment
 ]
@@ -167,7 +168,7 @@ WSGI_APPLICATION = "config.wsgi.application"
 TEMPLATES = [
     {
         "BACKEND": "django.template.backends.django.DjangoTemplates",
-        "DIRS": [BASE_DIR / "config" / "templates", BASE_DIR / "kernel" / "templates"],
+        "DIRS": [BASE_DIR / "config" / "templates"],
         "APP_DIRS": True,
         "OPTIONS": {
             "context_processors": [

@@ -12,7 +12,7 @@ from config.errors import allow_methods
 from config.favicon import favicon_view
 from config.health import HealthApi, ReadinessApi
 from config.metrics import metrics_view
-from config.overview import overview_view
+from operations.overview import overview_view
 
 admin.site.site_header = "Saga shop operations"
 admin.site.site_title = "Saga shop"

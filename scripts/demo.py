@@ -44,7 +44,7 @@ from reliable_messaging.models import InboxMessage, OutboxMessage  # noqa: E402
 from reliable_messaging.operator import timeline_for, timeline_waiting  # noqa: E402
 from reliable_messaging.publisher import BatchPublisher  # noqa: E402
 
-from orders.swimlane import saga_swimlane  # noqa: E402
+from operations.swimlane import saga_swimlane  # noqa: E402
 
 if "payments" in settings.CONTEXTS:
     from payments.gateway import gateway

@@ -176,7 +176,7 @@ def test_a_failed_or_cancelled_order_gets_its_own_colour_and_words(staff, order_
 
 def test_a_split_deployment_says_what_it_cannot_know_and_where_to_look(staff, order_id, monkeypatch, settings):
     # Given: this process hosts only orders (and the event log); payments' database is known to it.
-    monkeypatch.setattr("orders.admin_timeline.local_consumers", lambda: ["orders", "events"])
+    monkeypatch.setattr("operations.saga_page.local_consumers", lambda: ["orders", "events"])
     settings.MESSAGING = {
         **settings.MESSAGING,
         "DEPLOYMENT_DATABASE_URLS": {
@@ -407,7 +407,7 @@ def test_the_overview_counts_backlog_dead_letters_and_stuck_orders(staff, order_
 
 def test_a_split_deployments_overview_says_where_the_other_consumers_dead_letters_are(staff, monkeypatch, settings):
     # Given: this process hosts only payments; the orders deployment's database is known to it.
-    monkeypatch.setattr("config.overview.local_consumers", lambda: ["payments"])
+    monkeypatch.setattr("operations.overview.local_consumers", lambda: ["payments"])
     settings.MESSAGING = {
         **settings.MESSAGING,
         "DEPLOYMENT_DATABASE_URLS": {"orders": "sqlite:////srv/split/orders.sqlite3"},

@@ -105,7 +105,7 @@ def test_the_import_contracts_cover_every_context_of_the_tree():
     assert {"inventory", "shipping", "orchestrator"} <= set(contexts[2:])
     assert "bench" not in contexts and len(contexts) == len(set(contexts))
     layers = tomllib.loads(render(["a", "b"]))["tool"]["importlinter"]["contracts"][0]["layers"]
-    assert layers == ["config", "a | b", "kernel", "reliable_messaging"]
+    assert layers == ["config", "a | b", "operations", "kernel", "reliable_messaging"]
 
 
 def test_each_queue_is_bound_to_exactly_the_keys_its_context_declares():

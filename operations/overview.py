@@ -11,7 +11,6 @@ from django.contrib import admin
 from django.template.response import TemplateResponse
 from django.utils import timezone
 from django.utils.safestring import mark_safe
-from reliable_messaging.declarations import installed
 from reliable_messaging.operator import (
     command_in_deployment,
     dead_letter_counts_by_state,
@@ -20,6 +19,7 @@ from reliable_messaging.operator import (
     outbox_backlog_history,
     system_consumers,
 )
+from reliable_messaging.operator import installed_contexts as installed
 
 from kernel.charts import horizontal_bars, line_chart
 from kernel.operations import overview_sections

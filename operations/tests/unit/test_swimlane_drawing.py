@@ -14,7 +14,7 @@ from reliable_messaging.operator import (
     timeline_waiting,
 )
 
-from orders.swimlane import COLORS, GUTTER, LANE_HEIGHT, MAX_COLUMN, RADIUS, TOP, saga_swimlane, waiting_reasons
+from operations.swimlane import COLORS, GUTTER, LANE_HEIGHT, MAX_COLUMN, RADIUS, TOP, saga_swimlane, waiting_reasons
 
 SVG = "{http://www.w3.org/2000/svg}"
 STARTED = datetime(2026, 11, 24, 18, 0, tzinfo=UTC)
