@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import pytest
 from reliable_messaging.api import IncomingEvent, InvalidPayload
-from reliable_messaging.testing import published
+from reliable_messaging.testing import Outcome, assert_no_second_effect, deliver, example_payload, published
 
 from shipping import handlers
 from shipping.models import Shipment
@@ -84,3 +84,28 @@ def test_a_payload_without_an_order_id_or_with_a_strange_previous_status_is_refu
     with pytest.raises(InvalidPayload, match="previous_status must be PENDING or CONFIRMED, not 'FAILED'"):
         handlers.on_order_cancelled(event("orders.order.cancelled", uuid.uuid4(), previous_status="FAILED"))
     assert Shipment.objects.count() == 0
+
+
+@pytest.mark.django_db
+def test_a_confirmation_delivered_through_the_inbox_prepares_one_shipment_and_announces_it_once():
+    payload = example_payload("orders.order.confirmed")
+    order_id = payload["order_id"]
+
+    first = assert_no_second_effect(
+        "shipping",
+        "orders.order.confirmed",
+        payload,
+        effect=lambda: list(Shipment.objects.values_list("order_id", "status")),
+        correlation_id=order_id,
+    )
+
+    assert list(Shipment.objects.values_list("order_id", "status")) == [(uuid.UUID(order_id), "PREPARING")]
+    assert [(e.event_type, e.payload["order_id"]) for e in first.published] == [("shipping.shipment.created", order_id)]
+
+
+@pytest.mark.django_db
+def test_a_confirmation_its_schema_refuses_is_a_dead_letter_with_no_shipment():
+    delivered = deliver("shipping", "orders.order.confirmed", {"order_id": "not-a-uuid"})
+
+    assert (delivered.outcome, delivered.reason) == (Outcome.DEAD_LETTER, "invalid_payload")
+    assert (Shipment.objects.count(), delivered.published) == (0, [])
