@@ -3,8 +3,8 @@
 A context's declaration is data, not code: its name, the routing keys its queue is bound to
 and the handler of each (``consumes``; ``obeys`` for the orchestrator's commands, bound only
 where the orchestrator is installed), the events it publishes (and how the swimlane colours
-them), its commands, and what its deployment runs and migrates. ``config.settings.INSTALLED_CONTEXTS``
-lists the installed packages; ``CONTEXTS`` picks the ones a deployment hosts.
+them), its commands, and what its deployment runs and migrates. ``MESSAGING["DECLARED_CONTEXTS"]``
+lists the declared packages; ``CONTEXTS`` picks the ones a deployment hosts.
 
 A deployment reads the declarations of the contexts it hosts and of every other installed
 context whose declaration its tree carries (``known_packages``): each relay and consumer
@@ -97,8 +97,8 @@ def read_declaration(base_dir: Path, package: str) -> ContextDeclaration:
     except FileNotFoundError:
         raise DeclarationError(
             f"{where} is missing: a deployment's tree carries the declaration of every context it hosts "
-            f"(and the monolith of every installed one, INSTALLED_CONTEXTS in config/settings.py); copy it "
-            f"or remove {package!r} from that list"
+            f"(and a monolith every declared one: MESSAGING['DECLARED_CONTEXTS']); copy it or remove {package!r} "
+            f"from that list"
         ) from None
     except tomllib.TOMLDecodeError as exc:
         raise DeclarationError(f"{where}: {exc}") from None

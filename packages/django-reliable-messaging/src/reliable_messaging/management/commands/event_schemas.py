@@ -27,5 +27,5 @@ class Command(BaseCommand):
             raise CommandError("\n".join(problems))
         if snapshot:
             for name in write_snapshots(known, snapshot_dir()):
-                self.stdout.write(f"wrote docs/schemas-snapshot/{name}")
+                self.stdout.write(f"wrote {snapshot_dir() / name}")
         self.stdout.write(f"{len(known)} event schemas, none breaks its snapshot")
