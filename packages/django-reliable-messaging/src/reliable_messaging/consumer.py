@@ -14,43 +14,52 @@ Acks: one ack with ``multiple`` covers a whole batch when every delivery still u
 channel up to its last tag belongs to the batch (one channel carries several consumers, and
 their ``_dead_letters`` consumers); otherwise each message is acked alone. The filesystem broker
 ignores ``multiple``, so there every message is acked alone.
+
+The parts: the loop, its connection and its two kinds of deliveries here, with the dead letters
+stored (``store_dead_letter``); a batch decided and settled in ``reliable_messaging.consumer_batch``.
 """
 
 import functools
 import logging
 import time
-from contextlib import nullcontext
 
-import structlog
 from django.db import DatabaseError
-from django.utils import timezone
 from kombu import Consumer
 
-from reliable_messaging import broker, metrics, telemetry
+from reliable_messaging import broker
 from reliable_messaging.conf import queue_name, setting
+from reliable_messaging.consumer_batch import (
+    BatchSettling,
+    DatabaseDown,
+    RetryNotPublished,
+    delivery_of,
+    log_context,
+    raw_body,
+)
 from reliable_messaging.dead_letters import dead_letter_record
-from reliable_messaging.dispatch import Decision, Delivery, Outcome, decide_batch
+from reliable_messaging.dispatch import Decision, Delivery
 from reliable_messaging.edge import death_of, instant_within_window
-from reliable_messaging.envelope import ATTEMPT_HEADER, Envelope
-from reliable_messaging.faults import fault_point
 from reliable_messaging.health import database_reachable
 from reliable_messaging.heartbeat import HandlerHeartbeat
 from reliable_messaging.lifecycle import DATABASE_BACKOFF_MAX, Backoff, Stopper, drop_broken_db_connections
 from reliable_messaging.publisher import BatchPublisher, ConfirmTimeout
 from reliable_messaging.session import BrokerSession
 
+# What other modules import from here (defined in consumer_batch, re-exported).
+__all__ = [
+    "ConsumerWorker",
+    "DatabaseDown",
+    "RetryNotPublished",
+    "delivery_of",
+    "log_context",
+    "raw_body",
+    "store_dead_letter",
+]
+
 logger = logging.getLogger(__name__)
 
 
-class DatabaseDown(Exception):
-    """The database cannot be reached: stop consuming until it is back."""
-
-
-class RetryNotPublished(Exception):
-    """The broker did not take a retry; the original is requeued instead."""
-
-
-class ConsumerWorker:
+class ConsumerWorker(BatchSettling):
     def __init__(
         self,
         consumers: list[str],
@@ -187,147 +196,6 @@ class ConsumerWorker:
         self._unsettled.add(message.delivery_tag)
         self._arrived.append((consumer, message))
 
-    def _handle_batch(self) -> None:
-        arrived, self._arrived = self._arrived, []
-        # A handler's error may have broken any connection of the process (the gateway's too):
-        # replace broken ones now, or every later message would fail on them until a restart.
-        drop_broken_db_connections()
-        started = time.monotonic()
-        batch = telemetry.batch_span(consumers=sorted({c for c, _ in arrived}), size=len(arrived))
-        deliveries = [delivery_of(consumer, message, batch) for consumer, message in arrived]
-        unended = {id(d.span): d.span for d in deliveries}
-        try:
-            with self._heartbeat.handling() if self._heartbeat else nullcontext():
-                with telemetry.current(batch) if batch is not None else nullcontext():
-                    decisions = decide_batch(deliveries)
-            if any(d.outcome is Outcome.DATABASE_DOWN for d in decisions):
-                for _, message in arrived:
-                    self._requeue(message)
-                self._count(deliveries, ["database_down"] * len(deliveries), started)
-                raise DatabaseDown(next(d.error for d in decisions if d.outcome is Outcome.DATABASE_DOWN))
-            outcomes, to_ack = [], []
-            for (consumer, message), delivery, decision in zip(arrived, deliveries, decisions, strict=True):
-                with structlog.contextvars.bound_contextvars(**log_context(delivery)):
-                    outcome = self._settle_failure(consumer, message, delivery, decision)
-                    outcomes.append(outcome)
-                    telemetry.end_with_outcome(
-                        unended.pop(id(delivery.span)), outcome=outcome.value, reason=decision.reason,
-                        error=decision.error,
-                    )  # fmt: skip
-                    if decision.outcome in (Outcome.HANDLED, Outcome.DUPLICATE):
-                        logger.info("handled" if decision.outcome is Outcome.HANDLED else "duplicate: already handled, "
-                                    "acked without effect")  # fmt: skip
-                        to_ack.append(message)
-            for consumer in sorted({consumer for consumer, _ in arrived}):
-                fault_point(f"consumer.{consumer}.before_ack")
-            self._ack(to_ack)
-            self._count(deliveries, [o.value for o in outcomes], started)
-            metrics.consumer_batch(len(arrived))
-        finally:
-            # Whatever stopped the batch (the database, the broker), its spans end, as errors.
-            for span in unended.values():
-                telemetry.end_with_outcome(span, outcome="database_down", reason="interrupted")
-            if batch is not None:
-                batch.end()
-
-    def _settle_failure(self, consumer, message, delivery: Delivery, decision: Decision) -> Outcome:
-        """Retry or dead-letter a failed message (its ack comes with that); what was done."""
-        outcome = decision.outcome
-        if outcome in (Outcome.HANDLED, Outcome.DUPLICATE):
-            return outcome
-        if outcome is Outcome.RETRY and decision.event.attempt < self.max_attempts:
-            self._retry(consumer, message, delivery, decision)
-            return Outcome.RETRY
-        attempts = decision.event.attempt if decision.event else 1
-        self._dead_letter(consumer, message, delivery, decision, attempts)
-        return Outcome.DEAD_LETTER
-
-    def _count(self, deliveries: list[Delivery], outcomes: list[str], started: float) -> None:
-        seconds = (time.monotonic() - started) / max(1, len(deliveries))
-        for delivery, outcome in zip(deliveries, outcomes, strict=True):
-            metrics.consumer_message(
-                delivery.consumer, str(delivery.headers.get("event_type") or "-"), outcome, seconds
-            )
-
-    # --- settling: every ack, requeue and reject goes through here -----------------------------
-    def _ack(self, messages: list) -> None:
-        if not messages:
-            return
-        tags = {m.delivery_tag for m in messages}
-        last = max(messages, key=lambda m: m.delivery_tag)
-        if self.session.amqp and len(messages) > 1 and {t for t in self._unsettled if t <= last.delivery_tag} == tags:
-            last.ack(multiple=True)
-            self._unsettled -= tags
-            return
-        for message in messages:
-            message.ack()
-            self._unsettled.discard(message.delivery_tag)
-
-    def _requeue(self, message) -> None:
-        message.requeue()
-        self._unsettled.discard(message.delivery_tag)
-
-    def _reject(self, message) -> None:
-        message.reject(requeue=False)
-        self._unsettled.discard(message.delivery_tag)
-
-    def _retry(self, consumer, message, delivery: Delivery, decision: Decision) -> None:
-        attempt = decision.event.attempt
-        delay = broker.retry_delay_for(attempt)
-        target = broker.retry_queue_name(consumer, delay) if self.session.amqp else queue_name(consumer)
-        headers = delivery.headers
-        retry_headers = {
-            **headers,
-            ATTEMPT_HEADER: attempt + 1,
-            "x-first-failed-at": headers.get("x-first-failed-at") or timezone.now().isoformat(),
-            "x-last-error": decision.error[:500],
-            "x-original-routing-key": headers.get("x-original-routing-key") or delivery.routing_key,
-        }
-        envelope = Envelope(
-            message_id=str(delivery.properties.get("message_id")),
-            exchange="",
-            routing_key=target,
-            body=delivery.body,
-            correlation_id=str(delivery.properties.get("correlation_id") or ""),
-            headers=retry_headers,
-        )
-        try:
-            result = self._retry_publisher.publish([envelope])
-        except Exception:
-            self._requeue(message)
-            raise
-        if result.failed:
-            self._requeue(message)
-            raise RetryNotPublished(result.failed[envelope.message_id])
-        # Only RabbitMQ delays a retry (a delay queue's TTL); the filesystem broker has no TTL, so
-        # there the message is back in its queue at once, and the log says so.
-        when = f"in {delay:.1f}s" if self.session.amqp else "now (the embedded broker cannot delay it)"
-        logger.warning("handler failed, retry %d of %d %s: %s", attempt, self.max_attempts - 1, when, decision.error)
-        self._ack([message])
-
-    def _dead_letter(self, consumer, message, delivery: Delivery, decision: Decision, attempts: int) -> None:
-        first_failed = delivery.headers.get("x-first-failed-at")
-        try:
-            store_dead_letter(
-                consumer=consumer,
-                body=delivery.body,
-                properties=delivery.properties,
-                headers=delivery.headers,
-                routing_key=delivery.routing_key,
-                reason=decision.reason,
-                error=decision.error,
-                traceback=decision.traceback,
-                attempts=attempts,
-                first_failed_at=instant_within_window(first_failed),
-            )
-        except DatabaseDown:
-            if self.session.amqp:
-                self._reject(message)  # the broker keeps it in <queue>_dead_letters until the database is back
-            else:
-                self._requeue(message)
-            raise
-        self._ack([message])
-
     def _on_dead_lettered(self, consumer: str, message) -> None:
         """A message RabbitMQ dead-lettered (delivery limit, reject): move it to the table."""
         self._last_delivery = time.monotonic()
@@ -354,6 +222,30 @@ class ConsumerWorker:
             raise
         self._ack([message])
 
+    # --- dead letters: stored here, beside store_dead_letter ----------------------------------
+    def _dead_letter(self, consumer, message, delivery: Delivery, decision: Decision, attempts: int) -> None:
+        first_failed = delivery.headers.get("x-first-failed-at")
+        try:
+            store_dead_letter(
+                consumer=consumer,
+                body=delivery.body,
+                properties=delivery.properties,
+                headers=delivery.headers,
+                routing_key=delivery.routing_key,
+                reason=decision.reason,
+                error=decision.error,
+                traceback=decision.traceback,
+                attempts=attempts,
+                first_failed_at=instant_within_window(first_failed),
+            )
+        except DatabaseDown:
+            if self.session.amqp:
+                self._reject(message)  # the broker keeps it in <queue>_dead_letters until the database is back
+            else:
+                self._requeue(message)
+            raise
+        self._ack([message])
+
 
 def store_dead_letter(**fields) -> None:
     """Store a dead letter; ``DatabaseDown`` only when the database does not answer.
@@ -375,45 +267,3 @@ def store_dead_letter(**fields) -> None:
             dead_letter_record(**{**fields, "properties": {}, "headers": {}, "error": error})
         except DatabaseError:
             raise DatabaseDown("could not store a dead letter") from None
-
-
-def delivery_of(consumer: str, message, batch=None) -> Delivery:
-    """The delivery, with its CONSUMER span started (a child of the context the message carries)."""
-    properties = {k: v for k, v in message.properties.items() if k != "application_headers"}
-    headers = dict(message.headers or {})
-    routing_key = message.delivery_info.get("routing_key", "")
-    span = telemetry.consumer_span(
-        headers=headers,
-        consumer=consumer,
-        event_type=str(headers.get("event_type") or routing_key),
-        exchange=message.delivery_info.get("exchange") or "amq.default",
-        routing_key=routing_key,
-        message_id=str(properties.get("message_id") or ""),
-        correlation_id=str(properties.get("correlation_id") or ""),
-        batch=batch,
-    )
-    return Delivery(
-        consumer=consumer,
-        body=raw_body(message),
-        properties=properties,
-        headers=headers,
-        routing_key=routing_key,
-        span=span,
-    )
-
-
-def log_context(delivery: Delivery) -> dict:
-    return {
-        "consumer": delivery.consumer,
-        "message_id": str(delivery.properties.get("message_id") or "-"),
-        "event_type": str(delivery.headers.get("event_type") or "-"),
-        "correlation_id": str(delivery.properties.get("correlation_id") or "-"),
-        "trace_id": "-",
-        **(telemetry.ids_of(delivery.span) if delivery.span is not None else {}),
-    }
-
-
-def raw_body(message) -> bytes:
-    """The body as bytes: py-amqp hands over a str when it could decode the content encoding."""
-    body = message.body
-    return body.encode(message.content_encoding or "utf-8") if isinstance(body, str) else bytes(body)

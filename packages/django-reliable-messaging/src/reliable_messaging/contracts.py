@@ -13,112 +13,41 @@ A reader knows its producers' versions from their schemas in its tree: beside th
 declarations, or, for a producer whose declaration it does not carry (a deployment that joined
 alone), in the shared folder ``EVENT_SCHEMAS_DIR``. A consumed event with no schema at all stops
 the process at start-up: a message is never read unchecked.
+
+The parts: the schemas as read from their files (``reliable_messaging.schema_catalog``), the
+readers (``reliable_messaging.readings``); here, the validation, the writers and the start-up check.
 """
 
-import json
-import re
 from collections.abc import Callable
-from dataclasses import dataclass
 from functools import cache
-from pathlib import Path
 
 from jsonschema import Draft202012Validator, FormatChecker
 from jsonschema.exceptions import best_match
 
-from reliable_messaging.conf import contexts_dir, setting
-from reliable_messaging.declarations import ContextDeclaration, DeclarationError, hosted, installed, schema_folder
+from reliable_messaging.conf import setting
+from reliable_messaging.declarations import hosted, installed
+from reliable_messaging.dotted import resolve
+from reliable_messaging.readings import Reading, reading_of
+from reliable_messaging.schema_catalog import (
+    ContractError,
+    EventSchema,
+    newest_version,
+    read_schemas,
+    read_shared_schemas,
+    schemas,
+)
 
-_SCHEMA_FILE = re.compile(r"^(?P<event_type>[a-z0-9_.]+)\.v(?P<version>[1-9][0-9]*)\.json$")
-
-
-class ContractError(DeclarationError):
-    """The schemas, upcasters, downcasters or EVENT_VERSIONS do not fit together."""
-
-
-@dataclass(frozen=True)
-class EventSchema:
-    event_type: str
-    version: int
-    schema: dict
-    path: Path
-
-
-def read_schemas(base_dir: Path, declarations) -> dict[tuple[str, int], EventSchema]:
-    """Every schema the declarations' folders hold, by (event type, version), checked: each
-    published event has versions 1..N, and a file names only an event its context publishes."""
-    found: dict[tuple[str, int], EventSchema] = {}
-    for declaration in declarations:
-        folder = schema_folder(base_dir, declaration)
-        if folder is None:
-            if declaration.publishes:
-                raise ContractError(
-                    f'{declaration.package}/context.toml: declare schemas = "schemas" (a JSON Schema per event)'
-                )
-            continue
-        for path in sorted(folder.glob("*.json")):
-            match = _SCHEMA_FILE.match(path.name)
-            if not match or match["event_type"] not in declaration.publishes:
-                raise ContractError(f"{path.relative_to(base_dir)}: not <event {declaration.name} publishes>.v<N>.json")
-            schema = json.loads(path.read_text())
-            try:
-                Draft202012Validator.check_schema(schema)
-            except Exception as exc:  # noqa: BLE001 - SchemaError, named with its file
-                raise ContractError(f"{path.relative_to(base_dir)}: not a valid JSON Schema: {exc}") from None
-            key = (match["event_type"], int(match["version"]))
-            found[key] = EventSchema(*key, schema=schema, path=path)
-        for event_type in declaration.publishes:
-            versions = sorted(v for (e, v) in found if e == event_type)
-            if versions != list(range(1, len(versions) + 1)) or not versions:
-                raise ContractError(
-                    f"{folder.relative_to(base_dir)}: {event_type} needs a schema for each version from 1, "
-                    f"has {versions}"
-                )
-    return found
-
-
-def read_shared_schemas(folder: Path, declared: set[str]) -> dict[tuple[str, int], EventSchema]:
-    """The schemas of ``folder`` (``<event type>.v<N>.json``) of events no known context publishes,
-    checked as a producer's are: valid JSON Schemas, each event with every version from 1."""
-    found: dict[tuple[str, int], EventSchema] = {}
-    for path in sorted(folder.glob("*.json")):
-        match = _SCHEMA_FILE.match(path.name)
-        if not match:
-            raise ContractError(f"{path}: not <event type>.v<N>.json (EVENT_SCHEMAS_DIR)")
-        if match["event_type"] in declared:
-            continue  # its producer's own schemas, beside its declaration, are the ones read
-        try:
-            schema = json.loads(path.read_text())
-            Draft202012Validator.check_schema(schema)
-        except Exception as exc:  # noqa: BLE001 - JSONDecodeError, SchemaError: named with the file
-            raise ContractError(f"{path}: not a valid JSON Schema: {exc}") from None
-        key = (match["event_type"], int(match["version"]))
-        found[key] = EventSchema(*key, schema=schema, path=path)
-    for event_type in {e for e, _ in found}:
-        versions = sorted(v for (e, v) in found if e == event_type)
-        if versions != list(range(1, len(versions) + 1)):
-            raise ContractError(f"{folder}: {event_type} needs a schema for each version from 1, has {versions}")
-    return found
-
-
-@cache
-def _installed_schemas(base_dir: Path, packages: tuple[str, ...], shared: str) -> dict[tuple[str, int], EventSchema]:
-    declarations = installed()
-    found = read_schemas(base_dir, declarations)
-    if shared:
-        folder = base_dir / shared  # a relative folder is the tree's; an absolute one stays as it is
-        if not folder.is_dir():
-            raise ContractError(f"EVENT_SCHEMAS_DIR={shared}: no such folder")
-        found |= read_shared_schemas(folder, {e for d in declarations for e in d.publishes})
-    return found
-
-
-def schemas() -> dict[tuple[str, int], EventSchema]:
-    return _installed_schemas(contexts_dir(), tuple(setting("DECLARED_CONTEXTS")), setting("EVENT_SCHEMAS_DIR") or "")
-
-
-def newest_version(event_type: str) -> int:
-    """The newest version of ``event_type`` this tree knows (1 for an event nobody declares)."""
-    return max((v for (e, v) in schemas() if e == event_type), default=1)
+# What other modules import from here (defined in schema_catalog and readings, re-exported).
+__all__ = [
+    "ContractError",
+    "EventSchema",
+    "Reading",
+    "newest_version",
+    "read_schemas",
+    "read_shared_schemas",
+    "reading_of",
+    "schemas",
+]
 
 
 # ``"format": "system-currency"``: the one currency of the system (settings ``CURRENCY``, the same
@@ -155,45 +84,6 @@ def validation_error(event_type: str, version: int, payload) -> str:
     return f"{event_type} v{version} at {where}: {error.message}"
 
 
-def _resolve(dotted: str) -> Callable:
-    from reliable_messaging.registry import resolve
-
-    return resolve(dotted)
-
-
-# --- Readers -----------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Reading:
-    """How a consumer reads one event type: the versions it accepts and the upcasters between them."""
-
-    newest: int
-    upcasters: tuple[Callable, ...]  # upcasters[i]: version i+1 -> i+2
-
-    @property
-    def versions(self) -> tuple[int, ...]:
-        return tuple(range(1, self.newest + 1))
-
-    def upcast(self, version: int, payload: dict) -> dict:
-        for step in self.upcasters[version - 1 :]:
-            payload = step(payload)
-        return payload
-
-
-def reading_of(declaration: ContextDeclaration, event_type: str) -> Reading:
-    """What ``declaration``'s consumer accepts of ``event_type``: every version its producer's
-    schemas name here, with one upcaster per step (checked)."""
-    newest = newest_version(event_type)
-    steps = declaration.upcasters.get(event_type, ())
-    if len(steps) != newest - 1:
-        raise ContractError(
-            f"{declaration.package}/context.toml: {event_type} has versions 1..{newest}; its reader needs "
-            f"{newest - 1} upcaster(s) under [upcasters] (v1 -> v2, ...), not {len(steps)}"
-        )
-    return Reading(newest, tuple(_resolve(step) for step in steps))
-
-
 # --- Writers -----------------------------------------------------------------------------------
 
 
@@ -228,7 +118,7 @@ def pinned_versions() -> dict[str, int]:
 def _downcasters(event_type: str) -> tuple[Callable, ...]:
     for declaration in installed():
         if event_type in declaration.publishes:
-            return tuple(_resolve(step) for step in declaration.downcasters.get(event_type, ()))
+            return tuple(resolve(step) for step in declaration.downcasters.get(event_type, ()))
     return ()
 
 

@@ -7,10 +7,10 @@ queue (``reliable_messaging.topology``) and names the handler here, so the two c
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from importlib import import_module
 
-from reliable_messaging.contracts import Reading, reading_of
 from reliable_messaging.declarations import ContextDeclaration
+from reliable_messaging.dotted import resolve
+from reliable_messaging.readings import Reading, reading_of
 from reliable_messaging.topology import ANY_EVENT, consumers, queue_bindings
 
 
@@ -55,15 +55,6 @@ def register_handler(
     if reading is not None:
         schema_versions = reading.versions
     handlers[event_type] = HandlerSpec(consumer, event_type, handler, tuple(schema_versions), bulk_handler, reading)
-
-
-def resolve(dotted: str) -> Callable:
-    """``package.module.function`` -> the function; ImportError or AttributeError name the path."""
-    module, _, name = dotted.rpartition(".")
-    try:
-        return getattr(import_module(module), name)
-    except AttributeError:
-        raise AttributeError(f"handler {dotted}: {module} has no {name}") from None
 
 
 def register_declared(declaration: ContextDeclaration) -> None:
