@@ -9,6 +9,7 @@ import time
 import urllib.request
 import uuid
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 from bench import bus
 from bench.common import BASE_DIR, Bench, free_port, median, percentile, progress
@@ -25,14 +26,14 @@ PACED_RATE = 10.0  # orders/s, well below what the saga sustains here
 PACED_SECONDS = 10
 
 
-def consumer_rate(bench: Bench, env: dict[str, str] | None = None) -> float:
-    """Messages/s of one consumer process (``run_consumers bench``) through its preloaded queue,
-    from its first inbox row to its last."""
+def consumer_rate(bench: Bench, env: dict[str, str] | None = None, cwd: Path = BASE_DIR) -> float:
+    """Messages/s of one consumer process (``run_consumers bench``, of this tree or of ``cwd``)
+    through its preloaded queue, from its first inbox row to its last."""
     bus.purge()
     bench.db.run("TRUNCATE messaging_inbox")
     bench.worker("preload", CONSUMER_MESSAGES, TICK)
     bus.wait_depth("bench_queue", CONSUMER_MESSAGES, 60)
-    consumer = bench.procs.manage("consumer", "run_consumers", "bench", env=env)
+    consumer = bench.procs.manage("consumer", "run_consumers", "bench", env=env, cwd=cwd)
     try:
         bench.db.wait(
             lambda: bench.db.one("SELECT count(*) FROM messaging_inbox")[0] >= CONSUMER_MESSAGES,

@@ -1,5 +1,6 @@
 """What every benchmark needs: the environment, the database, child processes, progress."""
 
+import io
 import json
 import os
 import signal
@@ -7,6 +8,7 @@ import socket
 import statistics
 import subprocess
 import sys
+import tarfile
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -162,10 +164,13 @@ class Processes:
         lines = proc.log_path.read_text(errors="replace").strip().splitlines()  # type: ignore[attr-defined]
         return lines[-1] if lines else ""
 
-    def manage(self, name: str, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen:
+    def manage(
+        self, name: str, *args: str, env: dict[str, str] | None = None, cwd: Path = BASE_DIR
+    ) -> subprocess.Popen:
+        """``manage.py`` of this tree, or of another (``cwd``: a past release's, figure 13)."""
         if args and args[0] == "run_consumers":
             self.ensure_gateway()
-        return self.start(name, [PY, "manage.py", *args], env)
+        return self.start(name, [PY, "manage.py", *args], env, cwd=cwd)
 
     def ensure_gateway(self) -> None:
         """The fake gateway's HTTP service that payments' consumers call, started once (on a free
@@ -230,9 +235,11 @@ class Bench:
         out = self.procs.run([PY, "-m", "bench.workers", name, *map(str, args)], timeout=timeout)
         return json.loads(out.strip().splitlines()[-1])
 
-    def start_relays(self, count: int, env: dict[str, str] | None = None) -> list[subprocess.Popen]:
+    def start_relays(
+        self, count: int, env: dict[str, str] | None = None, cwd: Path = BASE_DIR
+    ) -> list[subprocess.Popen]:
         """Start relays and wait until each listens (idle, connected, topology declared)."""
-        relays = [self.procs.manage("relay", "run_outbox_relay", env=env) for _ in range(count)]
+        relays = [self.procs.manage("relay", "run_outbox_relay", env=env, cwd=cwd) for _ in range(count)]
         loops = count * int({**self.procs.env, **(env or {})}.get("RELAY_PIPELINES", "2"))  # each LISTENs
         self.db.wait(lambda: self.db.relay_backends() >= loops, 60, f"{count} relay(s) to listen")
         return relays
@@ -242,15 +249,31 @@ class Bench:
             self.procs.stop(proc)
 
     def drain(
-        self, rows: int, relays: int, timeout: float = 180, reset: bool = True, env: dict[str, str] | None = None
+        self,
+        rows: int,
+        relays: int,
+        timeout: float = 180,
+        reset: bool = True,
+        env: dict[str, str] | None = None,
+        cwd: Path = BASE_DIR,
     ) -> float:
         """Write ``rows`` in one transaction for idle relays; rows/s from that commit to the last mark."""
         if reset:
             self.db.reset_outbox()
-        procs = self.start_relays(relays, env)
+        procs = self.start_relays(relays, env, cwd)
         try:
             committed = self.db.insert_outbox(rows)
             self.db.wait(lambda: self.db.pending() == 0, timeout, f"{rows} rows relayed", interval=0.2)
             return rows / (self.db.last_published() - committed)
         finally:
             self.stop(procs)
+
+
+def release_tree(root: Path, commit: str) -> Path:
+    """A past release's tree, from git (as ``make upgrade-test`` takes one), run with this venv."""
+    tree = root / f"release-{commit}"
+    tree.mkdir()
+    archive = subprocess.run(["git", "archive", commit], cwd=BASE_DIR, capture_output=True, check=True)
+    with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:
+        tar.extractall(tree, filter="data")
+    return tree

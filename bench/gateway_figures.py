@@ -12,16 +12,13 @@ orders measure the pipeline's depth, not its pace). ``GATEWAY_BENCH_BACKLOG`` (d
 make it smaller.
 """
 
-import io
 import os
-import subprocess
-import tarfile
 import tempfile
 import time
 from pathlib import Path
 
 from bench.app_figures import PROCFILE, place_backlog, seed_product, start_procfile, start_web
-from bench.common import BASE_DIR, PY, Bench, median, progress
+from bench.common import BASE_DIR, PY, Bench, median, progress, release_tree
 
 LATENCIES = [int(ms) for ms in os.environ.get("GATEWAY_BENCH_LATENCIES", "0,50,250,1000").split(",")]
 BACKLOG = int(os.environ.get("GATEWAY_BENCH_BACKLOG", "600"))
@@ -31,12 +28,7 @@ PREVIOUS_RELEASE = "db33bcc"
 
 
 def previous_tree(root: Path) -> Path:
-    tree = root / f"release-{PREVIOUS_RELEASE}"
-    tree.mkdir()
-    archive = subprocess.run(["git", "archive", PREVIOUS_RELEASE], cwd=BASE_DIR, capture_output=True, check=True)
-    with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:
-        tar.extractall(tree, filter="data")
-    return tree
+    return release_tree(root, PREVIOUS_RELEASE)
 
 
 def restart_gateway(bench: Bench, latency_ms: int) -> None:

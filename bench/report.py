@@ -123,6 +123,21 @@ def rows(f: dict) -> list[list[str]]:
     if c := f.get("11_pg_cluster"):
         value = _pair(c["saga_cluster_per_s"], c["saga_single_per_s"], "/s")
         out.append(_row("11 backlog drained, sync PostgreSQL cluster / one server", value, ratio=c["saga_ratio"]))
+    if k := f.get("13_package"):
+        for part, name in (("relay", "13 relay x1"), ("consumer", "13 consumer")):
+            value = _pair(k[f"{part}_package_per_s"], k[f"{part}_previous_per_s"], "/s")
+            ratio, spread = k[f"{part}_ratio"], k[f"{part}_previous_spread"]
+            target = f">= {1 - spread:.2f} (noise)"
+            out.append(
+                _row(
+                    f"{name}, the package / the release before",
+                    value,
+                    "release before",
+                    ratio,
+                    target,
+                    ratio >= 1 - spread,
+                )
+            )
     if s := f.get("12_saga_styles"):
         o, c = s["orchestration"], s["choreography"]
         for key, name, unit in (

@@ -4,8 +4,9 @@ figure 8, the cost of tracing (OpenTelemetry off and on, same run), figure 9, th
 replication (the relay and the saga on the single node and on a three-node cluster, same run),
 figure 10, the saga's pace with the fake gateway answering at 0, 50, 250 and 1,000 ms (same run),
 figure 11, the cost of synchronous replication in PostgreSQL (the saga on one server and on a
-three-member Patroni cluster, same run), and figure 12, the saga choreographed against orchestrated
-(SAGA_STYLE, same run).
+three-member Patroni cluster, same run), figure 12, the saga choreographed against orchestrated
+(SAGA_STYLE, same run), and figure 13, the bus as an installed package against the release before
+(a relay and a consumer, same run).
 
 Runs under scripts/with_test_services.py, which gives it a RabbitMQ vhost of its own
 (``BROKER_URL``) and a database name (``TEST_DATABASE_NAME``); the bench creates that
@@ -13,7 +14,7 @@ database, migrates it and drops it at the end, and ends every process it started
 happens. Prints progress while it runs, a table at the end, and writes the JSON of the run to
 ``bench/results/``.
 
-Usage: bench/run.py [--rounds N] [--only 1-2,3,4,5,6,7,8,9,10,11,12] [--profile]
+Usage: bench/run.py [--rounds N] [--only 1-2,3,4,5,6,7,8,9,10,11,12,13] [--profile]
 """
 
 import argparse
@@ -34,6 +35,7 @@ from bench import (  # noqa: E402
     bus,
     cluster_figures,
     gateway_figures,
+    package_figures,
     pg_cluster_figures,
     relay_figures,
     saga_style_figures,
@@ -65,6 +67,7 @@ FIGURES = {
     "10": gateway_figures.gateway_pace,
     "11": pg_cluster_figures.pg_cluster,
     "12": saga_style_figures.saga_styles,
+    "13": package_figures.package_cost,
 }
 
 
