@@ -1,6 +1,7 @@
 from django.contrib import admin
 from django.utils import timezone
-from django.utils.html import format_html
+from django.utils.html import format_html, format_html_join
+from django.utils.safestring import mark_safe
 
 from kernel.admin import ReadOnlyAdmin
 from kernel.operations import order_panels
@@ -21,10 +22,17 @@ class OrderLineInline(admin.TabularInline):
         return False
 
 
+# Where a saga style may wrap in a narrow column (a soft hyphen: no hyphen shown unless it wraps).
+STYLE_SYLLABLES = {
+    Order.SagaStyle.CHOREOGRAPHY: ("choreo", "graphy"),
+    Order.SagaStyle.ORCHESTRATION: ("orches", "tration"),
+}
+
+
 @admin.register(Order)
 class OrderAdmin(ReadOnlyAdmin):
     list_display = [
-        *("order", "status", "pending_for", "failure_reason", "saga_style", "customer_id", "total"),
+        *("order", "status", "pending_for", "reason", "style", "customer_id", "total"),
         *("created", "updated"),
     ]
     list_display_links = ["order"]
@@ -36,6 +44,21 @@ class OrderAdmin(ReadOnlyAdmin):
 
     def has_view_permission(self, request, obj=None):
         return request.user.is_staff and super().has_view_permission(request, obj)
+
+    # Nine columns beside the sidebar and the filters at 1400 px: their long words may wrap, whole
+    # where the column is wide enough (the filters keep them whole, as the API spells them).
+    @admin.display(description="failure reason", ordering="failure_reason")
+    def reason(self, obj):
+        """``out_of_<wbr>stock``: it may wrap after an underscore."""
+        if not obj.failure_reason:
+            return "-"
+        return format_html_join(mark_safe("_<wbr>"), "{}", ((part,) for part in obj.failure_reason.split("_")))
+
+    @admin.display(description="saga style", ordering="saga_style")
+    def style(self, obj):
+        """``choreo-graphy``: it may wrap at its soft hyphen."""
+        syllables = STYLE_SYLLABLES.get(obj.saga_style, (obj.saga_style,))
+        return format_html_join(mark_safe("&shy;"), "{}", ((part,) for part in syllables))
 
     @admin.display(description="order id", ordering="id")
     def order(self, obj):
