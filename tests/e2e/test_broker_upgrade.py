@@ -45,9 +45,10 @@ def previous_release_declares_its_topology(url: str, tmp_path) -> None:
     tree.mkdir()
     archive = subprocess.run(["git", "archive", PREVIOUS_RELEASE], cwd=BASE_DIR, capture_output=True, check=True)
     subprocess.run(["tar", "-x", "-C", str(tree)], input=archive.stdout, check=True)
+    # The previous release's own bus (its messaging/ folder), not the installed package.
     script = (
         "import django; django.setup()\n"
-        "from reliable_messaging.broker import connect, declare_topology\n"
+        "from messaging.broker import connect, declare_topology\n"
         "c = connect(); c.connect(); declare_topology(c); c.release()\n"
     )
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
