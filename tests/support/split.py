@@ -33,9 +33,11 @@ from faultlib.invariants import Report, once_per_order, wait_quiet
 from faultlib.processes import BASE_DIR, GATEWAY_COMMAND, ProcessGroup, free_port
 from shipping.invariants import shipment_problems
 
-# Not part of a deployment: development tooling, and the other contexts (added per tree).
+# Not part of a deployment: development tooling, the other contexts (added per tree), and the bus's
+# source (packages/): a deployment runs the package installed in its environment.
 NOT_SHIPPED = {
     *(".git", ".venv", "var", "tests", "faultlib", "bench", "chaos", "docs", "deploy", "scripts", "node_modules"),
+    "packages",
 }
 CACHES = {"__pycache__", ".pytest_cache", ".ruff_cache", ".hypothesis"}
 FAST_RETRIES = {"CONSUMER_RETRY_DELAYS": "0.2,0.5,1", "CONSUMER_MAX_ATTEMPTS": "5"}
