@@ -205,7 +205,13 @@ class Cluster:
         if not pid_alive(self._etcd_pid()):
             self._check_free([self.etcd_port, self.etcd_peer_port])
             self._launch_etcd()
-        self._wait(lambda: get_json(self.etcd_port, "/health")[1].get("health") == "true", "etcd to answer")
+        try:
+            self._wait(lambda: get_json(self.etcd_port, "/health")[1].get("health") == "true", "etcd to answer")
+        except RuntimeError as exc:
+            # Its own log says why (a port, a data folder): a start-up that times out shows it.
+            log = self.root / "etcd.log"
+            tail = log.read_text(errors="replace")[-3000:] if log.exists() else "(no etcd.log)"
+            raise RuntimeError(f"{exc}; etcd alive: {pid_alive(self._etcd_pid())}; etcd.log ends:\n{tail}") from None
         for member in self.members:
             if member.patroni_pid() is None:
                 if member.postmaster_pid() is not None:  # left by a killed Patroni: Patroni starts its own
