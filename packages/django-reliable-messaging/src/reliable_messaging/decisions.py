@@ -15,6 +15,7 @@ from typing import Any
 from django.db import connection, transaction
 from psycopg import pq
 
+from reliable_messaging.db_errors import DEADLOCK_DETECTED, LOCK_NOT_AVAILABLE, QUERY_CANCELED  # noqa: F401 - re-exported
 from reliable_messaging.envelope import IncomingEvent
 from reliable_messaging.inbox import inbox_hashes
 from reliable_messaging.outbox import handling
@@ -35,11 +36,6 @@ class Outcome(enum.Enum):
     RETRY = "retry"
     DEAD_LETTER = "dead_letter"
     DATABASE_DOWN = "database_down"
-
-
-DEADLOCK_DETECTED = "40P01"
-# A wait bounded by the session's limits ran out (reliable_messaging.session_timeouts): a holder is stuck.
-LOCK_NOT_AVAILABLE, QUERY_CANCELED = "55P03", "57014"
 
 
 @dataclass(frozen=True)
