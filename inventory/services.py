@@ -2,15 +2,25 @@
 
 import logging
 import uuid
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from decimal import Decimal
 
 from django.db import transaction
+from django.utils import timezone
 from reliable_messaging.api import publish, publish_again
 
 from inventory.events import Line
 from inventory.models import Product, Reservation
 
 logger = logging.getLogger(__name__)
+
+# Where the n-th request of a bulk call is decided (its message's turn: reliable_messaging.api.in_turn).
+Turn = Callable[[int], AbstractContextManager]
+
+
+def _as_is(n: int) -> AbstractContextManager:
+    return nullcontext()
 
 
 def _publish_product_updated(product: Product) -> None:
@@ -90,33 +100,82 @@ def stock_reserve(*, order_id: uuid.UUID, lines: list[Line]) -> None:
     _reserve(_lock_reservation(order_id), lines)
 
 
+@transaction.atomic(savepoint=False)
+def stock_reserve_many(requests: list[tuple[uuid.UUID, list[Line]]], *, turn: Turn = _as_is) -> None:
+    """``stock_reserve`` of each (order id, lines) in turn (``turn(n)``: where the n-th one's work
+    is done), as if one after another, with every record and product locked and written once
+    for all: a few statements for the lot instead of five per order. Locks in the same order
+    as ``stock_reserve`` (the reservations, then the products by SKU), so neither can deadlock
+    the other."""
+    order_ids = sorted({order_id for order_id, _ in requests})
+    Reservation.objects.bulk_create([Reservation(order_id=order_id) for order_id in order_ids], ignore_conflicts=True)
+    reservations = {
+        r.order_id: r
+        for r in Reservation.objects.select_for_update().filter(order_id__in=order_ids).order_by("order_id")
+    }
+    skus = {
+        line.sku
+        for order_id, lines in requests
+        if reservations[order_id].status == Reservation.Status.NEW
+        for line in lines
+    }
+    products = _lock_products(skus)
+    changed_products: dict[str, Product] = {}
+    changed_reservations: dict[uuid.UUID, Reservation] = {}
+    for n, (order_id, lines) in enumerate(requests):
+        with turn(n):
+            reservation = reservations[order_id]
+            if _reserve_in_memory(reservation, lines, products):
+                changed_reservations[order_id] = reservation
+                if reservation.status == Reservation.Status.RESERVED:
+                    changed_products.update((line.sku, products[line.sku]) for line in lines)
+    now = timezone.now()
+    for row in (*changed_products.values(), *changed_reservations.values()):
+        row.updated_at = now  # bulk_update does not set auto_now fields
+    Product.objects.bulk_update(changed_products.values(), ["stock", "version", "updated_at"])
+    Reservation.objects.bulk_update(changed_reservations.values(), ["status", "reason", "lines", "updated_at"])
+
+
+def _lock_products(skus) -> dict[str, Product]:
+    # Rows locked in SKU order, so two reservations can neither deadlock nor oversell.
+    return {p.sku: p for p in Product.objects.select_for_update().filter(sku__in=skus).order_by("sku")}
+
+
 def _reserve(reservation: Reservation, lines: list[Line]) -> None:
+    products = _lock_products({line.sku for line in lines}) if reservation.status == Reservation.Status.NEW else {}
+    if not _reserve_in_memory(reservation, lines, products):
+        return
+    if reservation.status == Reservation.Status.RESERVED:
+        for product in products.values():
+            product.save(update_fields=["stock", "version", "updated_at"])
+    reservation.save()
+
+
+def _reserve_in_memory(reservation: Reservation, lines: list[Line], products: dict[str, Product]) -> bool:
+    """Decide a reservation on rows already locked, publishing its outcome; the caller writes
+    them. False if it was decided before (nothing changed)."""
     order_id = reservation.order_id
     if reservation.status != Reservation.Status.NEW:
         logger.info("reservation ignored: order is already %s", reservation.status)
-        return
+        return False
     wanted = {line.sku: line.quantity for line in lines}
-    # Rows locked in SKU order, so two reservations can neither deadlock nor oversell.
-    products = {p.sku: p for p in Product.objects.select_for_update().filter(sku__in=wanted).order_by("sku")}
     unknown = sorted(set(wanted) - set(products))
     short = sorted(sku for sku, quantity in wanted.items() if sku in products and products[sku].stock < quantity)
     if unknown or short:
         reservation.status = Reservation.Status.FAILED
         reservation.reason = "out_of_stock"
-        reservation.save()
         _publish_reservation_failed(order_id, skus=short, unknown=unknown)
-        return
+        return True
     for sku in sorted(wanted):
         product = products[sku]
         product.stock -= wanted[sku]
         product.version += 1
-        product.save(update_fields=["stock", "version", "updated_at"])
     reservation.status = Reservation.Status.RESERVED
     reservation.lines = [{"sku": sku, "quantity": wanted[sku]} for sku in sorted(wanted)]
-    reservation.save()
     _publish_reserved(reservation)
     for sku in sorted(wanted):
         _publish_product_updated(products[sku])
+    return True
 
 
 @transaction.atomic(savepoint=False)

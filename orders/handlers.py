@@ -1,16 +1,20 @@
 """Orders' message handlers: thin readers of the payload over the services.
 Each is subscribed by the context's declaration (context.toml, under ``consumes``)."""
 
-from reliable_messaging.api import IncomingEvent
+from reliable_messaging.api import IncomingEvent, in_bulk, in_turn
 
 from orders.events import failure_reason_of, order_id_of, payment_of, product_update_of, reserved_lines_of
 from orders.services.saga import (
+    PAYMENT_SUCCEEDED,
+    PaymentSucceeded,
+    StockReserved,
     order_confirm,
     order_confirm_as_ordered,
     order_decline,
     order_fail_as_ordered,
     order_fail_out_of_stock,
     order_payment_record,
+    order_replies_apply,
 )
 from orders.services.storefront import storefront_product_apply
 
@@ -21,6 +25,17 @@ def on_payment_succeeded(event: IncomingEvent) -> None:
 
 def on_stock_reserved(event: IncomingEvent) -> None:
     order_confirm(order_id=order_id_of(event), reserved=reserved_lines_of(event))
+
+
+@in_bulk(on_payment_succeeded, on_stock_reserved)
+def on_payments_and_reservations(events: list[IncomingEvent]) -> None:
+    replies = [
+        PaymentSucceeded(order_id_of(event), **payment_of(event))
+        if event.event_type == PAYMENT_SUCCEEDED
+        else StockReserved(order_id_of(event), reserved_lines_of(event))
+        for event in events
+    ]
+    order_replies_apply(replies, turn=lambda n: in_turn(events[n]))
 
 
 def on_payment_failed(event: IncomingEvent) -> None:

@@ -1,17 +1,30 @@
 """Payments' message handlers: thin readers of the payload over the services.
 Each is subscribed by the context's declaration (context.toml, under ``consumes``)."""
 
-from reliable_messaging.api import IncomingEvent
+from dataclasses import asdict
+
+from reliable_messaging.api import IncomingEvent, in_bulk, in_turn
 
 from payments import services
 from payments.events import amount_of, items_of, lines_of, order_id_of, text_of, total_of
 
 
 def on_order_created(event: IncomingEvent) -> None:
+    if (request := _charge_request(event)) is not None:
+        services.payment_charge(**asdict(request))
+
+
+@in_bulk(on_order_created)
+def on_orders_created(events: list[IncomingEvent]) -> None:
+    charged = [(event, request) for event in events if (request := _charge_request(event)) is not None]
+    services.payment_charge_many([request for _, request in charged], turn=lambda n: in_turn(charged[n][0]))
+
+
+def _charge_request(event: IncomingEvent) -> services.ChargeRequest | None:
     if event.payload.get("saga_style") == "orchestration":
-        return  # the orchestrator sends the charge as a command, after the stock is reserved
+        return None  # the orchestrator sends the charge as a command, after the stock is reserved
     amount, currency = total_of(event)
-    services.payment_charge(
+    return services.ChargeRequest(
         order_id=order_id_of(event),
         amount=amount,
         currency=currency,

@@ -9,6 +9,9 @@ event (``record_*`` below). After a crash the worker asks the gateway by that ke
 
 import logging
 import uuid
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass
 from datetime import timedelta
 from decimal import Decimal
 
@@ -25,6 +28,22 @@ logger = logging.getLogger(__name__)
 # What a charge the gateway never answered becomes once the worker gives up on it (Stripe's code
 # for a charge the processor could not make): the order fails as a declined payment would.
 GAVE_UP_DECLINE_CODE = "processing_error"
+
+# Where the n-th request of a bulk call is decided (its message's turn: reliable_messaging.api.in_turn).
+Turn = Callable[[int], AbstractContextManager]
+
+
+def _as_is(n: int) -> AbstractContextManager:
+    return nullcontext()
+
+
+@dataclass(frozen=True)
+class ChargeRequest:
+    order_id: uuid.UUID
+    amount: Decimal
+    currency: str
+    token: str
+    items: list
 
 
 def charge_key(order_id: uuid.UUID) -> str:
@@ -47,15 +66,48 @@ def payment_charge(*, order_id: uuid.UUID, amount: Decimal, currency: str, token
     _charge(_lock_payment(order_id), amount=amount, currency=currency, token=token, items=items)
 
 
+@transaction.atomic(savepoint=False)
+def payment_charge_many(requests: list[ChargeRequest], *, turn: Turn = _as_is) -> None:
+    """``payment_charge`` of each request in turn (``turn(n)``: where the n-th one's work is done),
+    as if one after another, with every record locked and written once for all: a few statements
+    for the lot instead of four per order. The records are locked in order-id order."""
+    order_ids = sorted({r.order_id for r in requests})
+    Payment.objects.bulk_create([Payment(order_id=order_id) for order_id in order_ids], ignore_conflicts=True)
+    payments = {
+        p.order_id: p for p in Payment.objects.select_for_update().filter(order_id__in=order_ids).order_by("order_id")
+    }
+    charging: dict[uuid.UUID, Payment] = {}
+    for n, r in enumerate(requests):
+        with turn(n):
+            payment = payments[r.order_id]
+            if _charge_in_memory(payment, amount=r.amount, currency=r.currency, token=r.token, items=r.items):
+                charging[r.order_id] = payment
+    if not charging:
+        return
+    now = timezone.now()
+    for payment in charging.values():
+        payment.updated_at = now  # bulk_update does not set auto_now fields
+    fields = ["status", "amount", "currency", "token", "items", "call_due_at", "causes", "updated_at"]
+    Payment.objects.bulk_update(charging.values(), fields)
+    notify_call_due()
+
+
 def _charge(payment: Payment, *, amount: Decimal, currency: str, token: str, items: list) -> None:
+    if _charge_in_memory(payment, amount=amount, currency=currency, token=token, items=items):
+        payment.save()
+        notify_call_due()
+
+
+def _charge_in_memory(payment: Payment, *, amount: Decimal, currency: str, token: str, items: list) -> bool:
+    """The charge recorded in flight on a locked record, due now; the caller writes it. False if
+    the record was past ``new`` (a second request changes nothing)."""
     if payment.status != Payment.Status.NEW:
         logger.info("charge ignored: payment is already %s", payment.status)
-        return
+        return False
     payment.status, payment.amount, payment.currency = Payment.Status.CHARGING, amount, currency
     payment.token, payment.items, payment.call_due_at = token, items, timezone.now()
     payment.causes = {**payment.causes, "charge": current_cause()}
-    payment.save()
-    notify_call_due()
+    return True
 
 
 @transaction.atomic(savepoint=False)

@@ -8,6 +8,8 @@ or late finds the shipment past the state it expects and changes nothing.
 
 import logging
 import uuid
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 
 from django.db import transaction
@@ -20,6 +22,13 @@ logger = logging.getLogger(__name__)
 
 # Where no carrier of ours goes: the orchestrated saga's shipping step refuses these addresses.
 UNSERVED_COUNTRIES = frozenset({"AQ"})  # Antarctica
+
+# Where the n-th request of a bulk call is decided (its message's turn: reliable_messaging.api.in_turn).
+Turn = Callable[[int], AbstractContextManager]
+
+
+def _as_is(n: int) -> AbstractContextManager:
+    return nullcontext()
 
 
 def _publish(shipment: Shipment, event_type: str) -> None:
@@ -49,6 +58,27 @@ def shipment_prepare(*, order_id: uuid.UUID) -> None:
         logger.info("confirmation ignored: the order's shipment is already %s", shipment.status)
         return
     _publish(shipment, "shipping.shipment.created")
+
+
+@transaction.atomic(savepoint=False)
+def shipment_prepare_many(order_ids: list[uuid.UUID], *, turn: Turn = _as_is) -> None:
+    """``shipment_prepare`` of each order in turn (``turn(n)``: where the n-th one's work is
+    done), as if one after another: the shipments that exist locked, the missing ones created,
+    each with one statement for the lot. A shipment another transaction creates meanwhile fails
+    the insert, and the caller decides each order again on its own."""
+    known = {
+        s.order_id for s in Shipment.objects.select_for_update().filter(order_id__in=order_ids).order_by("order_id")
+    }
+    created: dict[uuid.UUID, Shipment] = {}
+    for n, order_id in enumerate(order_ids):
+        with turn(n):
+            if order_id in known:
+                logger.info("confirmation ignored: the order already has a shipment")
+                continue
+            known.add(order_id)
+            created[order_id] = shipment = Shipment(order_id=order_id, status=Shipment.Status.PREPARING)
+            _publish(shipment, "shipping.shipment.created")
+    Shipment.objects.bulk_create(created.values())
 
 
 @transaction.atomic(savepoint=False)

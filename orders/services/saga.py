@@ -20,6 +20,9 @@ not orders' to act on, and are left alone here.
 
 import logging
 import uuid
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass
 from datetime import timedelta
 from decimal import Decimal
 
@@ -63,7 +66,10 @@ def _ignore(order_id: uuid.UUID, event: str, reason: str) -> None:
 def _lock_known(order_id: uuid.UUID, event: str) -> Order | None:
     """The order, locked; None (ignored) if this context never had it, or if the orchestrator
     runs its saga (the event is a reply to the orchestrator's command)."""
-    order = Order.objects.select_for_update().filter(pk=order_id).first()
+    return _known(Order.objects.select_for_update().filter(pk=order_id).first(), order_id, event)
+
+
+def _known(order: Order | None, order_id: uuid.UUID, event: str) -> Order | None:
     if order is None:
         _ignore(order_id, event, "unknown order")
     elif order.saga_style == Order.SagaStyle.ORCHESTRATION:
@@ -97,16 +103,76 @@ def _orchestrated(order: Order) -> dict:
 @transaction.atomic(savepoint=False)
 def order_payment_record(*, order_id: uuid.UUID, amount: Decimal, currency: str) -> None:
     """Note that the order's charge succeeded (once): its stock outcome may now decide it."""
-    if (order := _lock_known(order_id, PAYMENT_SUCCEEDED)) is None:
-        return
+    order = _lock_known(order_id, PAYMENT_SUCCEEDED)
+    if _note_payment(order, order_id, amount, currency):
+        order.save(update_fields=["paid_at", "updated_at"])
+
+
+def _note_payment(order: Order | None, order_id: uuid.UUID, amount: Decimal, currency: str) -> bool:
+    """``paid_at`` set on a known, locked order (the caller writes it); False if nothing changed."""
+    if order is None:
+        return False
     if (amount, currency) != (order.total, order.currency):
         _ignore(order_id, PAYMENT_SUCCEEDED, "not the order's total")
-        return
+        return False
     if order.paid_at is not None:
         logger.info("payment success already noted")
-        return
+        return False
     order.paid_at = timezone.now()
-    order.save(update_fields=["paid_at", "updated_at"])
+    return True
+
+
+# Where the n-th request of a bulk call is decided (its message's turn: reliable_messaging.api.in_turn).
+Turn = Callable[[int], AbstractContextManager]
+
+
+def _as_is(n: int) -> AbstractContextManager:
+    return nullcontext()
+
+
+@dataclass(frozen=True)
+class PaymentSucceeded:
+    order_id: uuid.UUID
+    amount: Decimal
+    currency: str
+
+
+@dataclass(frozen=True)
+class StockReserved:
+    order_id: uuid.UUID
+    reserved: dict[str, int]
+
+
+@transaction.atomic(savepoint=False)
+def order_replies_apply(replies: list[PaymentSucceeded | StockReserved], *, turn: Turn = _as_is) -> None:
+    """``order_payment_record`` or ``order_confirm`` of each reply in turn (``turn(n)``: where the
+    n-th one's work is done), as if one after another, with the orders locked (in id order),
+    their lines read and the changed ones written once for all."""
+    order_ids = sorted({reply.order_id for reply in replies})
+    orders = {o.pk: o for o in Order.objects.select_for_update().filter(pk__in=order_ids).order_by("pk")}
+    lines: dict[uuid.UUID, dict[str, int]] = {}
+    for order_id, sku, quantity in OrderLine.objects.filter(order_id__in=orders).values_list(
+        "order_id", "sku", "quantity"
+    ):
+        lines.setdefault(order_id, {})[sku] = quantity
+    changed: dict[uuid.UUID, Order] = {}
+    for n, reply in enumerate(replies):
+        with turn(n):
+            order = orders.get(reply.order_id)
+            if isinstance(reply, PaymentSucceeded):
+                order = _known(order, reply.order_id, PAYMENT_SUCCEEDED)
+                if _note_payment(order, reply.order_id, reply.amount, reply.currency):
+                    changed[order.pk] = order
+            elif (order := _paid_pending(order, reply.order_id, STOCK_RESERVED)) is not None:
+                if reply.reserved != lines.get(order.pk, {}):
+                    _ignore(reply.order_id, STOCK_RESERVED, "not the order's lines")
+                    continue
+                _confirm_in_memory(order)
+                changed[order.pk] = order
+    now = timezone.now()
+    for order in changed.values():
+        order.updated_at = now  # bulk_update does not set auto_now fields
+    Order.objects.bulk_update(changed.values(), ["paid_at", "status", "updated_at"])
 
 
 def _lines_of(order: Order) -> dict[str, int]:
@@ -115,7 +181,11 @@ def _lines_of(order: Order) -> dict[str, int]:
 
 def _lock_paid_pending(order_id: uuid.UUID, event: str) -> Order | None:
     """The order, locked, if a stock outcome may decide it: None if unknown or decided already."""
-    if (order := _lock_known(order_id, event)) is None:
+    return _paid_pending(Order.objects.select_for_update().filter(pk=order_id).first(), order_id, event)
+
+
+def _paid_pending(order: Order | None, order_id: uuid.UUID, event: str) -> Order | None:
+    if (order := _known(order, order_id, event)) is None:
         return None
     if order.status != Order.Status.PENDING:
         logger.info("%s ignored: order is already %s", event, order.status)
@@ -158,8 +228,12 @@ def order_fail_out_of_stock(*, order_id: uuid.UUID) -> None:
 
 
 def _confirm(order: Order) -> None:
-    order.status = Order.Status.CONFIRMED
+    _confirm_in_memory(order)
     order.save(update_fields=["status", "updated_at"])
+
+
+def _confirm_in_memory(order: Order) -> None:
+    order.status = Order.Status.CONFIRMED
     saga_outcome_observed(order=order, previous_status=Order.Status.PENDING)
     _publish(order, "orders.order.confirmed", total=f"{order.total:.2f}", currency=order.currency)
 

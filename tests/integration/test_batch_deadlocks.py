@@ -1,17 +1,19 @@
 """A batch that loses PostgreSQL deadlocks, forced step by step rather than left to timing.
 
-Two inventory orders decided in one batch: ``x`` wants HOT-A, ``y`` wants HOT-B, and ``x`` goes
-first (a batch locks in correlation-id order). A rival transaction, standing for another
-consumer's batch, holds HOT-B and asks for HOT-A: when the batch then asks for HOT-B, the
-circle closes.
+Two inventory orders decided in one batch: ``x`` wants HOT-A, ``y`` wants HOT-B. The first
+attempt takes them in bulk (``inventory.handlers.on_payments_succeeded``): both orders'
+reservation rows, then the products by SKU; the second runs each member's own handler in a
+savepoint, ``x`` first (a batch goes in correlation-id order). A rival transaction, standing for
+another consumer's batch, holds HOT-B and asks for what the batch holds: when the batch then
+asks for HOT-B, the circle closes.
 
 PostgreSQL looks for a deadlock once per lock wait, ``deadlock_timeout`` (1 s) after the wait
 began, and fails the statement of the backend that finds one. Two things make that backend the
 batch's, every time: the rival never looks (its ``deadlock_timeout`` is an hour), and the
-batch's wait for HOT-B begins only after the rival's wait for HOT-A. For the second, a third
-session, the gate, holds ``y``'s reservation row, which ``y``'s handler locks just before
-HOT-B, and lets go once the rival waits. Each step waits for the lock wait it needs
-(``pg_blocking_pids``), never for a clock.
+batch's wait for HOT-B begins only after the rival's wait. For the second, a third session,
+the gate, holds ``y``'s reservation row, which the batch locks just before HOT-B, and lets go
+once the rival waits. Each step waits for the lock wait it needs (``pg_blocking_pids``), never
+for a clock.
 """
 
 import json
@@ -136,27 +138,28 @@ def test_a_batch_that_loses_deadlocks_decides_each_loser_again_and_every_member_
          Product(sku="HOT-B", name="B", price=Decimal("1.00"), stock=10)]
     )  # fmt: skip
     x, y = sorted(str(uuid.uuid4()) for _ in range(2))
-    Reservation.objects.create(order_id=y)  # as y's handler would create it, for the gate to hold
+    for order_id in (x, y):  # as the handlers would create them, for the rival and the gate to lock
+        Reservation.objects.create(order_id=order_id)
     rival.run("SET deadlock_timeout = '1h'")
     rival.run(LOCK_PRODUCT, "HOT-B")
-    rival.run("SAVEPOINT wants_a")
+    rival.run("SAVEPOINT wants_more")
     gate.run(LOCK_RESERVATION, y)
 
-    # 1. The first attempt, no savepoints: x takes HOT-A, y waits at the gate.
+    # 1. The first attempt, in bulk, no savepoints: x's reservation taken, y's waits at the gate.
     batch = BatchInThread([delivery(x, "HOT-A"), delivery(y, "HOT-B")])
-    waits_for(batch.pid, gate.pid, "y's handler to wait at the gate, x holding HOT-A")
-    wants_a = rival.start(LOCK_PRODUCT, "HOT-A")
-    waits_for(rival.pid, batch.pid, "the rival to wait for HOT-A")
-    gate.rollback()  # y asks for HOT-B: the circle closes, and the batch finds it
-    wants_a.result(timeout=WAIT)  # granted: the whole first attempt rolled back
+    waits_for(batch.pid, gate.pid, "the bulk handler to wait at the gate, holding x's reservation")
+    wants_x = rival.start(LOCK_RESERVATION, x)
+    waits_for(rival.pid, batch.pid, "the rival to wait for x's reservation")
+    gate.rollback()  # the batch takes HOT-A, asks for HOT-B: the circle closes, and the batch finds it
+    wants_x.result(timeout=WAIT)  # granted: the whole first attempt rolled back
 
-    # 2. The second attempt, a savepoint per member: x waits for HOT-A, then y at the gate again.
+    # 2. The second attempt, a savepoint per member: x waits for its reservation, then y at the gate.
     gate.run(LOCK_RESERVATION, y)
-    waits_for(batch.pid, rival.pid, "x, in its savepoint, to wait for HOT-A")
-    rival.run("ROLLBACK TO SAVEPOINT wants_a")  # HOT-A given back, HOT-B kept
+    waits_for(batch.pid, rival.pid, "x, in its savepoint, to wait for its reservation")
+    rival.run("ROLLBACK TO SAVEPOINT wants_more")  # x's reservation given back, HOT-B kept
     waits_for(batch.pid, gate.pid, "y, in its savepoint, to wait at the gate, x holding HOT-A")
     wants_a = rival.start(LOCK_PRODUCT, "HOT-A")
-    waits_for(rival.pid, batch.pid, "the rival to wait for HOT-A again")
+    waits_for(rival.pid, batch.pid, "the rival to wait for HOT-A")
     gate.rollback()  # the circle closes again: y's savepoint rolls back, x stays in the batch
     wants_a.result(timeout=WAIT)  # granted: the batch committed x
 

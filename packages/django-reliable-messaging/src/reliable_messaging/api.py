@@ -7,6 +7,8 @@
   until then; ``publish_again`` sends an event already written once more, same message id;
 - a context's handlers are named in its declaration (``<context>/context.toml``, under
   ``consumes``), which also binds its queue; the bus subscribes them when it is ready;
+- a handler may be marked ``@in_bulk(...)`` by one that takes a run of a batch's messages at once
+  (each message's work inside ``in_turn(event)``: reliable_messaging.bulk);
 - handlers receive an ``IncomingEvent`` and raise ``InvalidPayload`` for a payload that can never
   be handled (dead-lettered at once), ``TransientError`` (or anything else) to be retried;
 - a context's own long-running process (a worker beside the consumers) uses ``Stopper``,
@@ -17,6 +19,7 @@ The operator's reads are in ``reliable_messaging.operator``; the composition roo
 ``reliable_messaging.hosting``; the test harness in ``reliable_messaging.testing``.
 """
 
+from reliable_messaging.bulk import in_bulk, in_turn
 from reliable_messaging.dispatch import InvalidPayload, TransientError
 from reliable_messaging.envelope import IncomingEvent
 from reliable_messaging.faults import fault_point
@@ -50,6 +53,8 @@ __all__ = [
     "current_cause",
     "execute_together",
     "fault_point",
+    "in_bulk",
+    "in_turn",
     "insert_statement",
     "outbox_statements",
     "payload_uuid",

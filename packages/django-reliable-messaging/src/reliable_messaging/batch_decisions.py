@@ -7,11 +7,12 @@ connection) is left to be decided alone, after the batch has committed.
 """
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from django.db import DatabaseError, InterfaceError, InternalError, OperationalError, connection, transaction
 
+from reliable_messaging.bulk import run_bulk_handler
 from reliable_messaging.db_errors import sqlstate_of
 from reliable_messaging.decisions import (
     DEADLOCK_DETECTED,
@@ -81,7 +82,7 @@ def decide_optimistically(deliveries: list[Delivery], ready: list) -> dict[int, 
                 seen = inbox_hashes(consumer=consumer, message_ids=[m for m in events if m not in new[consumer]])
                 for message_id, event in events.items():
                     claimed_with[consumer, message_id] = seen.get(message_id, event.content_hash)
-            bulk: dict[str, list] = {}
+            runs = BulkRuns()
             with collecting() as published:
                 for n, (i, event, spec) in enumerate(ready):
                     consumer = deliveries[i].consumer
@@ -90,8 +91,7 @@ def decide_optimistically(deliveries: list[Delivery], ready: list) -> dict[int, 
                         continue
                     new[consumer].discard(event.message_id)
                     decisions[i] = Decision(Outcome.HANDLED, event)
-                    if spec.bulk_handler is not None:
-                        bulk.setdefault(consumer, []).append((spec, event))
+                    if runs.extend(consumer, spec.bulk_handler, event, deliveries[i].span):
                         continue
                     if n:
                         fault_point(f"consumer.{consumer}.between_handlers")
@@ -99,11 +99,7 @@ def decide_optimistically(deliveries: list[Delivery], ready: list) -> dict[int, 
                         run_handler(spec, event, deliveries[i].span)
                     except Exception as exc:  # noqa: BLE001 - decided again below, in savepoints
                         raise MemberFailed(exc, i, event) from exc
-                for members in bulk.values():
-                    try:
-                        members[0][0].bulk_handler([event for _, event in members])
-                    except Exception as exc:  # noqa: BLE001 - decided again below, in savepoints
-                        raise MemberFailed(exc) from exc
+                runs.end_all()
             write_collected(published)
             _before_batch_commit(deliveries)
     except MemberFailed as failed:
@@ -145,6 +141,37 @@ def decide_with_savepoints(
         write_collected(published)
         _before_batch_commit(deliveries)
     return decisions, alone
+
+
+class BulkRuns:
+    """The runs of consecutive members of one consumer that one bulk handler takes together
+    (``reliable_messaging.bulk``). A consumer's run ends, and is handled, when its next member
+    has another handler, so its messages keep the batch's order."""
+
+    def __init__(self) -> None:
+        self.open: dict[str, tuple[Callable, list]] = {}
+
+    def extend(self, consumer: str, bulk: Callable | None, event: IncomingEvent, span) -> bool:
+        """Add the member to its consumer's run (True), or end that run and leave the member to
+        run alone (False: it has no bulk handler)."""
+        run = self.open.get(consumer)
+        if run is not None and run[0] is not bulk:
+            self._end(consumer)
+        if bulk is None:
+            return False
+        self.open.setdefault(consumer, (bulk, []))[1].append((event, span))
+        return True
+
+    def end_all(self) -> None:
+        for consumer in list(self.open):
+            self._end(consumer)
+
+    def _end(self, consumer: str) -> None:
+        bulk, members = self.open.pop(consumer)
+        try:
+            run_bulk_handler(bulk, members)
+        except Exception as exc:  # noqa: BLE001 - decided again, in savepoints
+            raise MemberFailed(exc) from exc
 
 
 def _before_batch_commit(deliveries: list[Delivery]) -> None:

@@ -8,6 +8,7 @@ queue (``reliable_messaging.topology``) and names the handler here, so the two c
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from reliable_messaging.bulk import bulk_handler_of
 from reliable_messaging.declarations import ContextDeclaration
 from reliable_messaging.dotted import resolve
 from reliable_messaging.readings import Reading, reading_of
@@ -20,7 +21,7 @@ class HandlerSpec:
     event_type: str
     handler: Callable
     schema_versions: tuple[int, ...]
-    # Optional: handles many events at once (in a batch), e.g. with one bulk insert.
+    # Optional: takes a run of a batch's events at once, e.g. with one bulk insert (reliable_messaging.bulk).
     bulk_handler: Callable | None = None
     # A context's reader: its messages are validated against their schema and upcast to the
     # newest version before the handler (reliable_messaging.contracts); the event log records them as they came.
@@ -63,7 +64,8 @@ def register_declared(declaration: ContextDeclaration) -> None:
         register_handler(
             consumer=declaration.name,
             event_type=event_type,
-            handler=resolve(handler),
+            handler=(single := resolve(handler)),
+            bulk_handler=bulk_handler_of(single),
             reading=reading_of(declaration, event_type),
         )
 

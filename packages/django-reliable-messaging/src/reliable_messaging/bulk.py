@@ -1,0 +1,59 @@
+"""Bulk handlers: one call for a run of a consumer's messages in a batch, so that a context can
+lock and read what the whole run needs in a few statements instead of a few per message.
+
+A context marks its single-message handlers with the bulk handler that may take their messages
+together (``@in_bulk(on_a, on_b)``); its declaration still names the single ones. In a batch's
+first pass (``reliable_messaging.batch_decisions``), consecutive members of one consumer whose
+handlers share a bulk handler are handed to it in one call, in the batch's order (the saga's id,
+then arrival); every other member runs alone, in between, as before. A bulk handler must leave
+what its single handlers would have left, run one after another in that order: should it fail,
+the batch runs again with each member's single handler in a savepoint of its own.
+
+Inside a bulk handler, ``in_turn(event)`` is where one message's work is done: what it publishes
+names that message as its cause and continues its trace, as inside a single handler.
+"""
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, nullcontext
+from contextvars import ContextVar
+
+from reliable_messaging.envelope import IncomingEvent
+from reliable_messaging.outbox import handling
+from reliable_messaging.telemetry import current
+
+BulkHandler = Callable[[list[IncomingEvent]], None]
+
+# The spans of the run being handled in bulk, by message id.
+_spans: ContextVar[dict[str, object] | None] = ContextVar("bulk_spans", default=None)
+
+
+def in_bulk(*handlers: Callable) -> Callable[[BulkHandler], BulkHandler]:
+    """Mark ``handlers`` (single-message handlers) as taken together by the decorated one."""
+
+    def mark(bulk: BulkHandler) -> BulkHandler:
+        for handler in handlers:
+            handler.bulk_handler = bulk
+        return bulk
+
+    return mark
+
+
+def bulk_handler_of(handler: Callable) -> BulkHandler | None:
+    return getattr(handler, "bulk_handler", None)
+
+
+def run_bulk_handler(bulk: BulkHandler, members: list[tuple[IncomingEvent, object]]) -> None:
+    """``bulk`` on a run's messages; ``members``: each message with its span (or None)."""
+    token = _spans.set({event.message_id: span for event, span in members})
+    try:
+        bulk([event for event, _ in members])
+    finally:
+        _spans.reset(token)
+
+
+@contextmanager
+def in_turn(event: IncomingEvent) -> Iterator[None]:
+    """Inside, ``event`` is the message being handled: its cause and span, as in a single handler."""
+    span = (_spans.get() or {}).get(event.message_id)
+    with handling(event), current(span) if span is not None else nullcontext():
+        yield
