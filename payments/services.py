@@ -137,9 +137,9 @@ def payment_refund_ordered(*, order_id: uuid.UUID, reason: str) -> None:
 
 
 def _record_charge(payment: Payment, result) -> None:
+    """The charge's answer on a locked record, and its event; the caller writes the record."""
     if result.succeeded:
         payment.status, payment.charge_id = Payment.Status.CHARGED, result.operation_id
-        payment.save()
         _publish_succeeded(payment, result.operation_id)
     else:
         _record_decline(payment, result.decline_code)
@@ -161,8 +161,8 @@ def _publish_succeeded(payment: Payment, charge_id: str) -> None:
 
 
 def _record_decline(payment: Payment, decline_code: str) -> None:
+    """The decline on a locked record, and its event; the caller writes the record."""
     payment.status, payment.decline_code = Payment.Status.DECLINED, decline_code
-    payment.save()
     _publish_failed(payment)
 
 
@@ -250,17 +250,29 @@ def _claim(limit: int, lease_seconds: float) -> list[Payment]:
 
 
 @transaction.atomic(savepoint=False)
-def record_charge_outcome(order_id: uuid.UUID, result) -> None:
-    """The charge's answer and its event, unless another worker recorded it first."""
-    payment = Payment.objects.select_for_update().get(order_id=order_id)
-    if payment.status != Payment.Status.CHARGING:
-        return
-    payment.token = ""  # kept only while the call needed it
-    with caused_by(payment.causes.get("charge", {})):
-        _record_charge(payment, result)
-    if payment.status == Payment.Status.CHARGED and payment.refund_reason:  # cancelled meanwhile
-        payment.status, payment.call_due_at, payment.call_attempts = Payment.Status.REFUNDING, timezone.now(), 0
-        payment.save(update_fields=["status", "call_due_at", "call_attempts", "updated_at"])
+def record_charge_outcomes(outcomes: list[tuple[uuid.UUID, object]]) -> None:
+    """Each charge's answer (order id, result) and its event, unless another worker recorded it
+    first: the records locked (in order-id order) and written once for all."""
+    order_ids = sorted({order_id for order_id, _ in outcomes})
+    payments = {
+        p.order_id: p for p in Payment.objects.select_for_update().filter(order_id__in=order_ids).order_by("order_id")
+    }
+    recorded: dict[uuid.UUID, Payment] = {}
+    for order_id, result in outcomes:
+        payment = payments[order_id]
+        if payment.status != Payment.Status.CHARGING:
+            continue
+        payment.token = ""  # kept only while the call needed it
+        with caused_by(payment.causes.get("charge", {})):
+            _record_charge(payment, result)
+        if payment.status == Payment.Status.CHARGED and payment.refund_reason:  # cancelled meanwhile
+            payment.status, payment.call_due_at, payment.call_attempts = Payment.Status.REFUNDING, timezone.now(), 0
+        recorded[order_id] = payment
+    now = timezone.now()
+    for payment in recorded.values():
+        payment.updated_at = now  # bulk_update does not set auto_now fields
+    fields = ["status", "charge_id", "decline_code", "token", "call_due_at", "call_attempts", "updated_at"]
+    Payment.objects.bulk_update(recorded.values(), fields)
 
 
 @transaction.atomic(savepoint=False)
@@ -272,6 +284,7 @@ def record_charge_given_up(order_id: uuid.UUID) -> None:
     payment.token = ""
     with caused_by(payment.causes.get("charge", {})):
         _record_decline(payment, GAVE_UP_DECLINE_CODE)  # terminal: a refund asked for later finds nothing
+    payment.save()
 
 
 @transaction.atomic(savepoint=False)

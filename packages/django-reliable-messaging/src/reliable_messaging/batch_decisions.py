@@ -169,7 +169,7 @@ class BulkRuns:
     def _end(self, consumer: str) -> None:
         bulk, members = self.open.pop(consumer)
         try:
-            run_bulk_handler(bulk, members)
+            run_bulk_handler(bulk, consumer, members)
         except Exception as exc:  # noqa: BLE001 - decided again, in savepoints
             raise MemberFailed(exc) from exc
 

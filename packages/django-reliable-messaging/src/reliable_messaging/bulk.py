@@ -18,13 +18,21 @@ from contextlib import contextmanager, nullcontext
 from contextvars import ContextVar
 
 from reliable_messaging.envelope import IncomingEvent
+from reliable_messaging.faults import fault_point
 from reliable_messaging.outbox import handling
 from reliable_messaging.telemetry import current
 
 BulkHandler = Callable[[list[IncomingEvent]], None]
 
-# The spans of the run being handled in bulk, by message id.
-_spans: ContextVar[dict[str, object] | None] = ContextVar("bulk_spans", default=None)
+
+class _Run:
+    """The run being handled in bulk: its consumer, its members' spans, the turns taken so far."""
+
+    def __init__(self, consumer: str, spans: dict[str, object]) -> None:
+        self.consumer, self.spans, self.turns = consumer, spans, 0
+
+
+_run: ContextVar[_Run | None] = ContextVar("bulk_run", default=None)
 
 
 def in_bulk(*handlers: Callable) -> Callable[[BulkHandler], BulkHandler]:
@@ -42,18 +50,25 @@ def bulk_handler_of(handler: Callable) -> BulkHandler | None:
     return getattr(handler, "bulk_handler", None)
 
 
-def run_bulk_handler(bulk: BulkHandler, members: list[tuple[IncomingEvent, object]]) -> None:
-    """``bulk`` on a run's messages; ``members``: each message with its span (or None)."""
-    token = _spans.set({event.message_id: span for event, span in members})
+def run_bulk_handler(bulk: BulkHandler, consumer: str, members: list[tuple[IncomingEvent, object]]) -> None:
+    """``bulk`` on a run of ``consumer``'s messages; ``members``: each message with its span (or None)."""
+    token = _run.set(_Run(consumer, {event.message_id: span for event, span in members}))
     try:
         bulk([event for event, _ in members])
     finally:
-        _spans.reset(token)
+        _run.reset(token)
 
 
 @contextmanager
 def in_turn(event: IncomingEvent) -> Iterator[None]:
-    """Inside, ``event`` is the message being handled: its cause and span, as in a single handler."""
-    span = (_spans.get() or {}).get(event.message_id)
+    """Inside, ``event`` is the message being handled: its cause and span, as in a single handler.
+    Between two turns is where crash tests stop a batch between two handlers, as between two
+    single handlers (``consumer.<name>.between_handlers``)."""
+    run = _run.get()
+    span = run.spans.get(event.message_id) if run is not None else None
+    if run is not None:
+        run.turns += 1
+        if run.turns > 1:
+            fault_point(f"consumer.{run.consumer}.between_handlers")
     with handling(event), current(span) if span is not None else nullcontext():
         yield
