@@ -7,8 +7,7 @@ from contextlib import AbstractContextManager, nullcontext
 from decimal import Decimal
 
 from django.db import transaction
-from django.utils import timezone
-from reliable_messaging.api import publish, publish_again
+from reliable_messaging.api import publish, publish_again, update_rows
 
 from inventory.events import Line
 from inventory.models import Product, Reservation
@@ -129,11 +128,8 @@ def stock_reserve_many(requests: list[tuple[uuid.UUID, list[Line]]], *, turn: Tu
                 changed_reservations[order_id] = reservation
                 if reservation.status == Reservation.Status.RESERVED:
                     changed_products.update((line.sku, products[line.sku]) for line in lines)
-    now = timezone.now()
-    for row in (*changed_products.values(), *changed_reservations.values()):
-        row.updated_at = now  # bulk_update does not set auto_now fields
-    Product.objects.bulk_update(changed_products.values(), ["stock", "version", "updated_at"])
-    Reservation.objects.bulk_update(changed_reservations.values(), ["status", "reason", "lines", "updated_at"])
+    update_rows(changed_products.values(), ["stock", "version", "updated_at"])
+    update_rows(changed_reservations.values(), ["status", "reason", "lines", "updated_at"])
 
 
 def _lock_products(skus) -> dict[str, Product]:

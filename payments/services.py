@@ -18,7 +18,7 @@ from decimal import Decimal
 from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
-from reliable_messaging.api import caused_by, current_cause, publish, publish_again
+from reliable_messaging.api import caused_by, current_cause, publish, publish_again, update_rows
 
 from payments.models import Payment
 from payments.wakeup import notify_call_due
@@ -84,11 +84,8 @@ def payment_charge_many(requests: list[ChargeRequest], *, turn: Turn = _as_is) -
                 charging[r.order_id] = payment
     if not charging:
         return
-    now = timezone.now()
-    for payment in charging.values():
-        payment.updated_at = now  # bulk_update does not set auto_now fields
     fields = ["status", "amount", "currency", "token", "items", "call_due_at", "causes", "updated_at"]
-    Payment.objects.bulk_update(charging.values(), fields)
+    update_rows(charging.values(), fields)
     notify_call_due()
 
 
@@ -268,11 +265,8 @@ def record_charge_outcomes(outcomes: list[tuple[uuid.UUID, object]]) -> None:
         if payment.status == Payment.Status.CHARGED and payment.refund_reason:  # cancelled meanwhile
             payment.status, payment.call_due_at, payment.call_attempts = Payment.Status.REFUNDING, timezone.now(), 0
         recorded[order_id] = payment
-    now = timezone.now()
-    for payment in recorded.values():
-        payment.updated_at = now  # bulk_update does not set auto_now fields
     fields = ["status", "charge_id", "decline_code", "token", "call_due_at", "call_attempts", "updated_at"]
-    Payment.objects.bulk_update(recorded.values(), fields)
+    update_rows(recorded.values(), fields)
 
 
 @transaction.atomic(savepoint=False)

@@ -28,7 +28,7 @@ from decimal import Decimal
 
 from django.db import transaction
 from django.utils import timezone
-from reliable_messaging.api import TransientError, publish
+from reliable_messaging.api import TransientError, publish, update_rows
 
 from orders.metrics import event_ignored_observed, saga_outcome_observed
 from orders.models import Order, OrderLine
@@ -169,10 +169,7 @@ def order_replies_apply(replies: list[PaymentSucceeded | StockReserved], *, turn
                     continue
                 _confirm_in_memory(order)
                 changed[order.pk] = order
-    now = timezone.now()
-    for order in changed.values():
-        order.updated_at = now  # bulk_update does not set auto_now fields
-    Order.objects.bulk_update(changed.values(), ["paid_at", "status", "updated_at"])
+    update_rows(changed.values(), ["paid_at", "status", "updated_at"])
 
 
 def _lines_of(order: Order) -> dict[str, int]:

@@ -1,12 +1,15 @@
-"""The one-statement inserts of the hot paths store exactly what the ORM stores."""
+"""The one-statement inserts and updates of the hot paths store exactly what the ORM stores."""
 
 import uuid
 from datetime import UTC, datetime
+from decimal import Decimal
 
 import pytest
 from django.db import DataError, transaction
 from reliable_messaging.models import InboxMessage, OutboxMessage
-from reliable_messaging.sql import insert_row, insert_rows
+from reliable_messaging.sql import insert_row, insert_rows, update_rows
+
+from payments.models import Payment
 
 pytestmark = pytest.mark.django_db
 
@@ -76,3 +79,33 @@ def test_a_value_too_long_for_its_column_is_refused_not_truncated():
         insert_rows(InboxMessage, rows)
 
     assert InboxMessage.objects.count() == 0
+
+
+def test_update_rows_writes_the_fields_given_as_save_would_and_leaves_the_others():
+    made = [
+        Payment.objects.create(order_id=uuid.uuid4(), status="charging", amount=Decimal("1.00"), currency="USD")
+        for _ in range(3)
+    ]
+    untouched = Payment.objects.create(order_id=uuid.uuid4(), status="charging", token="tok_keep")
+    before = {p.order_id: p.updated_at for p in made}
+    made[0].status, made[0].charge_id, made[0].items = "charged", "ch_0", [{"sku": "WÍDGET", "q": 2}]
+    made[1].status, made[1].amount, made[1].call_due_at = "refunding", Decimal("12.34"), None
+    made[2].status, made[2].causes, made[2].token = "declined", {"charge": {"message_id": "m-2"}}, "ignored"
+
+    assert update_rows(made, ["status", "charge_id", "amount", "items", "causes", "call_due_at", "updated_at"]) == 3
+
+    stored = {p.order_id: p for p in Payment.objects.all()}
+    for payment in made:
+        row = stored[payment.order_id]
+        assert (row.status, row.charge_id, row.amount, row.items, row.causes, row.call_due_at) == (
+            payment.status,
+            payment.charge_id,
+            payment.amount,
+            payment.items,
+            payment.causes,
+            payment.call_due_at,
+        )
+        assert row.updated_at > before[payment.order_id]  # auto_now, as save() sets it
+    assert stored[made[2].order_id].token == ""  # not among the fields: left as it was
+    assert stored[untouched.order_id].token == "tok_keep"
+    assert update_rows([], ["status"]) == 0

@@ -36,7 +36,7 @@ from reliable_messaging.outbox import (
 from reliable_messaging.payloads import payload_uuid
 from reliable_messaging.scheduled import cancel_scheduled, scheduled_delivery_time
 from reliable_messaging.serve_metrics import serve_metrics
-from reliable_messaging.sql import Statement, execute_together, insert_statement, rows_statement
+from reliable_messaging.sql import Statement, execute_together, insert_statement, rows_statement, update_rows
 
 __all__ = [
     "DATABASE_BACKOFF_MAX",
@@ -63,5 +63,6 @@ __all__ = [
     "rows_statement",
     "scheduled_delivery_time",
     "serve_metrics",
+    "update_rows",
     "use_dedicated_connections",
 ]
