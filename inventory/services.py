@@ -2,24 +2,15 @@
 
 import logging
 import uuid
-from collections.abc import Callable
-from contextlib import AbstractContextManager, nullcontext
 from decimal import Decimal
 
 from django.db import transaction
-from reliable_messaging.api import publish, publish_again, update_rows
+from reliable_messaging.api import Turn, publish, publish_again, update_rows
 
 from inventory.events import Line
 from inventory.models import Product, Reservation
 
 logger = logging.getLogger(__name__)
-
-# Where the n-th request of a bulk call is decided (its message's turn: reliable_messaging.api.in_turn).
-Turn = Callable[[int], AbstractContextManager]
-
-
-def _as_is(n: int) -> AbstractContextManager:
-    return nullcontext()
 
 
 def _publish_product_updated(product: Product) -> None:
@@ -100,7 +91,7 @@ def stock_reserve(*, order_id: uuid.UUID, lines: list[Line]) -> None:
 
 
 @transaction.atomic(savepoint=False)
-def stock_reserve_many(requests: list[tuple[uuid.UUID, list[Line]]], *, turn: Turn = _as_is) -> None:
+def stock_reserve_many(requests: list[tuple[uuid.UUID, list[Line]]], *, turn: Turn) -> None:
     """``stock_reserve`` of each (order id, lines) in turn (``turn(n)``: where the n-th one's work
     is done), as if one after another, with every record and product locked and written once
     for all: a few statements for the lot instead of five per order. Locks in the same order

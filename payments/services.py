@@ -9,8 +9,6 @@ event (``record_*`` below). After a crash the worker asks the gateway by that ke
 
 import logging
 import uuid
-from collections.abc import Callable
-from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from datetime import timedelta
 from decimal import Decimal
@@ -18,7 +16,7 @@ from decimal import Decimal
 from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
-from reliable_messaging.api import caused_by, current_cause, publish, publish_again, update_rows
+from reliable_messaging.api import Turn, caused_by, current_cause, publish, publish_again, update_rows
 
 from payments.models import Payment
 from payments.wakeup import notify_call_due
@@ -28,13 +26,6 @@ logger = logging.getLogger(__name__)
 # What a charge the gateway never answered becomes once the worker gives up on it (Stripe's code
 # for a charge the processor could not make): the order fails as a declined payment would.
 GAVE_UP_DECLINE_CODE = "processing_error"
-
-# Where the n-th request of a bulk call is decided (its message's turn: reliable_messaging.api.in_turn).
-Turn = Callable[[int], AbstractContextManager]
-
-
-def _as_is(n: int) -> AbstractContextManager:
-    return nullcontext()
 
 
 @dataclass(frozen=True)
@@ -67,7 +58,7 @@ def payment_charge(*, order_id: uuid.UUID, amount: Decimal, currency: str, token
 
 
 @transaction.atomic(savepoint=False)
-def payment_charge_many(requests: list[ChargeRequest], *, turn: Turn = _as_is) -> None:
+def payment_charge_many(requests: list[ChargeRequest], *, turn: Turn) -> None:
     """``payment_charge`` of each request in turn (``turn(n)``: where the n-th one's work is done),
     as if one after another, with every record locked and written once for all: a few statements
     for the lot instead of four per order. The records are locked in order-id order."""

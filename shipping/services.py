@@ -8,13 +8,11 @@ or late finds the shipment past the state it expects and changes nothing.
 
 import logging
 import uuid
-from collections.abc import Callable
-from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 
 from django.db import transaction
 from django.utils import timezone
-from reliable_messaging.api import publish, publish_again
+from reliable_messaging.api import Turn, publish, publish_again
 
 from shipping.models import Shipment
 
@@ -22,13 +20,6 @@ logger = logging.getLogger(__name__)
 
 # Where no carrier of ours goes: the orchestrated saga's shipping step refuses these addresses.
 UNSERVED_COUNTRIES = frozenset({"AQ"})  # Antarctica
-
-# Where the n-th request of a bulk call is decided (its message's turn: reliable_messaging.api.in_turn).
-Turn = Callable[[int], AbstractContextManager]
-
-
-def _as_is(n: int) -> AbstractContextManager:
-    return nullcontext()
 
 
 def _publish(shipment: Shipment, event_type: str) -> None:
@@ -61,7 +52,7 @@ def shipment_prepare(*, order_id: uuid.UUID) -> None:
 
 
 @transaction.atomic(savepoint=False)
-def shipment_prepare_many(order_ids: list[uuid.UUID], *, turn: Turn = _as_is) -> None:
+def shipment_prepare_many(order_ids: list[uuid.UUID], *, turn: Turn) -> None:
     """``shipment_prepare`` of each order in turn (``turn(n)``: where the n-th one's work is
     done), as if one after another: the shipments that exist locked, the missing ones created,
     each with one statement for the lot. A shipment another transaction creates meanwhile fails

@@ -20,15 +20,13 @@ not orders' to act on, and are left alone here.
 
 import logging
 import uuid
-from collections.abc import Callable
-from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from datetime import timedelta
 from decimal import Decimal
 
 from django.db import transaction
 from django.utils import timezone
-from reliable_messaging.api import TransientError, publish, update_rows
+from reliable_messaging.api import TransientError, Turn, publish, update_rows
 
 from orders.metrics import event_ignored_observed, saga_outcome_observed
 from orders.models import Order, OrderLine
@@ -122,14 +120,6 @@ def _note_payment(order: Order | None, order_id: uuid.UUID, amount: Decimal, cur
     return True
 
 
-# Where the n-th request of a bulk call is decided (its message's turn: reliable_messaging.api.in_turn).
-Turn = Callable[[int], AbstractContextManager]
-
-
-def _as_is(n: int) -> AbstractContextManager:
-    return nullcontext()
-
-
 @dataclass(frozen=True)
 class PaymentSucceeded:
     order_id: uuid.UUID
@@ -144,7 +134,7 @@ class StockReserved:
 
 
 @transaction.atomic(savepoint=False)
-def order_replies_apply(replies: list[PaymentSucceeded | StockReserved], *, turn: Turn = _as_is) -> None:
+def order_replies_apply(replies: list[PaymentSucceeded | StockReserved], *, turn: Turn) -> None:
     """``order_payment_record`` or ``order_confirm`` of each reply in turn (``turn(n)``: where the
     n-th one's work is done), as if one after another, with the orders locked (in id order),
     their lines read and the changed ones written once for all."""

@@ -19,7 +19,7 @@ The operator's reads are in ``reliable_messaging.operator``; the composition roo
 ``reliable_messaging.hosting``; the test harness in ``reliable_messaging.testing``.
 """
 
-from reliable_messaging.bulk import in_bulk, in_turn
+from reliable_messaging.bulk import Turn, in_bulk, in_turn
 from reliable_messaging.dispatch import InvalidPayload, TransientError
 from reliable_messaging.envelope import IncomingEvent
 from reliable_messaging.faults import fault_point
@@ -47,6 +47,7 @@ __all__ = [
     "Statement",
     "Stopper",
     "TransientError",
+    "Turn",
     "cancel_scheduled",
     "caused_by",
     "collecting",

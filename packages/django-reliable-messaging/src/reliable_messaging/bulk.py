@@ -14,7 +14,7 @@ names that message as its cause and continues its trace, as inside a single hand
 """
 
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager, nullcontext
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from contextvars import ContextVar
 
 from reliable_messaging.envelope import IncomingEvent
@@ -23,6 +23,9 @@ from reliable_messaging.outbox import handling
 from reliable_messaging.telemetry import current
 
 BulkHandler = Callable[[list[IncomingEvent]], None]
+# What a bulk handler hands a service of its context: the n-th request's turn, where that
+# request's work is done (``lambda n: in_turn(events[n])``).
+Turn = Callable[[int], AbstractContextManager]
 
 
 class _Run:
