@@ -6,8 +6,8 @@ from decimal import Decimal
 
 import pytest
 from django.db import DataError, transaction
-from reliable_messaging.models import InboxMessage, OutboxMessage
-from reliable_messaging.sql import insert_row, insert_rows, update_rows
+from reliable_messaging.models import DeadLetter, InboxMessage, OutboxMessage
+from reliable_messaging.sql import insert_row, insert_rows, rows_statement, update_rows
 
 from payments.models import Payment
 
@@ -109,3 +109,95 @@ def test_update_rows_writes_the_fields_given_as_save_would_and_leaves_the_others
     assert stored[made[2].order_id].token == ""  # not among the fields: left as it was
     assert stored[untouched.order_id].token == "tok_keep"
     assert update_rows([], ["status"]) == 0
+
+
+HARD_TEXT = 'quote " backslash \\ apostrophe \' braces {a,b} tab\t newline\n é 😀 NULL'
+
+
+def test_rows_travel_as_one_json_parameter_and_every_kind_of_value_reads_back_as_the_orm_stores_it():
+    rows = [
+        {
+            "order_id": uuid.uuid4(),
+            "status": "charging",
+            "amount": Decimal("1234567890.05"),
+            "currency": "USD",
+            "charge_id": "ch_1",
+            "refund_id": "",
+            "decline_code": "",
+            "token": HARD_TEXT,
+            "items": [{"sku": "WÍDGET", "q": 2, "price": "9.99", "nested": {"none": None, "flag": True}}],
+            "causes": {"text": HARD_TEXT},
+            "call_due_at": datetime(2026, 11, 26, 23, 59, 59, 999999, tzinfo=UTC),
+            "call_attempts": 2**31 - 1,
+            "created_at": datetime(2026, 1, 2, 3, 4, 5, 6, tzinfo=UTC),
+            "updated_at": datetime(2026, 1, 2, 3, 4, 5, 6, tzinfo=UTC),
+        },
+        {
+            "order_id": str(uuid.uuid4()),  # as the ORM takes it: text is a UUID too
+            "status": "new",
+            "amount": None,
+            "currency": "",
+            "charge_id": "",
+            "refund_id": "",
+            "decline_code": "",
+            "token": "",
+            "items": [],
+            "causes": {},
+            "call_due_at": None,
+            "call_attempts": 0,
+            "created_at": datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC),
+            "updated_at": datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC),
+        },
+    ]
+    sql, params = rows_statement(Payment, rows)
+    assert "jsonb_array_elements" in sql and len(params) == 1 and isinstance(params[0], str)
+
+    insert_rows(Payment, rows)
+
+    for values in rows:
+        row = Payment.objects.get(order_id=values["order_id"])
+        assert {name: getattr(row, name) for name in values if name != "order_id"} == {
+            name: value for name, value in values.items() if name != "order_id"
+        }
+
+
+def test_update_rows_through_json_keeps_hard_text_and_a_value_too_long_is_refused():
+    payment = Payment.objects.create(order_id=uuid.uuid4(), status="charging", amount=Decimal("1.00"), currency="USD")
+    payment.token, payment.causes = HARD_TEXT, {"why": HARD_TEXT}
+
+    assert update_rows([payment], ["token", "causes"]) == 1
+    row = Payment.objects.get(pk=payment.pk)
+    assert (row.token, row.causes) == (HARD_TEXT, {"why": HARD_TEXT})
+
+    payment.token, payment.status = "t", "x" * 21  # status is a varchar(20): refused, not cut
+    with pytest.raises(DataError), transaction.atomic():
+        update_rows([payment], ["token", "status"])
+    assert Payment.objects.get(pk=payment.pk).token == HARD_TEXT
+
+
+def test_a_json_value_json_cannot_encode_fails_as_the_orm_would_and_stores_nothing():
+    row = outbox_values(1) | {"payload": {"total": Decimal("1.00")}}  # a Decimal is not JSON
+
+    with pytest.raises(TypeError), transaction.atomic():
+        insert_rows(OutboxMessage, [row])
+    assert OutboxMessage.objects.count() == 0
+
+
+def test_a_model_with_a_field_json_cannot_carry_takes_one_array_per_column():
+    body = bytes(range(256))  # a dead letter's body is bytes, kept exactly
+    now = datetime.now(UTC)
+    rows = [
+        {
+            **{"consumer": "c", "message_id": f"m-{n}", "event_type": "e", "routing_key": "e", "correlation_id": ""},
+            **{"reason": "r", "error": HARD_TEXT, "traceback": "", "body": body, "headers": {"n": n}, "properties": {}},
+            **{"attempts": 1, "first_failed_at": now, "last_failed_at": now, "replay_count": 0},
+        }
+        for n in range(2)
+    ]
+    sql, _ = rows_statement(DeadLetter, rows)
+    assert "unnest(" in sql
+
+    insert_rows(DeadLetter, rows)
+
+    stored_rows = DeadLetter.objects.order_by("message_id")
+    assert [(bytes(d.body), d.error, d.headers) for d in stored_rows] == [(body, HARD_TEXT, {"n": n}) for n in range(2)]
