@@ -24,6 +24,11 @@ from functools import cache
 from jsonschema import Draft202012Validator, FormatChecker
 from jsonschema.exceptions import best_match
 
+try:  # optional: a compiled check of the valid payloads, the same verdicts but several times faster
+    import jsonschema_rs
+except ImportError:  # pragma: no cover - every payload then takes jsonschema alone
+    jsonschema_rs = None
+
 from reliable_messaging.conf import setting
 from reliable_messaging.declarations import hosted, installed
 from reliable_messaging.dotted import resolve
@@ -57,25 +62,54 @@ __all__ = [
 SYSTEM_CURRENCY = "system-currency"
 
 
+def _is_system_currency(value) -> bool:
+    return not isinstance(value, str) or value == setting("CURRENCY")
+
+
 def _format_checker() -> FormatChecker:
     checker = FormatChecker()
     checker.checkers = dict(Draft202012Validator.FORMAT_CHECKER.checkers)
-    checker.checks(SYSTEM_CURRENCY)(lambda value: not isinstance(value, str) or value == setting("CURRENCY"))
+    checker.checks(SYSTEM_CURRENCY)(_is_system_currency)
     return checker
 
 
 @cache
-def _validator(event_type: str, version: int) -> Draft202012Validator | None:
+def _validators(event_type: str, version: int) -> tuple[Draft202012Validator, object] | None:
+    """The schema's validator (jsonschema: its errors name the field) and, when jsonschema_rs is
+    installed and compiles the schema, a compiled one that only says whether a payload is valid."""
     known = schemas().get((event_type, version))
     if known is None:
         return None
-    return Draft202012Validator(known.schema, format_checker=_format_checker())
+    fast = None
+    if jsonschema_rs is not None:
+        try:
+            fast = jsonschema_rs.Draft202012Validator(
+                known.schema, validate_formats=True, formats={SYSTEM_CURRENCY: _is_system_currency}
+            )
+        except ValueError:  # a schema it cannot compile: jsonschema alone decides
+            fast = None
+    return Draft202012Validator(known.schema, format_checker=_format_checker()), fast
+
+
+def _passes_fast_check(fast, payload) -> bool:
+    """True only when the compiled validator finds ``payload`` valid. Anything else (invalid, a
+    value it cannot take, such as a lone surrogate) is left to jsonschema, whose verdict stands:
+    the fast check can only spare work, never accept what jsonschema refuses (tests/unit)."""
+    if fast is None:
+        return False
+    try:
+        return fast.is_valid(payload)
+    except ValueError:  # a value it cannot take: a lone surrogate, a key that is not text
+        return False
 
 
 def validation_error(event_type: str, version: int, payload) -> str:
     """Why ``payload`` is not version ``version`` of ``event_type`` ('' if it is, or if no schema is known)."""
-    validator = _validator(event_type, version)
-    if validator is None:
+    validators = _validators(event_type, version)
+    if validators is None:
+        return ""
+    validator, fast = validators
+    if _passes_fast_check(fast, payload):
         return ""
     error = best_match(validator.iter_errors(payload))
     if error is None:

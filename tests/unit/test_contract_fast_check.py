@@ -1,0 +1,125 @@
+"""The compiled check of event payloads (jsonschema_rs) only spares work: it may accept a payload
+only where jsonschema accepts it, and every refusal still names its field in jsonschema's words.
+
+For every schema the installed contexts declare, its example payload and a few hundred hostile
+variants of it (each value replaced, each required key dropped, keys added) are judged by both.
+"""
+
+import copy
+
+import pytest
+from reliable_messaging import contracts
+from reliable_messaging.contracts import schemas, validation_error
+from reliable_messaging.testing import example_payload
+
+HOSTILE_VALUES = [
+    None,
+    "",
+    "x" * 5000,
+    -1,
+    0,
+    1.5,
+    10**30,
+    True,
+    "12.50\n",  # Python's $ matches before a final newline; the compiled pattern's does not
+    "１２.50",  # full-width digits
+    "12.5",
+    "\ud800",  # a lone surrogate: the compiled check cannot even take it
+    "usd",
+    "USD\n",
+    "EUR",
+    "{12345678-1234-1234-1234-1234567890ab}",
+    "urn:uuid:12345678-1234-1234-1234-1234567890ab",
+    "12345678-1234-1234-1234-1234567890a-b",
+    "12345678123412341234123456789 0ab",
+    "12345678-1234-1234-1234-1234567890AB",
+    [],
+    [{}],
+    {},
+    {"": None},
+]
+
+
+def leaf_paths(value, path=()):
+    if isinstance(value, dict):
+        for key, inner in value.items():
+            yield from leaf_paths(inner, (*path, key))
+    elif isinstance(value, list):
+        for n, inner in enumerate(value):
+            yield from leaf_paths(inner, (*path, n))
+    yield path
+
+
+def replaced(payload, path, value):
+    changed = copy.deepcopy(payload)
+    if not path:
+        return value
+    holder = changed
+    for step in path[:-1]:
+        holder = holder[step]
+    holder[path[-1]] = value
+    return changed
+
+
+def dropped(payload, path):
+    changed = copy.deepcopy(payload)
+    holder = changed
+    for step in path[:-1]:
+        holder = holder[step]
+    if isinstance(holder, dict):
+        del holder[path[-1]]
+    return changed
+
+
+def variants(payload):
+    for path in leaf_paths(payload):
+        for value in HOSTILE_VALUES:
+            yield replaced(payload, path, value)
+        if path:
+            yield dropped(payload, path)
+            yield replaced(payload, path[:-1], {"extra": 1}) if path[:-1] else {**payload, "extra": 1}
+
+
+SCHEMAS = sorted(schemas())
+
+
+@pytest.mark.parametrize(("event_type", "version"), SCHEMAS, ids=[f"{t}.v{v}" for t, v in SCHEMAS])
+def test_the_compiled_check_accepts_only_what_jsonschema_accepts(event_type, version):
+    slow, fast = contracts._validators(event_type, version)
+    assert fast is not None, "jsonschema_rs (pinned in requirements.txt) compiles every schema"
+    example = example_payload(event_type, version)
+    assert contracts._passes_fast_check(fast, example)  # the valid payloads take the fast way
+
+    judged = accepted_by_both = 0
+    for payload in variants(example):
+        judged += 1
+        if contracts._passes_fast_check(fast, payload):
+            assert slow.is_valid(payload), f"accepted by the compiled check alone: {payload!r}"
+            accepted_by_both += 1
+        else:  # refused or not taken: jsonschema's verdict, with its words
+            assert validation_error(event_type, version, payload) == _jsonschema_only(event_type, version, payload)
+    assert judged > len(HOSTILE_VALUES)
+    assert accepted_by_both < judged  # the variants did reach refusals
+
+
+def _jsonschema_only(event_type, version, payload) -> str:
+    fast_check = contracts._passes_fast_check
+    contracts._passes_fast_check = lambda fast, payload: False
+    try:
+        return validation_error(event_type, version, payload)
+    finally:
+        contracts._passes_fast_check = fast_check
+
+
+def test_a_refusal_still_names_the_field_in_jsonschemas_words():
+    payload = {**example_payload("payments.payment.failed"), "reason": "nope"}
+
+    assert validation_error("payments.payment.failed", 1, payload) == (
+        "payments.payment.failed v1 at reason: 'nope' is not one of ['payment_declined']"
+    )
+
+
+def test_a_lone_surrogate_is_judged_by_jsonschema():
+    payload = {**example_payload("payments.payment.failed"), "decline_code": "\ud800"}
+
+    assert validation_error("payments.payment.failed", 1, payload) == ""  # any string is a decline code
