@@ -111,7 +111,7 @@ def test_update_rows_writes_the_fields_given_as_save_would_and_leaves_the_others
     assert update_rows([], ["status"]) == 0
 
 
-HARD_TEXT = 'quote " backslash \\ apostrophe \' braces {a,b} tab\t newline\n é 😀 NULL'
+HARD_TEXT = "quote \" backslash \\ apostrophe ' braces {a,b} tab\t newline\n é 😀 NULL"
 
 
 def test_rows_travel_as_one_json_parameter_and_every_kind_of_value_reads_back_as_the_orm_stores_it():
