@@ -16,7 +16,7 @@ from orders.services.saga import (
     order_payment_record,
     order_replies_apply,
 )
-from orders.services.storefront import storefront_product_apply
+from orders.services.storefront import storefront_product_apply, storefront_products_apply
 
 
 def on_payment_succeeded(event: IncomingEvent) -> None:
@@ -48,6 +48,11 @@ def on_reservation_failed(event: IncomingEvent) -> None:
 
 def on_product_updated(event: IncomingEvent) -> None:
     storefront_product_apply(**product_update_of(event))
+
+
+@in_bulk(on_product_updated)
+def on_products_updated(events: list[IncomingEvent]) -> None:
+    storefront_products_apply([product_update_of(event) for event in events])  # publishes nothing
 
 
 def on_confirm_ordered(event: IncomingEvent) -> None:

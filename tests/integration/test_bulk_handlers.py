@@ -8,7 +8,8 @@ import uuid
 from decimal import Decimal
 
 import pytest
-from django.db import transaction
+from django.db import connection, transaction
+from django.test.utils import CaptureQueriesContext
 from reliable_messaging import registry
 from reliable_messaging.api import in_bulk, in_turn, publish
 from reliable_messaging.dispatch import Delivery, Outcome, decide_batch
@@ -245,3 +246,41 @@ def test_orders_notes_each_payment_and_confirms_each_reserved_order_of_a_batch_i
         if d.routing_key.startswith("inventory")
     }
     assert {m.aggregate_id: m.causation_id for m in confirmed} == {o: reserved_ids[o] for o in (first, second)}
+
+
+def product_updated(sku: str, version: int, available: int, *, price: str = "1.00") -> Delivery:
+    payload = {"sku": sku, "name": f"{sku} v{version}", "price": price, "available": available, "version": version}
+    return Delivery(
+        consumer="orders",
+        body=json.dumps(payload).encode(),
+        properties={"message_id": f"msg-{uuid.uuid4()}", "correlation_id": sku},  # as inventory publishes it
+        headers={"event_type": "inventory.product.updated", "schema_version": 1},
+        routing_key="inventory.product.updated",
+    )
+
+
+def test_the_storefront_applies_only_each_skus_newest_version_of_a_batch():
+    StorefrontProduct.objects.create(sku="A", name="A v1", price=Decimal("1.00"), available=10, version=1)
+    StorefrontProduct.objects.create(sku="C", name="C v7", price=Decimal("7.00"), available=70, version=7)
+    batch = [  # out of order, a new SKU, and a stale version of C
+        product_updated("A", 3, 8),
+        product_updated("A", 5, 6, price="5.00"),
+        product_updated("A", 4, 7),
+        product_updated("B", 2, 20),
+        product_updated("C", 1, 1),
+    ]
+
+    with CaptureQueriesContext(connection) as queries:
+        decisions = decide_batch(batch)
+
+    assert [d.outcome for d in decisions] == [Outcome.HANDLED] * 5
+    assert InboxMessage.objects.filter(consumer="orders").count() == 5
+    assert {p.sku: (p.name, p.price, p.available, p.version) for p in StorefrontProduct.objects.all()} == {
+        "A": ("A v5", Decimal("5.00"), 6, 5),
+        "B": ("B v2", Decimal("1.00"), 20, 2),
+        "C": ("C v7", Decimal("7.00"), 70, 7),
+    }
+    # A: one update (v5); B: an update of nothing, a look, an insert; C: an update of nothing, a
+    # look. One after another the five would have taken nine statements.
+    storefront = [q["sql"] for q in queries.captured_queries if "orders_storefront_product" in q["sql"]]
+    assert len(storefront) == 6
