@@ -25,11 +25,14 @@ connection, so a new row is relayed as soon as it commits; polling every
 SQLite the relay only polls. While idle it keeps reading the broker's socket for heartbeats.
 """
 
+import json
 import logging
 import select
 import threading
 import time
+from collections import namedtuple
 from datetime import timedelta
+from functools import cache
 
 from django.db import DatabaseError, InterfaceError, connection, connections, transaction
 from django.db.models import Q
@@ -90,8 +93,28 @@ def claim_query(batch_size: int):
     )
 
 
+ClaimedRow = namedtuple("ClaimedRow", CLAIM_FIELDS)
+
+
+@cache
+def _claim_sql() -> str:
+    """``claim_query`` as one fixed text (PostgreSQL): compiling the queryset for every batch cost
+    a relay as much CPU as the rest of its claim."""
+    table = OutboxMessage._meta.db_table
+    return (
+        f"SELECT {', '.join(CLAIM_FIELDS)} FROM {table} WHERE published_at IS NULL AND parked_at IS NULL "
+        "AND (next_attempt_at IS NULL OR next_attempt_at <= %s) ORDER BY created_at, id LIMIT %s FOR UPDATE SKIP LOCKED"
+    )
+
+
 def claim_batch(batch_size: int) -> list:
-    return list(claim_query(batch_size))
+    if connection.vendor != "postgresql":
+        return list(claim_query(batch_size))
+    payload = CLAIM_FIELDS.index("payload")
+    with connection.cursor() as cursor:
+        cursor.execute(_claim_sql(), [timezone.now(), batch_size])
+        # Django reads jsonb as text and leaves decoding it to the field: decoded here likewise.
+        return [ClaimedRow(*row[:payload], json.loads(row[payload]), *row[payload + 1 :]) for row in cursor.fetchall()]
 
 
 def mark_published(ids: list[int]) -> None:
