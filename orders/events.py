@@ -5,7 +5,9 @@ from decimal import Decimal, InvalidOperation
 
 from reliable_messaging.api import IncomingEvent, InvalidPayload, payload_uuid
 
-from orders.models import Order
+from orders.models import Order, StorefrontProduct
+
+INT_MAX, BIGINT_MAX = 2**31 - 1, 2**63 - 1  # PostgreSQL's integer and bigint
 
 
 def order_id_of(event: IncomingEvent) -> uuid.UUID:
@@ -29,7 +31,29 @@ def product_update_of(event: IncomingEvent) -> dict:
     for field in ("available", "version"):
         if not isinstance(update[field], int) or isinstance(update[field], bool):
             raise InvalidPayload(f"{field} must be an integer")
+    if problem := _unstorable(update):
+        raise InvalidPayload(f"product update the storefront cannot hold: {problem}")
     return update
+
+
+def _unstorable(update: dict) -> str:
+    """What StorefrontProduct's columns would refuse, refused here instead: a run of updates is
+    applied in bulk with only each SKU's newest version written, so an older one the database
+    would refuse must be caught before, as it would be alone ('' when storable)."""
+    field = StorefrontProduct._meta.get_field
+    whole_digits = field("price").max_digits - field("price").decimal_places
+    if not 0 < len(update["sku"]) <= field("sku").max_length:
+        return f"sku of {len(update['sku'])} characters"
+    if len(update["name"]) > field("name").max_length:
+        return f"name of {len(update['name'])} characters"
+    price = update["price"]
+    if not price.is_finite() or price < 0 or (price and price.adjusted() >= whole_digits):
+        return f"price {price}"
+    if not 0 <= update["available"] <= INT_MAX:
+        return f"available {update['available']}"
+    if not 0 <= update["version"] <= BIGINT_MAX:
+        return f"version {update['version']}"
+    return ""
 
 
 def payment_of(event: IncomingEvent) -> dict:

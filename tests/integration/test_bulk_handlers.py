@@ -3,6 +3,7 @@ consecutive members to the bulk handler that marks their handlers, in the batch'
 falls back to each member's own handler when the bulk one fails; the contexts' bulk handlers
 leave what their single handlers would have left, one after another."""
 
+import dataclasses
 import json
 import uuid
 from decimal import Decimal
@@ -284,3 +285,28 @@ def test_the_storefront_applies_only_each_skus_newest_version_of_a_batch():
     # look. One after another the five would have taken nine statements.
     storefront = [q["sql"] for q in queries.captured_queries if "orders_storefront_product" in q["sql"]]
     assert len(storefront) == 6
+
+
+@pytest.mark.parametrize(
+    ("unstorable", "why"),
+    [
+        ({"name": "x" * 201}, "name of 201 characters"),
+        ({"price": "10000000000.00"}, "price 10000000000.00"),
+        ({"available": 2**31}, "available 2147483648"),
+    ],
+)
+def test_an_older_update_the_storefront_cannot_hold_is_dead_lettered_in_a_run_as_alone(unstorable, why):
+    StorefrontProduct.objects.create(sku="A", name="A v1", price=Decimal("1.00"), available=10, version=1)
+    bad = product_updated("A", 2, 9)
+    payload = json.loads(bad.body) | unstorable
+    bad = dataclasses.replace(bad, body=json.dumps(payload).encode())
+    batch = [bad, product_updated("A", 3, 8)]  # v3 supersedes v2: in bulk, v2 would never be written
+
+    decisions = decide_batch(batch)
+
+    assert [(d.outcome, d.reason) for d in decisions] == [
+        (Outcome.DEAD_LETTER, "invalid_payload"),
+        (Outcome.HANDLED, ""),
+    ]
+    assert why in decisions[0].error
+    assert StorefrontProduct.objects.values_list("name", "available", "version").get() == ("A v3", 8, 3)

@@ -94,7 +94,9 @@ def _validators(event_type: str, version: int) -> tuple[Draft202012Validator, ob
 def _passes_fast_check(fast, payload) -> bool:
     """True only when the compiled validator finds ``payload`` valid. Anything else (invalid, a
     value it cannot take, such as a lone surrogate) is left to jsonschema, whose verdict stands:
-    the fast check can only spare work, never accept what jsonschema refuses (tests/unit)."""
+    the fast check can only spare work, never accept what jsonschema refuses (tests/unit). Only
+    for a payload as ``json.loads`` gives it: jsonschema_rs also takes a tuple as an array and a
+    Decimal as a number, which jsonschema refuses."""
     if fast is None:
         return False
     try:
@@ -103,13 +105,15 @@ def _passes_fast_check(fast, payload) -> bool:
         return False
 
 
-def validation_error(event_type: str, version: int, payload) -> str:
-    """Why ``payload`` is not version ``version`` of ``event_type`` ('' if it is, or if no schema is known)."""
+def validation_error(event_type: str, version: int, payload, *, decoded_json: bool = False) -> str:
+    """Why ``payload`` is not version ``version`` of ``event_type`` ('' if it is, or if no schema is
+    known). ``decoded_json``: the payload is exactly what ``json.loads`` made of a message's body
+    (only dicts, lists, text, numbers, booleans and nulls), so the compiled check may answer."""
     validators = _validators(event_type, version)
     if validators is None:
         return ""
     validator, fast = validators
-    if _passes_fast_check(fast, payload):
+    if decoded_json and _passes_fast_check(fast, payload):
         return ""
     error = best_match(validator.iter_errors(payload))
     if error is None:

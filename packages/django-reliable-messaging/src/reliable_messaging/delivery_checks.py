@@ -58,7 +58,8 @@ def _unsupported(spec, event: IncomingEvent) -> str:
 def _read(spec, event: IncomingEvent) -> Prepared:
     """The message checked against its schema and brought to the newest version its reader knows
     (what the handler sees); ``Refused`` with the dead letter that says why not."""
-    if error := contracts.validation_error(event.event_type, event.schema_version, event.payload):
+    # The payload as parse_incoming decoded it; an upcaster's result below is checked by jsonschema.
+    if error := contracts.validation_error(event.event_type, event.schema_version, event.payload, decoded_json=True):
         raise Refused(Decision(Outcome.DEAD_LETTER, event, "invalid_payload", error))
     if event.schema_version == spec.reading.newest:
         return Prepared(event, spec)
