@@ -213,10 +213,6 @@ def _poison(queue: str, body: bytes, event_type: str | None, *, with_id: bool = 
     return message_id
 
 
-def _product_named(name: str) -> dict:
-    return {"sku": "POISON", "name": name, "price": "1.00", "available": 1, "version": 10**9}
-
-
 # Each kind: (consumer, reason, how to make it). Covers every way a message can be unusable.
 POISON_KINDS: list[tuple[str, str, Callable[[], str]]] = [
     ("payments", "undecodable_body", lambda: _poison("payments_queue", b"\xff\xfe{not json", "orders.order.created")),
@@ -247,9 +243,11 @@ POISON_KINDS: list[tuple[str, str, Callable[[], str]]] = [
         ),
     ),
     (
-        "orders",
-        "handler_error",  # a bug that raises on every attempt (its schema allows a name its table refuses)
-        lambda: _poison("orders_queue", as_json(_product_named("x" * 300)), "inventory.product.updated"),
+        "payments",
+        "handler_error",  # a bug that raises on every attempt (its schema allows a token its table refuses)
+        lambda: _poison(
+            "payments_queue", as_json(order_created_payload(payment_token="t" * 300)), "orders.order.created"
+        ),
     ),
 ]
 
