@@ -15,7 +15,6 @@ from functools import cache
 
 from django.db import connections
 from django.db.models import (
-    BigIntegerField,
     BooleanField,
     CharField,
     DateField,
@@ -23,7 +22,6 @@ from django.db.models import (
     IntegerField,
     JSONField,
     Model,
-    SmallIntegerField,
     TextField,
     UUIDField,
 )
@@ -96,9 +94,7 @@ _JSON_FIELDS = (
     CharField,
     TextField,
     UUIDField,
-    IntegerField,
-    BigIntegerField,
-    SmallIntegerField,
+    IntegerField,  # its Small, Big, Positive and Auto kinds too
     BooleanField,
     DecimalField,
     DateField,  # and DateTimeField
