@@ -26,6 +26,7 @@ from reliable_messaging.faults import fault_point
 from reliable_messaging.lifecycle import DATABASE_BACKOFF_MAX, Backoff, Stopper, use_dedicated_connections
 from reliable_messaging.outbox import (
     OutsideTransactionError,
+    UnpublishableEvent,
     caused_by,
     collecting,
     current_cause,
@@ -48,6 +49,7 @@ __all__ = [
     "Stopper",
     "TransientError",
     "Turn",
+    "UnpublishableEvent",
     "cancel_scheduled",
     "caused_by",
     "collecting",

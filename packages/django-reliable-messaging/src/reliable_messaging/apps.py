@@ -1,6 +1,9 @@
 from django.apps import AppConfig
+from django.conf import settings
+from django.core import checks
 
 from reliable_messaging import amqp_properties
+from reliable_messaging.conf import check_settings, setting
 
 
 class MessagingConfig(AppConfig):
@@ -17,9 +20,24 @@ class MessagingConfig(AppConfig):
         from reliable_messaging.event_log import register_event_log
         from reliable_messaging.registry import register_declared
 
+        check_settings()
         amqp_properties.install()
         check_contracts()
         for declaration in hosted():
             register_declared(declaration)
         if any(d.event_log for d in hosted()):
             register_event_log()
+
+
+@checks.register(checks.Tags.compatibility)
+def check_embedded_broker(app_configs, **kwargs) -> list[checks.CheckMessage]:
+    """The filesystem broker is one machine's: no confirms, no dead-letter exchange, no cluster."""
+    if settings.DEBUG or not setting("BROKER_URL").startswith("filesystem"):
+        return []
+    return [
+        checks.Warning(
+            "MESSAGING['BROKER_URL'] is the embedded filesystem broker with DEBUG off",
+            hint="it is for development and one machine: set BROKER_URL to RabbitMQ (amqp://...) in production",
+            id="reliable_messaging.W001",
+        )
+    ]

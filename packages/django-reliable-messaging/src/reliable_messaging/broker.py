@@ -33,7 +33,7 @@ from kombu import Connection, Exchange, Queue, binding
 from kombu.exceptions import OperationalError
 
 from reliable_messaging import filesystem_transport
-from reliable_messaging.conf import exchange_name, queue_name, setting
+from reliable_messaging.conf import exchange_name, folder, queue_name, setting
 from reliable_messaging.registry import local_consumers
 from reliable_messaging.topology import queue_bindings
 
@@ -67,7 +67,7 @@ def connect() -> Connection:
     url = setting("BROKER_URL")
     if url.startswith("filesystem"):
         # Every process must share the same absolute folders for topic routing to work.
-        root = setting("FILESYSTEM_DIR")
+        root = folder("FILESYSTEM_DIR")
         data, control = root / "data", root / "control"
         data.mkdir(parents=True, exist_ok=True)
         control.mkdir(parents=True, exist_ok=True)

@@ -1,13 +1,15 @@
 """The bus's settings: one dict, ``settings.MESSAGING``; a key left out takes its default here.
 
 Read at the moment of use (not cached), so ``override_settings(MESSAGING=...)`` works in tests.
-Every key is documented in the package's README ("Settings").
+Every key is documented in the package's README ("Settings"); ``settings_errors`` is what the app
+refuses to start with.
 """
 
 from datetime import timedelta
 from pathlib import Path
 
 from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
 
 DEFAULTS = {
     # the broker: kombu URLs, ";"-separated for a cluster's nodes; "filesystem://" is the embedded one
@@ -41,6 +43,7 @@ DEFAULTS = {
     "DELIVERY_LIMIT": 20,
     "SENSITIVE_FIELDS": [],
     "EVENT_VERSIONS": "",
+    # a timedelta, or a number of seconds
     "OUTBOX_RETENTION": timedelta(days=7),
     "INBOX_RETENTION": timedelta(days=14),
     "EVENT_LOG_RETENTION": timedelta(days=90),
@@ -67,4 +70,37 @@ def queue_name(consumer: str) -> str:
 
 
 def contexts_dir() -> Path:
-    return Path(setting("CONTEXTS_DIR"))
+    return folder("CONTEXTS_DIR")
+
+
+RETENTIONS = ("OUTBOX_RETENTION", "INBOX_RETENTION", "EVENT_LOG_RETENTION")
+
+
+def duration(name: str) -> timedelta:
+    """A duration setting: a ``timedelta``, or a number of seconds."""
+    value = setting(name)
+    if isinstance(value, timedelta) and value > timedelta(0):
+        return value
+    if isinstance(value, int | float) and not isinstance(value, bool) and value > 0:
+        return timedelta(seconds=value)
+    raise ImproperlyConfigured(
+        f"MESSAGING[{name!r}] is {value!r}: give a positive timedelta or a number of seconds "
+        f"(14 days: timedelta(days=14) or {14 * 86400})"
+    )
+
+
+def folder(name: str) -> Path:
+    """A folder setting: a ``str`` or a ``Path`` (relative: to the working directory)."""
+    value = setting(name)
+    if not isinstance(value, str | Path) or not str(value):
+        raise ImproperlyConfigured(f"MESSAGING[{name!r}] is {value!r}: give a folder, as a str or a Path")
+    return Path(value)
+
+
+def check_settings() -> None:
+    """At start-up: every setting whose type the bus cannot guess is one it can use."""
+    if unknown := sorted(set(getattr(settings, "MESSAGING", {})) - set(DEFAULTS)):
+        raise ImproperlyConfigured(f"MESSAGING has no setting {', '.join(map(repr, unknown))}")
+    for name in RETENTIONS:
+        duration(name)
+    folder("FILESYSTEM_DIR")

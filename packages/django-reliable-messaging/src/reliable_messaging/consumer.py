@@ -27,7 +27,7 @@ from django.db import DatabaseError
 from kombu import Consumer
 
 from reliable_messaging import broker
-from reliable_messaging.conf import queue_name, setting
+from reliable_messaging.conf import exchange_name, queue_name, setting
 from reliable_messaging.consumer_batch import (
     BatchSettling,
     DatabaseDown,
@@ -169,7 +169,13 @@ class ConsumerWorker(BatchSettling):
                 ).consume()
         logger.info(
             "consuming",
-            extra={"consumers": self.consumers, "batch_size": self.batch_size, "broker": broker.describe(connection)},
+            extra={
+                "consumers": self.consumers,
+                "queues": [queue_name(consumer) for consumer in self.consumers],
+                "exchange": exchange_name(),
+                "batch_size": self.batch_size,
+                "broker": broker.describe(connection),
+            },
         )
 
     def _disconnect(self, *, graceful: bool = True) -> None:

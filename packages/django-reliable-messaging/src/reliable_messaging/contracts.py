@@ -18,6 +18,7 @@ The parts: the schemas as read from their files (``reliable_messaging.schema_cat
 readers (``reliable_messaging.readings``); here, the validation, the writers and the start-up check.
 """
 
+import json
 from collections.abc import Callable
 from functools import cache
 
@@ -123,6 +124,24 @@ def validation_error(event_type: str, version: int, payload, *, decoded_json: bo
 
 
 # --- Writers -----------------------------------------------------------------------------------
+
+
+def publish_refusal(event_type: str, version: int, payload) -> str:
+    """Why ``payload`` may not be published as version ``version`` of ``event_type`` ('' if it may):
+    its context does not declare it, no schema of that version is known, the payload is not JSON,
+    or the schema refuses it as a consumer will read it (after a JSON round trip)."""
+    if not any(event_type in declaration.publishes for declaration in installed()):
+        return (
+            f"{event_type} is not declared: add it to [publishes] of the context.toml of "
+            f"{event_type.split('.', 1)[0]!r} (an installed context, MESSAGING['DECLARED_CONTEXTS'])"
+        )
+    if (event_type, version) not in schemas():
+        return f"{event_type} v{version} has no schema ({event_type}.v{version}.json beside its declaration)"
+    try:
+        as_read = json.loads(json.dumps(payload))
+    except (TypeError, ValueError) as error:
+        return f"{event_type} v{version}: the payload is not JSON ({error})"
+    return validation_error(event_type, version, as_read, decoded_json=True)
 
 
 def parse_event_versions(text: str, newest: Callable[[str], int]) -> dict[str, int]:

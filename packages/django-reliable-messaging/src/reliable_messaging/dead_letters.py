@@ -15,7 +15,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from reliable_messaging import broker
-from reliable_messaging.conf import queue_name, setting
+from reliable_messaging.conf import duration, queue_name, setting
 from reliable_messaging.edge import MAX_COUNT, clamped_count
 from reliable_messaging.envelope import ATTEMPT_HEADER, Envelope
 from reliable_messaging.masking import mask_sensitive
@@ -188,7 +188,7 @@ def dead_letter_replay(*, ids: list[int], new_id: bool = False) -> list[ReplayOu
     outcomes = [ReplayOutcome(i, "-", "-", False, "no such dead letter") for i in missing]
     if not letters:
         return outcomes
-    retention = timedelta(seconds=setting("INBOX_RETENTION"))
+    retention = duration("INBOX_RETENTION")
     with broker.connect() as connection:
         connection.connect()
         broker.declare_topology(connection)

@@ -12,15 +12,14 @@ every handler of a running saga answers with an event).
 """
 
 import shlex
-from datetime import datetime, timedelta
+from datetime import datetime
 from pathlib import Path
 from urllib.parse import urlsplit
 
-import environ
 from django.conf import settings
 from django.utils import timezone
 
-from reliable_messaging.conf import contexts_dir, setting
+from reliable_messaging.conf import contexts_dir, duration, folder, setting
 from reliable_messaging.masking import mask_text
 from reliable_messaging.registry import local_consumers
 from reliable_messaging.timeline import TimelineEntry, WaitingPlace, YetToHandle
@@ -44,7 +43,7 @@ def command_in_deployment(context: str, *args: str) -> str:
     words += [f"CONTEXTS={context}", f"DATABASE_URL={shlex.quote(url) if url else f'<{context.upper()}_DATABASE_URL>'}"]
     if not setting("BROKER_URL").startswith("filesystem"):
         words.append("BROKER_URL=<BROKER_URL>")
-    elif not (url and url.startswith("sqlite") and _broker_beside(url) == Path(setting("FILESYSTEM_DIR"))):
+    elif not (url and url.startswith("sqlite") and _broker_beside(url) == folder("FILESYSTEM_DIR").resolve()):
         words.append(f"BROKER_URL=filesystem://{setting('FILESYSTEM_DIR')}")
     python = ".venv/bin/python" if (contexts_dir() / ".venv" / "bin" / "python").exists() else "python"
     return " ".join([*words, python, "manage.py", *args])
@@ -52,7 +51,7 @@ def command_in_deployment(context: str, *args: str) -> str:
 
 def _broker_beside(sqlite_url: str) -> Path:
     """The broker folder a deployment on this SQLite database derives (config.settings)."""
-    return Path(environ.Env.db_url_config(sqlite_url)["NAME"]).resolve().parent / "broker"
+    return Path(urlsplit(sqlite_url).path[1:]).resolve().parent / "broker"
 
 
 def yet_to_handle(entries: list[TimelineEntry], *, now: datetime | None = None) -> dict[str, YetToHandle]:
@@ -60,7 +59,7 @@ def yet_to_handle(entries: list[TimelineEntry], *, now: datetime | None = None) 
     none for an entry not published, or published before the inbox's retention (past it "not
     handled" can no longer be told from "handled and purged")."""
     now = now or timezone.now()
-    inbox_horizon = now - timedelta(seconds=setting("INBOX_RETENTION"))
+    inbox_horizon = now - duration("INBOX_RETENTION")
     local = set(local_consumers())
     found: dict[str, YetToHandle] = {}
     for entry in entries:

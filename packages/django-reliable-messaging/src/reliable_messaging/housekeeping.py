@@ -1,13 +1,12 @@
 """Operator writes over the outbox, inbox and event log: parked rows and retention."""
 
 from dataclasses import dataclass
-from datetime import timedelta
 
 from django.db import transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 
-from reliable_messaging.conf import setting
+from reliable_messaging.conf import duration
 from reliable_messaging.models import EventLogEntry, InboxMessage, OutboxMessage
 
 PURGE_BATCH = 5000
@@ -39,13 +38,11 @@ def messages_purge() -> PurgeResult:
         outbox=_purge(
             OutboxMessage.objects.filter(
                 published_at__isnull=False,
-                published_at__lt=now - timedelta(seconds=setting("OUTBOX_RETENTION")),
+                published_at__lt=now - duration("OUTBOX_RETENTION"),
             )
         ),
-        inbox=_purge(InboxMessage.objects.filter(handled_at__lt=now - timedelta(seconds=setting("INBOX_RETENTION")))),
-        event_log=_purge(
-            EventLogEntry.objects.filter(recorded_at__lt=now - timedelta(seconds=setting("EVENT_LOG_RETENTION")))
-        ),
+        inbox=_purge(InboxMessage.objects.filter(handled_at__lt=now - duration("INBOX_RETENTION"))),
+        event_log=_purge(EventLogEntry.objects.filter(recorded_at__lt=now - duration("EVENT_LOG_RETENTION"))),
     )
 
 

@@ -10,7 +10,7 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from reliable_messaging.contracts import version_to_write
+from reliable_messaging.contracts import publish_refusal, version_to_write
 from reliable_messaging.declarations import context_of
 from reliable_messaging.envelope import IncomingEvent
 from reliable_messaging.ids import new_event_id
@@ -26,6 +26,11 @@ _collected: ContextVar[list | None] = ContextVar("messaging_outbox_collected", d
 
 class OutsideTransactionError(RuntimeError):
     """``publish`` was called in autocommit mode: the event and the change would be two writes."""
+
+
+class UnpublishableEvent(ValueError):
+    """``publish`` was given an event its context does not declare, or a payload its schema refuses:
+    nothing was written (a consumer would only dead-letter it)."""
 
 
 def publish(
@@ -47,6 +52,9 @@ def publish(
     newest version's shape: it is written in the version ``EVENT_VERSIONS`` pins, if any
     (``schema_version`` given: written as it is, in that version).
 
+    Refused with ``UnpublishableEvent`` before anything is written: an event type its context
+    does not declare, or a payload the version's schema refuses (the message names the field).
+
     ``deliver_at`` (timezone-aware) schedules it: kept apart until then (messaging/scheduled.py),
     published at or after that time with that time as its ``occurred_at``, cancellable by the
     returned id until it is published. A time already past publishes it now.
@@ -59,6 +67,8 @@ def publish(
         )
     if schema_version is None:
         schema_version, payload = version_to_write(event_type, payload)
+    if refusal := publish_refusal(event_type, schema_version, payload):
+        raise UnpublishableEvent(refusal)
     cause = _handling.get()
     event_id = new_event_id()
     # The span this event is written in (the request's, or the handled message's): the relay's

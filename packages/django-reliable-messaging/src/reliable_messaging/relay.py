@@ -250,7 +250,11 @@ class OutboxRelay:
             for message_id, reason in result.failed.items():
                 record_failure(by_message_id[message_id], reason, self.max_attempts)
         metrics.relay_batch(len(delivered_ids), result.failed, time.monotonic() - started)
-        logger.debug("relayed batch", extra={"claimed": len(rows), "published": len(delivered_ids)})
+        if logger.isEnabledFor(logging.DEBUG):
+            published = set(delivered_ids)
+            for row in (row for row in rows if row.id in published):
+                logger.debug("published", extra={"message_id": str(row.event_id), "event_type": row.event_type})
+        logger.info("relayed a batch", extra={"claimed": len(rows), "published": len(delivered_ids)})
         return len(rows)
 
     def _producer_spans(self, rows: list) -> list:
@@ -359,6 +363,15 @@ def run_pipelines(count: int, *, batch_size: int | None, stopper: Stopper, once:
     """``count`` relays in this process, each a thread with its own database connection and
     broker connection: while one waits for its batch's confirms, another claims and publishes the
     next (SKIP LOCKED keeps their batches apart). The exit code: 0 unless one failed."""
+    logger.info(
+        "relay started",
+        extra={
+            "pipelines": count,
+            "batch_size": batch_size or setting("RELAY_BATCH_SIZE"),
+            "exchange": exchange_name(),
+            "broker": broker.describe(broker.connect()),
+        },
+    )
     if count == 1:
         return OutboxRelay(batch_size=batch_size, stopper=stopper).run(once=once)
     codes: list[int] = []

@@ -5,7 +5,8 @@
   inbox (a message id seen before is a duplicate with no second effect) and the handler, in one
   transaction. It returns a ``Delivered``: the outcome (``Outcome.HANDLED``, ``DUPLICATE``,
   ``RETRY`` or ``DEAD_LETTER`` with its reason) and the events the handler published;
-- ``published`` reads back what a context wrote to the outbox (type, version, payload);
+- ``published`` reads back what a context wrote to the outbox (type, version, payload), each
+  event checked as ``publish`` checks it;
 - ``advance_time`` runs scheduled messages' time forward: those due within it move into the
   outbox, as the relay would move them then, and are returned;
 - ``assert_no_second_effect`` delivers one message twice and fails unless the second delivery is
@@ -26,7 +27,7 @@ from typing import Any, NamedTuple
 from django.utils import timezone
 
 from reliable_messaging.conf import setting
-from reliable_messaging.contracts import SYSTEM_CURRENCY, newest_version, schemas, validation_error
+from reliable_messaging.contracts import SYSTEM_CURRENCY, newest_version, publish_refusal, schemas, validation_error
 from reliable_messaging.dispatch import Decision, Outcome, decide
 from reliable_messaging.models import OutboxMessage
 from reliable_messaging.scheduled import move_due_messages
@@ -156,6 +157,10 @@ def assert_no_second_effect(
 
 
 def _event(row: OutboxMessage) -> PublishedEvent:
+    """The row as a test compares it, checked as ``publish`` checks what it writes (a row written
+    past it, by SQL or a fixture, fails the test that reads it)."""
+    if refusal := publish_refusal(row.event_type, row.schema_version, row.payload):
+        raise AssertionError(f"the outbox holds an event no consumer would take: {refusal}")
     return PublishedEvent(row.event_type, row.schema_version, row.payload)
 
 

@@ -3,6 +3,7 @@ from django.core.management.base import BaseCommand, CommandError
 from reliable_messaging.consumer import ConsumerWorker
 from reliable_messaging.declarations import hosted_names
 from reliable_messaging.lifecycle import Stopper, use_dedicated_connections
+from reliable_messaging.logs import log_to_stderr_unless_configured
 from reliable_messaging.registry import local_consumers
 from reliable_messaging.serve_metrics import serve_metrics
 from reliable_messaging.topology import EVENT_LOG_CONSUMER
@@ -30,6 +31,7 @@ class Command(BaseCommand):
         parser.add_argument("--metrics-port", type=int, default=None, help="serve Prometheus metrics on this port")
 
     def handle(self, *args, consumers=(), excluded="", once=False, metrics_port=None, **options):
+        log_to_stderr_unless_configured(options["verbosity"])
         hosted = local_consumers()
         known = system_consumers()
         excluded = [name for name in excluded.split(",") if name]

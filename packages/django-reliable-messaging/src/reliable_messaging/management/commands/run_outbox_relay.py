@@ -2,6 +2,7 @@ from django.core.management.base import BaseCommand
 
 from reliable_messaging.conf import setting
 from reliable_messaging.lifecycle import Stopper, use_dedicated_connections
+from reliable_messaging.logs import log_to_stderr_unless_configured
 from reliable_messaging.relay import run_pipelines
 from reliable_messaging.serve_metrics import serve_metrics
 
@@ -18,6 +19,7 @@ class Command(BaseCommand):
         parser.add_argument("--metrics-port", type=int, default=None, help="serve Prometheus metrics on this port")
 
     def handle(self, *args, batch_size=None, pipelines=None, once=False, metrics_port=None, **options):
+        log_to_stderr_unless_configured(options["verbosity"])
         use_dedicated_connections()
         serve_metrics(metrics_port, variable="RELAY_METRICS_PORT")
         count = max(1, pipelines or setting("RELAY_PIPELINES"))
