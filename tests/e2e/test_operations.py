@@ -95,8 +95,8 @@ def test_list_show_replay_and_purge_dead_letters(processes, quiet_broker):
     )
     waiting = processes.run("dead_letters", "list", "--waiting")
     assert waiting.stdout.splitlines() == [
-        f"{'id':<{ids}}  consumer  order  message_id  reason         state",
-        f"{anonymous.pk:<{ids}}  payments  -      -           handler_error  waiting",
+        f"{'id':<{ids}}  consumer  correlation  message_id  reason         state",
+        f"{anonymous.pk:<{ids}}  payments  -            -           handler_error  waiting",
     ]
     assert processes.run("run_consumers", "payments", "--once").returncode == 0
     charged = [("charge", Decimal("12.50"))]

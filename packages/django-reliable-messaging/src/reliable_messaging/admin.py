@@ -44,7 +44,7 @@ class EventRowColumns:
     def aggregate(self, obj):
         return short_id(obj.aggregate_id)
 
-    @admin.display(description="payload (payment tokens masked)")
+    @admin.display(description="payload (sensitive fields masked)")
     def payload_pretty(self, obj):
         return pretty(obj.payload)
 
@@ -187,7 +187,7 @@ class EventLogEntryAdmin(MessageTableAdmin):
     def recorded(self, obj):
         return compact_time(obj.recorded_at)
 
-    @admin.display(description="payload (payment tokens masked)")
+    @admin.display(description="payload (sensitive fields masked)")
     def payload_pretty(self, obj):
         return pretty(obj.payload)
 
@@ -236,8 +236,8 @@ class DeadLetterAdmin(ObjectActionsMixin, MessageTableAdmin):
             "replay-new-id",
             "Replay as a new message",
             "The message goes back to its own consumer's queue with a new message id, so it runs again "
-            "even if that consumer handled it before (business state, such as a payment already charged, "
-            "still guards it).",
+            "even if that consumer handled it before (only the consumer's own state then guards against a "
+            "second effect).",
             "operate",
             replay_letter(new_id=True),
         ),
@@ -293,7 +293,7 @@ class DeadLetterAdmin(ObjectActionsMixin, MessageTableAdmin):
     def error_masked(self, obj):
         return mask_text(obj.error)
 
-    @admin.display(description="body (payment tokens masked)")
+    @admin.display(description="body (sensitive fields masked)")
     def body_pretty(self, obj):
         return format_html('<pre class="ops-pre">{}</pre>', dead_letter_display_body(obj))
 

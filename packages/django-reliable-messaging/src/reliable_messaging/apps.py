@@ -1,9 +1,11 @@
+from datetime import timedelta
+
 from django.apps import AppConfig
 from django.conf import settings
 from django.core import checks
 
 from reliable_messaging import amqp_properties
-from reliable_messaging.conf import check_settings, setting
+from reliable_messaging.conf import RETENTIONS, check_settings, duration, setting
 
 
 class MessagingConfig(AppConfig):
@@ -40,4 +42,19 @@ def check_embedded_broker(app_configs, **kwargs) -> list[checks.CheckMessage]:
             hint="it is for development and one machine: set BROKER_URL to RabbitMQ (amqp://...) in production",
             id="reliable_messaging.W001",
         )
+    ]
+
+
+@checks.register(checks.Tags.compatibility)
+def check_retentions(app_configs, **kwargs) -> list[checks.CheckMessage]:
+    """A number is seconds: ``14`` meant as days keeps the inbox 14 seconds, and a redelivery later
+    than that has a second effect."""
+    return [
+        checks.Warning(
+            f"MESSAGING[{name!r}] is {duration(name)}: shorter than a day",
+            hint="a number is seconds; for days give a timedelta (timedelta(days=14))",
+            id="reliable_messaging.W002",
+        )
+        for name in RETENTIONS
+        if duration(name) < timedelta(days=1)
     ]

@@ -10,6 +10,8 @@ import structlog
 _RECORD_FIELDS = set(vars(logging.makeLogRecord({}))) | {"message", "asctime", "taskName"}
 # manage.py's -v: 0 warnings only, 1 (the default) INFO, 2 and 3 DEBUG.
 _LEVELS = {0: logging.WARNING, 1: logging.INFO}
+# Which message a line is about first, then the rest in the order they were given.
+_FIRST = {"consumer": 0, "event_type": 1, "message_id": 2, "correlation_id": 3}
 
 
 class FieldsFormatter(logging.Formatter):
@@ -17,11 +19,14 @@ class FieldsFormatter(logging.Formatter):
     being handled: consumer, message id, event type, correlation id)."""
 
     def format(self, record: logging.LogRecord) -> str:
-        fields = {**structlog.contextvars.get_contextvars(), **{
-            key: value for key, value in vars(record).items() if key not in _RECORD_FIELDS and not key.startswith("_")
-        }}  # fmt: skip
-        line = super().format(record)
-        return " ".join([line, *(f"{key}={value}" for key, value in fields.items() if value not in ("-", None))])
+        given = {key: value for key, value in vars(record).items() if key not in _RECORD_FIELDS}
+        fields = {**structlog.contextvars.get_contextvars(), **given}
+        shown = sorted((key for key, value in fields.items() if value not in ("-", None)), key=_place)
+        return " ".join([super().format(record), *(f"{key}={fields[key]}" for key in shown)])
+
+
+def _place(key: str) -> int:
+    return _FIRST.get(key, len(_FIRST))
 
 
 def log_to_stderr_unless_configured(verbosity: int = 1) -> None:

@@ -13,14 +13,13 @@ from reliable_messaging.masking import mask_sensitive, mask_text
 from reliable_messaging.models import DeadLetter
 from reliable_messaging.topology import consumers
 
-LIST_COLUMNS = ("id", "consumer", "order", "message_id", "reason", "state")
+LIST_COLUMNS = ("id", "consumer", "correlation", "message_id", "reason", "state")
 
 
 def list_row(letter: DeadLetter) -> tuple[str, ...]:
-    """``order`` is the correlation id (a SKU for a catalogue event); ``message_id`` as received."""
+    """``message_id`` as received."""
     state = f"replayed {letter.replayed_at:%Y-%m-%d %H:%M:%S}" if letter.replayed_at else "waiting"
-    order = letter.correlation_id or "-"
-    return str(letter.pk), letter.consumer, order, letter.message_id or "-", letter.reason, state
+    return str(letter.pk), letter.consumer, letter.correlation_id or "-", letter.message_id or "-", letter.reason, state
 
 
 def table(headers: tuple[str, ...], rows: list[tuple[str, ...]]) -> str:
@@ -56,7 +55,7 @@ class Command(BaseCommand):
         actions = parser.add_subparsers(dest="action", required=True)
         listing = actions.add_parser(
             "list",
-            help="a table, one row per dead letter: id, consumer, order (its correlation id), message_id, reason, "
+            help="a table, one row per dead letter: id, consumer, correlation (its id), message_id, reason, "
             "state (waiting or replayed)",
         )
         listing.add_argument("--consumer", choices=consumers())

@@ -1,0 +1,101 @@
+"""Fixtures: a working directory per test (where the embedded broker keeps its default folder,
+var/broker), the worker commands run as real processes against the test database, and, on
+RabbitMQ, the test contexts' queues emptied before each test."""
+
+import contextlib
+import os
+import subprocess
+import sys
+from pathlib import Path
+from urllib.parse import quote
+
+import pytest
+from django.db import connection
+
+HERE = Path(__file__).resolve().parent
+QUEUES = ("archive_queue", "archive_queue_dead_letters")
+
+
+def amqp() -> bool:
+    return os.environ.get("BROKER_URL", "").startswith("amqp")
+
+
+def database_url() -> str:
+    """The test database, as DATABASE_URL for a process the test starts."""
+    given = connection.settings_dict
+    if connection.vendor == "sqlite":
+        return f"sqlite:///{given['NAME']}"
+    password = f":{quote(given['PASSWORD'], safe='')}" if given["PASSWORD"] else ""
+    host = f"{given['HOST'] or 'localhost'}:{given['PORT'] or 5432}"
+    return f"postgres://{quote(given['USER'], safe='')}{password}@{host}/{given['NAME']}"
+
+
+@pytest.fixture
+def workdir(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+@pytest.fixture
+def empty_queues():
+    if not amqp():
+        return
+    from kombu import Connection
+
+    with Connection(os.environ["BROKER_URL"]) as broker:
+        for name in QUEUES:
+            channel = broker.channel()
+            with contextlib.suppress(broker.channel_errors):  # not declared yet: nothing to empty
+                channel.queue_purge(name)
+
+
+class Manage:
+    """``python manage.py ...`` of this folder's project, a process of its own, in the test's
+    working directory, on the test database and the test broker."""
+
+    def __init__(self, cwd: Path, settings_module: str = "settings"):
+        self.cwd = cwd
+        self.settings_module = settings_module
+
+    def env(self) -> dict[str, str]:
+        env = {key: os.environ[key] for key in ("PATH", "HOME", "LANG", "BROKER_URL") if key in os.environ}
+        # The test's folder first: a settings module a test writes there is found.
+        env["PYTHONPATH"] = os.pathsep.join([str(self.cwd), str(HERE)])
+        return env | {"DATABASE_URL": database_url(), "DJANGO_SETTINGS_MODULE": self.settings_module}
+
+    def __call__(self, *args: str, ok: bool = True, timeout: float = 90) -> subprocess.CompletedProcess:
+        done = subprocess.run(
+            [sys.executable, str(HERE / "manage.py"), *args],
+            cwd=self.cwd,
+            env=self.env(),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+        if ok:
+            assert done.returncode == 0, f"manage.py {' '.join(args)}: {done.returncode}\n{done.stdout}\n{done.stderr}"
+        return done
+
+
+@pytest.fixture
+def manage(workdir, transactional_db, empty_queues):
+    return Manage(workdir)
+
+
+@pytest.fixture
+def with_settings(workdir):
+    """``manage.py`` under this project's settings with some of MESSAGING changed (as a project
+    would write them), for what happens at start-up."""
+
+    def made(*, debug: bool = True, **messaging) -> Manage:
+        name = f"changed_settings_{abs(hash(repr(sorted(messaging.items())) + str(debug)))}"
+        lines = ["from settings import *  # noqa: F403", f"DEBUG = {debug}", "ALLOWED_HOSTS = ['localhost']"]
+        lines += [
+            "import datetime  # noqa: F401",
+            "from pathlib import PosixPath  # noqa: F401",
+            f"MESSAGING = {{**MESSAGING, **{messaging!r}}}",
+        ]
+        (workdir / f"{name}.py").write_text("\n".join(lines) + "\n")
+        return Manage(workdir, name)
+
+    return made
