@@ -22,6 +22,7 @@ def charging(order_id: uuid.UUID, *, refund_reason: str = "") -> Payment:
         amount=Decimal("12.50"),
         currency="USD",
         token="tok_visa",
+        items=[{"sku": "WIDGET", "quantity": 1, "unit_price": "12.50"}],  # what its events carry
         refund_reason=refund_reason,
         causes={"charge": {"message_id": f"msg-{order_id}"}},
     )

@@ -14,18 +14,20 @@ from reliable_messaging.api import cancel_scheduled, publish
 from reliable_messaging.models import OutboxMessage, ScheduledMessage
 from reliable_messaging.operator import scheduled_backlog
 from reliable_messaging.scheduled import move_due_messages
+from reliable_messaging.testing import example_payload
 
 from tests.conftest import ALL_DATABASES
 
 pytestmark = pytest.mark.django_db(transaction=True, databases=ALL_DATABASES)
 
-EVENT = "test.reminder.due"
+EVENT = "orders.order.created"  # any declared event: publish refuses others
+PAYLOAD = example_payload(EVENT)
 
 
 def schedule(deliver_at, n: int = 0) -> uuid.UUID:
     with transaction.atomic():
         return publish(
-            event_type=EVENT, payload={"n": n}, aggregate_type="thing", aggregate_id=f"a{n}", deliver_at=deliver_at
+            event_type=EVENT, payload=PAYLOAD, aggregate_type="thing", aggregate_id=f"a{n}", deliver_at=deliver_at
         )
 
 
@@ -38,7 +40,7 @@ def test_a_scheduled_message_waits_apart_then_moves_to_the_outbox_once_with_its_
 
     assert OutboxMessage.objects.count() == 0
     [row] = ScheduledMessage.objects.all()
-    assert (row.event_id, row.event_type, row.payload, row.correlation_id) == (message_id, EVENT, {"n": 0}, "a0")
+    assert (row.event_id, row.event_type, row.payload, row.correlation_id) == (message_id, EVENT, PAYLOAD, "a0")
     assert move_due_messages() == 0  # not its time
 
     make_due(message_id)
@@ -47,7 +49,7 @@ def test_a_scheduled_message_waits_apart_then_moves_to_the_outbox_once_with_its_
     assert move_due_messages() == 0
 
     [moved] = OutboxMessage.objects.all()
-    assert (moved.event_id, moved.event_type, moved.payload, moved.published_at) == (message_id, EVENT, {"n": 0}, None)
+    assert (moved.event_id, moved.event_type, moved.payload, moved.published_at) == (message_id, EVENT, PAYLOAD, None)
     assert moved.created_at == due  # it occurs when due: the outbox's age counts from then
     assert ScheduledMessage.objects.count() == 0
 
@@ -60,7 +62,7 @@ def test_a_time_already_past_publishes_at_once_and_a_naive_time_is_refused():
     with pytest.raises(ValueError, match="deliver_at must be timezone-aware"), transaction.atomic():
         publish(
             event_type=EVENT,
-            payload={},
+            payload=PAYLOAD,
             aggregate_type="thing",
             aggregate_id="x",
             deliver_at=timezone.now().replace(tzinfo=None),
@@ -72,7 +74,7 @@ def test_a_correlation_id_the_outbox_would_refuse_is_refused_when_scheduled():
     with pytest.raises(DataError), transaction.atomic():
         publish(
             event_type=EVENT,
-            payload={},
+            payload=PAYLOAD,
             aggregate_type="thing",
             aggregate_id="x",
             correlation_id="c" * 101,
@@ -101,7 +103,7 @@ def test_a_rolled_back_publisher_schedules_nothing():
     with pytest.raises(RuntimeError), transaction.atomic():
         publish(
             event_type=EVENT,
-            payload={},
+            payload=PAYLOAD,
             aggregate_type="thing",
             aggregate_id="x",
             deliver_at=timezone.now() + timedelta(minutes=1),

@@ -1,0 +1,77 @@
+"""The package's own tests against its built wheel, on each Python and Django it supports.
+
+    nox                       # every cell on DATABASE_URL / BROKER_URL (unset: SQLite + the embedded broker)
+    nox -s "tests-3.12(django='6.0')"
+    nox -s embedded           # the embedded default (SQLite, filesystem broker) whatever the environment says
+    nox -s release            # sdist and wheel built, twine check
+
+Each session builds the wheel, installs it alone in a new virtual environment with the test tools,
+and runs ``tests/`` from a copy outside this folder: nothing of the source tree is importable.
+"""
+
+import os
+import shutil
+from pathlib import Path
+
+import nox
+
+nox.options.default_venv_backend = "uv|venv"  # uv installs in seconds; venv where it is missing
+nox.options.sessions = ["tests", "embedded"]
+nox.options.error_on_missing_interpreters = True  # a cell that cannot run fails, never passes skipped
+
+HERE = Path(__file__).resolve().parent
+# (Python, Django): every Django series the package supports, each on a Python it supports.
+CELLS = [("3.11", "5.2"), ("3.12", "6.0"), ("3.12", "6.1"), ("3.13", "6.1")]
+
+# pyenv's interpreters, ahead of its shims (which answer only for the versions a shell selected).
+_PYENV = Path(os.environ.get("PYENV_ROOT") or Path.home() / ".pyenv") / "versions"
+for _minor in sorted({python for python, _ in CELLS}):
+    if _found := sorted(_PYENV.glob(f"{_minor}.*/bin"), key=lambda p: [int(n) for n in p.parent.name.split(".")]):
+        os.environ["PATH"] = os.pathsep.join([str(_found[-1]), os.environ["PATH"]])
+TOOLS = ["pytest==9.2.0", "pytest-django==4.14.0", "pytest-timeout==2.4.0"]
+
+
+def build(session: nox.Session, *kinds: str) -> Path:
+    """The distributions of this folder (``--wheel``, ``--sdist``; none named: both), in a new folder."""
+    dist = Path(session.create_tmp()) / "dist"
+    shutil.rmtree(dist, ignore_errors=True)
+    if session.venv_backend == "uv":
+        session.run("uv", "build", "--quiet", *kinds, "--out-dir", str(dist), str(HERE), external=True)
+    else:
+        session.install("build==1.6.1")
+        session.run("python", "-m", "build", *kinds, "--outdir", str(dist), str(HERE))
+    return dist
+
+
+def install_wheel(session: nox.Session, django: str) -> None:
+    (wheel,) = build(session, "--wheel").glob("django_reliable_messaging-*.whl")
+    session.install(str(wheel), f"Django~={django}.0", *TOOLS)
+
+
+def run_tests(session: nox.Session, env: dict | None = None) -> None:
+    copy = Path(session.create_tmp()) / "tests"
+    shutil.rmtree(copy, ignore_errors=True)
+    shutil.copytree(HERE / "tests", copy, ignore=shutil.ignore_patterns("var", "__pycache__"))
+    session.chdir(copy)
+    session.run("python", "-c", "import django, reliable_messaging; print(django.get_version(), reliable_messaging.__file__)")
+    session.run("pytest", "-q", *session.posargs, env=env)
+
+
+@nox.session
+@nox.parametrize(("python", "django"), CELLS, ids=[f"{p}-django{d}" for p, d in CELLS])
+def tests(session: nox.Session, django: str) -> None:
+    install_wheel(session, django)
+    run_tests(session)
+
+
+@nox.session(python=CELLS[0][0])
+def embedded(session: nox.Session) -> None:
+    install_wheel(session, CELLS[0][1])
+    run_tests(session, env={"DATABASE_URL": "", "BROKER_URL": ""})
+
+
+@nox.session(python=CELLS[-1][0])
+def release(session: nox.Session) -> None:
+    dist = build(session)
+    session.install("twine==7.0.0")
+    session.run("twine", "check", "--strict", *map(str, sorted([*dist.glob("*.whl"), *dist.glob("*.tar.gz")])))
