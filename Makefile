@@ -10,7 +10,7 @@ SERVE_HOST ?= 0.0.0.0
 PYTEST_ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help install run run-split serve test test-unit upgrade-test lint chaos bench soak demo browser-check clean
+.PHONY: help install run run-split serve test test-unit test-bus upgrade-test lint chaos bench soak demo browser-check clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
@@ -59,10 +59,13 @@ run-split: export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 run-split: $(STAMP) ## run each installed context as its own deployment, each on its own database, one broker (embedded unless <CONTEXT>_DATABASE_URL and BROKER_URL are set; scripts/run_split.py)
 	python scripts/run_split.py --port $(PORT) --var-dir $(SPLIT_VAR)
 
-test: $(STAMP) ## import contracts, the frozen event schemas, the AsyncAPI parser + the whole suite on real PostgreSQL and RabbitMQ (tests/orchestration in a second session, ORCHESTRATOR=1)
+BUS := packages/django-reliable-messaging
+
+test: $(STAMP) ## import contracts, the frozen event schemas, the AsyncAPI parser, the bus's own tests on its wheel (each Python and Django it supports) + the whole suite on real PostgreSQL and RabbitMQ (tests/orchestration in a second session, ORCHESTRATOR=1)
 	$(VENV)/bin/lint-imports
 	$(VENV)/bin/ruff check --quiet .
 	$(VENV)/bin/ruff format --check --quiet .
+	$(MAKE) --no-print-directory test-bus
 	$(PY) scripts/ensure_prometheus.py
 	amtool check-config deploy/alertmanager/alertmanager.yml
 	$(PY) scripts/ensure_nginx.py
@@ -76,6 +79,10 @@ test: $(STAMP) ## import contracts, the frozen event schemas, the AsyncAPI parse
 test-unit: export DEBUG ?= 1
 test-unit: $(STAMP) ## the unit tier only (tests/unit and each context's <context>/tests/unit): no database, no broker, seconds
 	$(VENV)/bin/pytest tests/unit $(wildcard */tests/unit) -p no:schemathesis $(PYTEST_ARGS)
+
+test-bus: export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
+test-bus: $(STAMP) ## the bus's own tests on its built wheel: every Python and Django it supports on PostgreSQL + RabbitMQ, and the embedded default (nox; NOX_ARGS="-s embedded")
+	$(PY) scripts/with_test_services.py $(VENV)/bin/nox --noxfile $(BUS)/noxfile.py $(NOX_ARGS)
 
 upgrade-test: $(STAMP) ## the rolling upgrade: the release before versioned events (git 83b4deb) as some deployments, this tree as the others, one broker, both ways (docs/evolving-events.md)
 	$(PY) scripts/with_test_services.py $(VENV)/bin/pytest -m upgrade tests/e2e/test_rolling_upgrade.py $(PYTEST_ARGS)

@@ -28,6 +28,7 @@ _PYENV = Path(os.environ.get("PYENV_ROOT") or Path.home() / ".pyenv") / "version
 for _minor in sorted({python for python, _ in CELLS}):
     if _found := sorted(_PYENV.glob(f"{_minor}.*/bin"), key=lambda p: [int(n) for n in p.parent.name.split(".")]):
         os.environ["PATH"] = os.pathsep.join([str(_found[-1]), os.environ["PATH"]])
+EVERY_EXTRA = "[fast,metrics,otel]"
 TOOLS = ["pytest==9.2.0", "pytest-django==4.14.0", "pytest-timeout==2.4.0"]
 
 
@@ -43,9 +44,9 @@ def build(session: nox.Session, *kinds: str) -> Path:
     return dist
 
 
-def install_wheel(session: nox.Session, django: str) -> None:
+def install_wheel(session: nox.Session, django: str, extras: str = "") -> None:
     (wheel,) = build(session, "--wheel").glob("django_reliable_messaging-*.whl")
-    session.install(str(wheel), f"Django~={django}.0", *TOOLS)
+    session.install(f"django-reliable-messaging{extras} @ {wheel.resolve().as_uri()}", f"Django~={django}.0", *TOOLS)
 
 
 def run_tests(session: nox.Session, env: dict | None = None) -> None:
@@ -53,14 +54,16 @@ def run_tests(session: nox.Session, env: dict | None = None) -> None:
     shutil.rmtree(copy, ignore_errors=True)
     shutil.copytree(HERE / "tests", copy, ignore=shutil.ignore_patterns("var", "__pycache__"))
     session.chdir(copy)
-    session.run("python", "-c", "import django, reliable_messaging; print(django.get_version(), reliable_messaging.__file__)")
+    where = "import django, reliable_messaging; print(django.get_version(), reliable_messaging.__file__)"
+    session.run("python", "-c", where)  # the wheel's copy, and which Django
     session.run("pytest", "-q", *session.posargs, env=env)
 
 
 @nox.session
 @nox.parametrize(("python", "django"), CELLS, ids=[f"{p}-django{d}" for p, d in CELLS])
 def tests(session: nox.Session, django: str) -> None:
-    install_wheel(session, django)
+    # The first cell with every extra, the others with none: the bus works either way.
+    install_wheel(session, django, EVERY_EXTRA if (session.python, django) == CELLS[0] else "")
     run_tests(session)
 
 

@@ -109,3 +109,18 @@ def test_a_refused_message_is_a_dead_letter_replayed_after_the_fix_then_purged(m
     assert manage("dead_letters", "purge", str(letter.pk)).returncode == 0
     assert DeadLetter.objects.count() == 0
     assert manage("purge_messages").stdout.strip() == "deleted: outbox 0, inbox 0, event log 0"
+
+
+def test_metrics_on_a_port_without_the_extra_say_what_to_install(manage):
+    try:
+        import prometheus_client  # noqa: F401
+    except ImportError:
+        pass
+    else:
+        pytest.skip("prometheus_client is installed here (the extra 'metrics')")
+    refused = manage("run_consumers", "--once", "--metrics-port", "9899", ok=False)
+
+    assert refused.returncode == 1
+    assert (
+        "CommandError: metrics on port 9899 need prometheus_client: pip install 'django-reliable-messaging[metrics]'"
+    ) in refused.stderr

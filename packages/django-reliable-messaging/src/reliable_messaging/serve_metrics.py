@@ -4,7 +4,6 @@ import errno
 import logging
 
 from django.core.management.base import CommandError
-from prometheus_client import start_http_server
 
 logger = logging.getLogger(__name__)
 
@@ -14,6 +13,12 @@ def serve_metrics(port: int | None, *, variable: str) -> None:
     the port and ``variable``, the setting `make run` takes it from."""
     if not port:
         return
+    try:
+        from prometheus_client import start_http_server
+    except ImportError:
+        raise CommandError(
+            f"metrics on port {port} need prometheus_client: pip install 'django-reliable-messaging[metrics]'"
+        ) from None
     try:
         start_http_server(port, addr="127.0.0.1")
     except OSError as exc:

@@ -18,12 +18,12 @@ made, no measurable cost) and each hop still gets a span id of its own under the
 (``_untraced_child``), so trace ids keep reaching the logs and the next hop.
 """
 
+import random
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 
 from opentelemetry import trace
 from opentelemetry.context import Context
-from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
 from opentelemetry.trace import Link, NonRecordingSpan, Span, SpanContext, SpanKind, Status, StatusCode, TraceFlags
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
@@ -31,7 +31,6 @@ SYSTEM = "rabbitmq"
 TRACE_HEADERS = ("traceparent", "tracestate")
 
 _tracer: trace.Tracer | None = None
-_ids = RandomIdGenerator()
 _w3c = TraceContextTextMapPropagator()
 
 
@@ -75,8 +74,15 @@ def _untraced_child(parent: Context) -> Span:
     if parent_span.is_valid:
         trace_id, flags, state = parent_span.trace_id, parent_span.trace_flags, parent_span.trace_state
     else:
-        trace_id, flags, state = _ids.generate_trace_id(), TraceFlags(TraceFlags.SAMPLED), None
-    return NonRecordingSpan(SpanContext(trace_id, _ids.generate_span_id(), False, flags, state))
+        trace_id, flags, state = _random_id(128), TraceFlags(TraceFlags.SAMPLED), None
+    return NonRecordingSpan(SpanContext(trace_id, _random_id(64), False, flags, state))
+
+
+def _random_id(bits: int) -> int:
+    """A trace or span id as the SDK's RandomIdGenerator makes one (never 0, which is invalid)."""
+    while not (value := random.getrandbits(bits)):
+        pass
+    return value
 
 
 def start_span(
