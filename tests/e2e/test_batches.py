@@ -25,10 +25,12 @@ from inventory.models import Product, Reservation
 from payments.models import Payment
 from tests.conftest import ALL_DATABASES
 from tests.support.locks import payment_row_held
+from tests.support.waits import read_until
 
 pytestmark = pytest.mark.django_db(transaction=True, databases=ALL_DATABASES)
 
 FAST_RETRIES = {"CONSUMER_RETRY_DELAYS": "0.2", "CONSUMER_MAX_ATTEMPTS": "2"}
+BATCHED = ("messaging_consumer_batch_size_sum", ())  # the deliveries a consumer has counted
 
 
 def order_created(order_id: str, token: str = "tok_visa") -> dict:
@@ -67,6 +69,17 @@ def scrape(port: int) -> dict[tuple[str, tuple], float]:
     }
 
 
+def scrape_settled(port: int, deliveries: int) -> dict[tuple[str, tuple], float]:
+    """The consumer's samples once it has counted ``deliveries`` deliveries. It acks a batch before
+    counting it (its outcomes, then its size, last): an empty queue does not say it has counted."""
+    return read_until(
+        lambda: scrape(port),
+        lambda samples: samples.get(BATCHED, 0) >= deliveries,
+        timeout=30,
+        what=f"the consumer's counts of {deliveries} deliveries",
+    )
+
+
 def outcomes(samples: dict, consumer: str) -> dict[str, float]:
     found: Counter = Counter()
     for (name, labels), value in samples.items():
@@ -92,11 +105,11 @@ def test_deliveries_already_waiting_are_handled_in_one_transaction(processes, qu
     )
     wait_until(lambda: InboxMessage.objects.filter(consumer="payments").count() == 40, timeout=60, message="40 handled")
     wait_until(lambda: queue_empty("payments_queue"), timeout=30, message="every delivery acked")
-    samples = scrape(port)
+    samples = scrape_settled(port, 40)
     assert processes.stop(consumer) == 0
 
     batches = samples[("messaging_consumer_batch_size_count", ())]
-    assert samples[("messaging_consumer_batch_size_sum", ())] == 40
+    assert samples[BATCHED] == 40
     assert batches <= 10  # 40 messages: one transaction each before batching
     assert outcomes(samples, "payments") == {"handled": 40}
     charged = Payment.objects.filter(status=Payment.Status.CHARGED)  # by the gateway worker, after the batches
@@ -128,7 +141,7 @@ def test_a_failing_message_rolls_back_alone_and_its_retry_is_not_a_duplicate(pro
         )
         wait_until(lambda: DeadLetter.objects.filter(consumer="payments").exists(), timeout=60, message="a dead letter")
         wait_until(lambda: queue_empty("payments_queue"), timeout=30, message="every delivery settled")
-        samples = scrape(port)
+        samples = scrape_settled(port, 7 + 1)  # the 7, then the failing one's retry
         assert processes.stop(consumer) == 0
 
     # They shared a batch, whose first attempt the failing member abandoned for the savepoint one.
@@ -160,7 +173,7 @@ def test_the_same_message_twice_in_one_batch_takes_effect_once(processes, quiet_
 
     consumer = processes.start("payments", "run_consumers", "payments", "--metrics-port", str(port))
     wait_until(lambda: queue_empty("payments_queue"), timeout=60, message="every delivery acked")
-    samples = scrape(port)
+    samples = scrape_settled(port, 6)
     assert processes.stop(consumer) == 0
 
     assert samples[("messaging_consumer_batch_size_count", ())] < 5  # they did share a batch
@@ -195,7 +208,12 @@ def test_two_consumer_processes_whose_batches_lock_the_same_products_never_deadl
     ]
     wait_until(lambda: InboxMessage.objects.filter(consumer="inventory").count() == 300, timeout=180, message="300")
     wait_until(lambda: queue_empty("inventory_queue"), timeout=30, message="every delivery acked")
-    batches = [scrape(port) for port in ports]
+    batches = read_until(
+        lambda: [scrape(port) for port in ports],
+        lambda scraped: sum(samples.get(BATCHED, 0) for samples in scraped) >= 300,
+        timeout=30,
+        what="both consumers' counts of the 300 deliveries",
+    )
     assert [processes.stop(w) for w in workers] == [0, 0]
 
     assert Reservation.objects.filter(status=Reservation.Status.RESERVED).count() == 300
@@ -216,7 +234,7 @@ def test_the_event_log_records_a_batch_with_one_insert(processes, quiet_broker):
 
     consumer = processes.start("events", "run_consumers", "events", "--metrics-port", str(port))
     wait_until(lambda: queue_empty("events_queue"), timeout=60, message="every delivery acked")
-    samples = scrape(port)
+    samples = scrape_settled(port, 31)
     assert processes.stop(consumer) == 0
 
     assert sorted(EventLogEntry.objects.values_list("message_id", flat=True)) == sorted(message_ids)

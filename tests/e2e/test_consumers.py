@@ -18,6 +18,7 @@ from inventory.models import Reservation
 from payments.models import Payment
 from tests.conftest import ALL_DATABASES
 from tests.support.locks import payment_row_held
+from tests.support.waits import read_until
 
 pytestmark = pytest.mark.django_db(transaction=True, databases=ALL_DATABASES)
 
@@ -28,6 +29,18 @@ def log_lines(stderr: str) -> list[dict]:
 
 def outcomes(lines: list[dict], event: str) -> list[tuple[str, str]]:
     return sorted((line["consumer"], line["message_id"]) for line in lines if line["event"] == event)
+
+
+def outcomes_counted(port: int) -> dict[str, float]:
+    """The consumer's counts of orders.order.created deliveries by outcome, from its --metrics-port."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+        exposed = response.read().decode()
+    return {
+        s.labels["outcome"]: s.value
+        for family in text_string_to_metric_families(exposed)
+        for s in family.samples
+        if s.name == "messaging_consumer_messages_total" and s.labels["event_type"] == "orders.order.created"
+    }
 
 
 def order_created(order_id: str, token: str = "tok_visa", **overrides) -> dict:
@@ -137,17 +150,17 @@ def test_a_handler_that_keeps_failing_is_retried_then_dead_lettered(processes, q
         metrics_port = ("--metrics-port", str(port))
         consumer = processes.start("consumers", "run_consumers", "payments", *metrics_port, env=fast_retries)
         wait_until(lambda: DeadLetter.objects.filter(consumer="payments").exists(), timeout=30, message="a dead letter")
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
-            exposed = response.read().decode()
+        # The consumer stores the dead letter, acks, and only then counts: wait until it has counted
+        # its four deliveries (the healthy one, the failing one's three).
+        counted = read_until(
+            lambda: outcomes_counted(port),
+            lambda counts: sum(counts.values()) >= 4,
+            timeout=30,
+            what="the consumer's counts of its four deliveries",
+        )
         processes.stop(consumer)
 
     # then two retries, and the third delivery became a dead letter: counted as such, not as a retry
-    counted = {
-        s.labels["outcome"]: s.value
-        for family in text_string_to_metric_families(exposed)
-        for s in family.samples
-        if s.name == "messaging_consumer_messages_total" and s.labels["event_type"] == "orders.order.created"
-    }
     assert counted == {"handled": 1, "retry": 2, "dead_letter": 1}
 
     letter = DeadLetter.objects.get(consumer="payments")

@@ -19,6 +19,7 @@ from reliable_messaging.declarations import installed, names
 from faultlib.processes import ProcessGroup, free_port, wait_until
 from faultlib.saga import asserted
 from tests.support.split import SplitSystem
+from tests.support.waits import wait_for_events
 from tests.support.web import call, checkout_body, get, post_checkout
 
 # seed_catalog's demo products, created in the inventory deployment.
@@ -201,6 +202,12 @@ def test_the_saga_runs_across_four_deployments_whichever_starts_first(split, gro
         message="the order to cancel confirmed and its shipment prepared",
     )
     assert call(api, "POST", f"/api/orders/{cancelled}/cancel/").status == 202
+    # The three answers to the cancellation run in parallel, in three deployments (the refund by the
+    # gateway worker): the timeline asserted below waits for all three, then the whole system's quiet.
+    answers = ["inventory.stock.released", "payments.payment.refunded", "shipping.shipment.cancelled"]
+    wait_for_events(
+        lambda: event_types(api, cancelled), answers, timeout=120, what="the cancellation's answers in the timeline"
+    )
     split.wait_quiet(timeout=120)
 
     outcomes = {
@@ -240,11 +247,7 @@ def test_the_saga_runs_across_four_deployments_whichever_starts_first(split, gro
         "orders.order.cancelled",
     ]
     # The three answers to the cancellation run in parallel, in three deployments: any may come first.
-    assert sorted(e["event_type"] for e in timeline[6:]) == [
-        "inventory.stock.released",
-        "payments.payment.refunded",
-        "shipping.shipment.cancelled",
-    ]
+    assert sorted(e["event_type"] for e in timeline[6:]) == answers
     assert shipping.rows("SELECT order_id::text, status FROM shipping_shipment ORDER BY status") == [
         (cancelled, "CANCELLED"),
         (first_id, "PREPARING"),

@@ -113,8 +113,13 @@ def test_a_dead_letter_with_a_nul_in_its_message_id_is_stored_and_the_consumer_g
     message_id = send_created(order_id)
 
     # then the dead letter is stored (refused at the edge: no inbox could store the id), the NUL
-    # shown, and the payment is handled after it
-    wait_until(lambda: handled(message_id), timeout=30, message="the payment after the poison message")
+    # shown, and the payment is handled after it (in one batch, the dead letter is stored after
+    # the batch commits the payment: wait for both)
+    wait_until(
+        lambda: handled(message_id) and DeadLetter.objects.exists(),
+        timeout=30,
+        message="the poison message's dead letter and the payment after it",
+    )
     letter = DeadLetter.objects.get()
     assert (letter.consumer, letter.message_id, letter.reason) == (
         "payments",

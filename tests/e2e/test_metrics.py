@@ -14,11 +14,13 @@ from reliable_messaging.dead_letters import dead_letter_record
 from reliable_messaging.models import DeadLetter, OutboxMessage
 from reliable_messaging.topology import consumers
 
+from faultlib.invariants import wait_quiet
 from faultlib.processes import free_port, wait_until
 from faultlib.saga import checkout, seed_catalog, wait_terminal
 from orders.models import Order
 from payments.models import Payment
 from tests.conftest import ALL_DATABASES
+from tests.support.waits import read_until
 
 OLDEST = "messaging_dead_letter_oldest_waiting_age_seconds"
 
@@ -139,20 +141,31 @@ def test_relay_and_consumers_serve_their_counters_on_their_own_ports(processes, 
 
     order = checkout(Client(), [{"sku": "WIDGET", "quantity": 1}])
     wait_terminal([order["id"]])
-    wait_until(lambda: not OutboxMessage.objects.filter(published_at__isnull=True).exists(), timeout=30)
+    # The confirmation has consequences of its own (the shipment's event, through the same relay):
+    # wait until nothing is left to do, so that what the relay counts is all there will be.
+    wait_quiet(timeout=60)
     relayed = ("messaging_relay_published_total", ())
     wait_until(lambda: scrape_when_up(relay_port).get(relayed) == published(), timeout=10)
 
     relay = scrape(relay_port)
     assert relay[("messaging_relay_published_total", ())] == published()
     assert relay[("messaging_relay_batch_seconds_count", ())] >= 1
-    consumers = scrape(consumers_port)
+    # The orders consumer counts the outcome (then its latency) once its transaction has committed,
+    # after the order can be seen CONFIRMED here: wait for both.
+    confirmed = ("orders_saga_outcomes_total", (("reason", "none"), ("status", "CONFIRMED")))
+    latency = ("orders_checkout_to_terminal_seconds_count", (("status", "CONFIRMED"),))
+    consumers = read_until(
+        lambda: scrape(consumers_port),
+        lambda got: got.get(confirmed, 0) >= 1 and got.get(latency, 0) >= 1,
+        timeout=10,
+        what="the outcome counted",
+    )
     handled = (("consumer", "payments"), ("event_type", "orders.order.created"), ("outcome", "handled"))
     assert consumers[("messaging_consumer_messages_total", handled)] == 1
     assert consumers[("messaging_consumer_handle_seconds_count", (("consumer", "payments"),))] >= 1
     # The orders consumer decided the outcome, so it counted it.
-    assert consumers[("orders_saga_outcomes_total", (("reason", "none"), ("status", "CONFIRMED")))] == 1
-    assert consumers[("orders_checkout_to_terminal_seconds_count", (("status", "CONFIRMED"),))] == 1
+    assert consumers[confirmed] == 1
+    assert consumers[latency] == 1
 
 
 @pytest.mark.django_db(transaction=True, databases=ALL_DATABASES)

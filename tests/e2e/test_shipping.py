@@ -19,6 +19,7 @@ from faultlib.saga import CATALOG, asserted, checkout, seed_catalog, wait_termin
 from orders.models import Order
 from shipping.models import Shipment
 from tests.conftest import ALL_DATABASES
+from tests.support.waits import wait_for_events
 
 
 def timeline(client: Client, order_id: str) -> list[str]:
@@ -66,9 +67,11 @@ def test_the_saga_with_shipping_as_the_procfile_runs_it(processes, quiet_broker)
 
     # Cancelled before dispatch: the shipment is cancelled, and can no longer be dispatched.
     assert client.post(f"/api/orders/{cancelled}/cancel/").status_code == 202
-    after = wait_for_event(client, cancelled, "shipping.shipment.cancelled")
+    # Its three answers come independently (the refund from the gateway worker): wait for all three.
+    answers = ["inventory.stock.released", "payments.payment.refunded", "shipping.shipment.cancelled"]
+    after = wait_for_events(lambda: timeline(client, cancelled), answers, timeout=60, what="the cancellation's answers")
     assert after[5] == "orders.order.cancelled"
-    assert sorted(after[6:]) == ["inventory.stock.released", "payments.payment.refunded", "shipping.shipment.cancelled"]
+    assert sorted(after[6:]) == answers
     assert dispatch_from_admin(staff, cancelled) == [
         f"Not dispatched, only a PREPARING shipment can be: {cancelled} (CANCELLED)."
     ]

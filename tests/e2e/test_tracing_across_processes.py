@@ -6,6 +6,7 @@ to an OTLP endpoint."""
 import json
 import re
 import uuid
+from collections import Counter
 from decimal import Decimal
 
 import pytest
@@ -19,6 +20,7 @@ from faultlib.saga import ledger
 from inventory.models import Product
 from orders.models import Order, StorefrontProduct
 from tests.conftest import ALL_DATABASES
+from tests.support.waits import read_until
 
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
 INCOMING = f"00-{TRACE_ID}-00f067aa0ba902b7-01"
@@ -26,7 +28,18 @@ TRACEPARENT = re.compile(r"^00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$")
 
 
 def log_lines(path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text().splitlines() if line.startswith("{")]
+    """The JSON lines written so far; a last line still being written is left for the next read."""
+    text = path.read_text()
+    return [json.loads(line) for line in text[: text.rfind("\n") + 1].splitlines() if line.startswith("{")]
+
+
+def handled_of(lines: list[dict], order_id: str) -> list[tuple[str, str]]:
+    """(consumer, event type) of every line saying a message of ``order_id`` was handled."""
+    return sorted(
+        (line["consumer"], line["event_type"])
+        for line in lines
+        if "message_id" in line and line.get("correlation_id") == order_id and line.get("event") == "handled"
+    )
 
 
 @pytest.mark.django_db(transaction=True, databases=ALL_DATABASES)
@@ -85,7 +98,18 @@ def test_the_trace_id_travels_from_checkout_through_every_hop_and_every_consumer
         exchange="",
     )
     consumers_log = next(log for name, _, log in processes.procs if name == "consumers")
-    wait_until(lambda: "duplicate" in consumers_log.read_text(), timeout=15, message="the duplicate")
+    # every consumer bound to each of the saga's events (the declarations say which), the event log too:
+    # each logs its own handling, apart from the duplicate's line, so wait for all of them
+    expected = sorted((consumer, row.event_type) for row in rows for consumer in subscribers_of(row.event_type))
+    read_until(
+        lambda: log_lines(consumers_log),
+        lambda lines: (
+            any(line.get("event", "").startswith("dup") for line in lines)
+            and not Counter(expected) - Counter(handled_of(lines, order_id))
+        ),
+        timeout=30,
+        what="the duplicate and every handled line of the saga in the consumers' log",
+    )
     processes.stop(consumers)
     assert ledger(order_id) == [("charge", Decimal("19.99"))]
 
@@ -96,13 +120,7 @@ def test_the_trace_id_travels_from_checkout_through_every_hop_and_every_consumer
         assert {"consumer", "event_type", "correlation_id"} <= line.keys(), line
         if line.get("correlation_id") == order_id and line["event"] == "handled":
             assert line["trace_id"] == TRACE_ID, line
-    handled = sorted(
-        (line["consumer"], line["event_type"])
-        for line in about_messages
-        if line["correlation_id"] == order_id and line["event"] == "handled"
-    )
-    # every consumer bound to each of the saga's events (the declarations say which), the event log too
-    assert handled == sorted((consumer, row.event_type) for row in rows for consumer in subscribers_of(row.event_type))
+    assert handled_of(lines, order_id) == expected
     duplicates = [(line["consumer"], line["message_id"]) for line in about_messages if line["event"].startswith("dup")]
     assert duplicates == [("payments", str(created.event_id))]
     assert "tok_visa" not in consumers_log.read_text()

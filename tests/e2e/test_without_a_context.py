@@ -15,6 +15,7 @@ import pytest
 from faultlib.faults import rabbitmqctl
 from faultlib.processes import BASE_DIR, ProcessGroup, free_port, procfile_commands, wait_until
 from tests.support.split import CACHES, NOT_SHIPPED, Deployment, admin_url, database_url
+from tests.support.waits import wait_for_events
 from tests.support.web import call, checkout_body, get, post_checkout
 
 INSTALLED_LINE = '    "shipping",\n'
@@ -95,11 +96,17 @@ def test_the_shop_without_shipping_migrates_and_runs_every_saga_path(shop_withou
     def event_types(order_id: str) -> list[str]:
         return [e["event_type"] for e in get(api, f"/api/orders/{order_id}/").json()["timeline"]]
 
-    wait_until(
-        lambda: len(event_types(cancelled)) == 7 and len(event_types(out_of_stock)) == 5,
-        timeout=60,
-        message="every saga's compensations",
-    )
+    # Each saga (and each of its compensations: the refund is the gateway worker's) ends on its own:
+    # wait for every event asserted below, and for the declined order to leave PENDING.
+    started = ["orders.order.created", "payments.payment.succeeded"]
+    reserved = [*started, "inventory.stock.reserved", "orders.order.confirmed"]
+    wait_for_events(lambda: event_types(confirmed), reserved, what="the confirmed order's timeline")
+    compensated = [*reserved, "orders.order.cancelled", "inventory.stock.released", "payments.payment.refunded"]
+    wait_for_events(lambda: event_types(cancelled), compensated, what="the cancelled order's compensations")
+    refunded = [*started, "inventory.stock.reservation_failed", "orders.order.failed", "payments.payment.refunded"]
+    wait_for_events(lambda: event_types(out_of_stock), refunded, what="the out-of-stock order's refund")
+    wait_until(lambda: status(declined) != "PENDING", timeout=60, message="the declined order to end")
+    assert len(event_types(cancelled)) == 7 and len(event_types(out_of_stock)) == 5
     assert {oid: status(oid) for oid in (confirmed, declined, out_of_stock)} == {
         confirmed: "CONFIRMED",
         declined: "FAILED",
