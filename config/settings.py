@@ -10,7 +10,7 @@ from urllib.parse import unquote, urlsplit
 
 import environ
 from django.core.exceptions import ImproperlyConfigured
-from reliable_messaging.declarations import known_packages, names, parse_contexts, read_declarations
+from reliable_messaging.hosting import known_packages, names, parse_contexts, read_declarations
 
 from kernel.durations import parse_duration
 
@@ -79,7 +79,7 @@ if env.bool("BENCH_APP", default=False):
     INSTALLED_CONTEXTS.append("bench.benchapp")
 # The installed contexts whose declarations this deployment reads: every one, unless it names its
 # CONTEXTS and reads what it consumes from EVENT_SCHEMAS_DIR (a service that joined alone): then its
-# own and those of the others its tree carries (reliable_messaging.declarations.known_packages).
+# own and those of the others its tree carries (reliable_messaging.hosting.known_packages).
 KNOWN_CONTEXTS = known_packages(
     BASE_DIR,
     tuple(INSTALLED_CONTEXTS),
@@ -277,6 +277,7 @@ if not all(context and user for context, user in BROKER_PRODUCERS.items()):
     raise ImproperlyConfigured("BROKER_PRODUCERS: write <context>=<broker user>,... (e.g. orders=shop_orders)")
 MESSAGING = {
     "EXCHANGE": env.str("MESSAGING_EXCHANGE", default="ecommerce_events"),
+    "ASYNCAPI_TITLE": "Saga shop events",
     "PRODUCERS": BROKER_PRODUCERS,
     # This deployment's own broker user: its retries and replays carry it.
     "BROKER_USER": unquote(urlsplit(BROKER_URL.split(";")[0]).username or "") if not _EMBEDDED_BROKER else "",

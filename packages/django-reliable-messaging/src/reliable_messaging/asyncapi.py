@@ -12,7 +12,7 @@ import copy
 
 import yaml
 
-from reliable_messaging.conf import exchange_name
+from reliable_messaging.conf import exchange_name, setting
 from reliable_messaging.contracts import newest_version, pinned_versions, schemas
 from reliable_messaging.declarations import hosted, installed
 
@@ -119,7 +119,7 @@ def document() -> dict:
     return {
         "asyncapi": ASYNCAPI_VERSION,
         "info": {
-            "title": "Saga shop events",
+            "title": setting("ASYNCAPI_TITLE"),
             "version": "1.0.0",
             "description": (
                 "The events the bounded contexts exchange over RabbitMQ: each event's versions, who sends and who "

@@ -248,7 +248,7 @@ def _decide_in_savepoint(
             return None
         if not connection.is_usable():
             raise  # the whole batch is gone with the connection
-        if connection_lost(exc):  # another alias's (the gateway's): decided alone, on a new one
+        if connection_lost(exc):  # another alias's: decided alone, on a new one
             logger.info(
                 "database connection lost inside a batch: decided again alone", extra={"message_id": event.message_id}
             )

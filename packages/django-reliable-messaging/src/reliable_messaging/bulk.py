@@ -4,8 +4,8 @@ lock and read what the whole run needs in a few statements instead of a few per 
 A context marks its single-message handlers with the bulk handler that may take their messages
 together (``@in_bulk(on_a, on_b)``); its declaration still names the single ones. In a batch's
 first pass (``reliable_messaging.batch_decisions``), consecutive members of one consumer whose
-handlers share a bulk handler are handed to it in one call, in the batch's order (the saga's id,
-then arrival); every other member runs alone, in between, as before. A bulk handler must leave
+handlers share a bulk handler are handed to it in one call, in the batch's order (the correlation
+id, then arrival); every other member runs alone, in between, as before. A bulk handler must leave
 what its single handlers would have left, run one after another in that order: should it fail,
 the batch runs again with each member's single handler in a savepoint of its own.
 

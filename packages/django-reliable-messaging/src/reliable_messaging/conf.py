@@ -17,6 +17,8 @@ DEFAULTS = {
     "BROKER_HEARTBEAT": 30,
     "FILESYSTEM_DIR": "var/broker",
     "EXCHANGE": "events",
+    # the title of the AsyncAPI document (``manage.py asyncapi``)
+    "ASYNCAPI_TITLE": "Events",
     # the declared packages (each with a context.toml), the folder they are in, and the names of
     # the contexts this deployment hosts (None: every declared one)
     "DECLARED_CONTEXTS": (),

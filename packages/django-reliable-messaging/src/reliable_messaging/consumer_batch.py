@@ -45,7 +45,7 @@ class BatchSettling:
 
     def _handle_batch(self) -> None:
         arrived, self._arrived = self._arrived, []
-        # A handler's error may have broken any connection of the process (the gateway's too):
+        # A handler's error may have broken any connection of the process (any alias):
         # replace broken ones now, or every later message would fail on them until a restart.
         drop_broken_db_connections()
         started = time.monotonic()

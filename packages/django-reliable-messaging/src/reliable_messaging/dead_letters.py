@@ -146,7 +146,7 @@ def dead_letters_list(*, consumer: str | None = None, waiting: bool = False):
 
 
 def dead_letter_display_body(letter: DeadLetter) -> str:
-    """The body for people: JSON pretty-printed with payment tokens masked, else escaped text."""
+    """The body for people: JSON pretty-printed with sensitive fields masked, else escaped text."""
     raw = bytes(letter.body)
     try:
         return json.dumps(mask_sensitive(json.loads(raw)), indent=2, sort_keys=True)

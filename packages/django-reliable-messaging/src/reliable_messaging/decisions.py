@@ -27,7 +27,7 @@ class InvalidPayload(Exception):
 
 
 class TransientError(Exception):
-    """A failure that may pass (a gateway timeout, say): the message is retried later."""
+    """A failure that may pass (a remote service timing out, say): the message is retried later."""
 
 
 class Outcome(enum.Enum):

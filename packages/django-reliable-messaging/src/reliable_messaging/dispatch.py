@@ -10,23 +10,23 @@ published, one commit. If a member fails, that attempt rolls back whole and the 
 again with every member in a savepoint of its own, so the failing one rolls back alone, its
 inbox claim with it (its retry must not look like a duplicate) and the others commit; the
 handlers that ran in the abandoned attempt run again, as after a crash, which their
-idempotency (the gateway's keys, the state guards) makes safe. The failed member itself is not
+idempotency (their state guards, a remote service's idempotency keys) makes safe. The failed member itself is not
 run again in that second attempt when its failure says "later" (a ``TransientError`` such as a
-gateway timeout, or a lock or statement timeout): running it at once would only repeat the wait,
-a whole gateway timeout for a hung gateway, holding the batch's locks meanwhile; it goes to the
+remote service's timeout, or a lock or statement timeout): running it at once would only repeat
+the wait, a whole timeout for a hung service, holding the batch's locks meanwhile; it goes to the
 retry path with that first failure. A consumer with a bulk handler (the event log) writes its
 share with one insert.
 
-Every batch takes its locks in one order, by correlation id (the saga's id, which the handlers
-lock rows by) and then by arrival, so that two batches meeting on the same sagas do not wait
-for each other in a circle. Rows locked by other keys (a catalogue's products, say) can still
+Every batch takes its locks in one order, by correlation id (the process's id, which handlers
+usually lock rows by) and then by arrival, so that two batches meeting on the same processes do not wait
+for each other in a circle. Rows locked by other keys (shared reference rows, say) can still
 deadlock: PostgreSQL then fails one statement of one batch (40P01); in the savepoint attempt
 that rolls back the loser's savepoint, releasing its locks, and the loser is decided again
 alone, in a transaction of its own, after the batch has committed. Nothing is lost or done
 twice either way.
 
-A database connection lost under a member (its backend terminated, its socket broken, the
-gateway's alias too) is no fault of the message: the connections are replaced and the message
+A database connection lost under a member (its backend terminated, its socket broken, on
+any alias) is no fault of the message: the connections are replaced and the message
 decided again, at once, without spending an attempt of its retry budget.
 
 The parts: ``reliable_messaging.decisions`` (what a delivery and a decision are, and the steps
@@ -159,7 +159,7 @@ def decide_batch(deliveries: list[Delivery]) -> list[Decision]:
             ready.append((i, *prepare(d.consumer, d.body, d.properties, d.headers, d.routing_key)))
         except Refused as refused:
             decisions[i] = refused.decision
-    # One lock order for every batch: the saga's id, then arrival.
+    # One lock order for every batch: the correlation id, then arrival.
     ready.sort(key=lambda item: (item[1].correlation_id, item[0]))
     try:
         handled = decide_optimistically(deliveries, ready)

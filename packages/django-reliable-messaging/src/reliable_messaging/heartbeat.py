@@ -1,7 +1,7 @@
 """AMQP heartbeats while a handler runs.
 
 kombu's consumer runs handlers in the thread that reads the connection, so a slow handler (a
-slow payment gateway, say) would stop the heartbeats and the broker would drop the connection,
+slow remote service, say) would stop the heartbeats and the broker would drop the connection,
 then redeliver the message. py-amqp is not thread-safe, so this thread writes a heartbeat
 frame only while the consumer thread is inside a handler, which never touches the broker, and
 the consumer thread waits for such a write to finish before it talks to the broker again.

@@ -105,7 +105,7 @@ def connection_lost(exc: BaseException) -> bool:
 
 def reconnect_databases() -> None:
     """Close every connection outside a transaction, on every alias, so the next use opens a new
-    one: a backend terminated while idle (the payment gateway's, say) is only found out by its
+    one: a backend terminated while idle (another alias's, say) is only found out by its
     next query, which would fail too."""
     for conn in connections.all(initialized_only=True):
         if not conn.in_atomic_block:

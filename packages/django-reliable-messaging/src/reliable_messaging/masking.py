@@ -1,5 +1,5 @@
-"""Mask secrets (``SENSITIVE_FIELDS``, payment tokens by default) wherever a payload leaves the
-context that owns them."""
+"""Mask secrets (the payload keys in ``SENSITIVE_FIELDS``) wherever a payload leaves the context
+that owns them."""
 
 import re
 from typing import Any
@@ -7,7 +7,7 @@ from typing import Any
 from reliable_messaging.conf import setting
 
 MASK = "****"
-# A token's kind, shown before the mask (Stripe-style ``tok_``, ``pm_``): a few ASCII letters only,
+# A token's kind, shown before the mask (a prefix such as ``tok_`` or ``key_``): a few ASCII letters only,
 # so no part of a free-text secret ("my secret_x", "a b_SECRET") is ever shown.
 _SHOWN_PREFIX = re.compile(r"[A-Za-z]{1,8}_")
 
@@ -43,8 +43,8 @@ def _text_pattern(name: str) -> re.Pattern:
 
 
 def mask_text(text: str) -> str:
-    """``text`` with the value after every sensitive key masked (``payment_token='tok_visa'``,
-    ``"payment_token": "tok_visa"``), for free text such as errors and tracebacks."""
+    """``text`` with the value after every sensitive key masked (``api_key='key_abc'``,
+    ``"api_key": "key_abc"``), for free text such as errors and tracebacks."""
 
     def masked(match: re.Match) -> str:
         if match.group("quote"):

@@ -136,7 +136,7 @@ class InboxMessage(models.Model):
 class EventLogEntry(models.Model):
     """Every event seen on the bus, recorded by the ``events`` consumer for the timeline.
 
-    Kept longer than the outbox; payment tokens are stored masked.
+    Kept longer than the outbox; ``SENSITIVE_FIELDS`` are stored masked.
     """
 
     message_id = models.CharField(max_length=255, unique=True)

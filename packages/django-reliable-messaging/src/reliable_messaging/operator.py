@@ -11,15 +11,21 @@
 - ``installed_contexts``, ``context_names`` and ``event_kind`` read the contexts' declarations
   (the swimlane's lanes and colours);
 - ``mask_sensitive`` / ``mask_text`` hide sensitive fields (``SENSITIVE_FIELDS``);
-- ``register_correlation_link`` tells the bus's admin where the page about a correlation id is.
+- ``register_correlation_link`` tells the bus's admin where the page about a correlation id is;
+- the host's own operator pages look like the bus's: ``ReadOnlyAdmin`` for the tables only services
+  change, the template filters ``display_filters`` (``age``, ``short``, ``compact_time``,
+  ``breakable_key``) and ``format_duration``;
+- ``RELAY_APPLICATION_NAME`` is how a relay's session shows in ``pg_stat_activity``.
 """
 
+from reliable_messaging.admin_base import ReadOnlyAdmin
 from reliable_messaging.declarations import event_kind, installed, names
 from reliable_messaging.diagnosis import command_in_deployment, timeline_waiting, yet_to_handle
 from reliable_messaging.health import broker_reachable, database_reachable
 from reliable_messaging.links import register_correlation_link
 from reliable_messaging.masking import mask_sensitive, mask_text
 from reliable_messaging.registry import local_consumers
+from reliable_messaging.relay import APPLICATION_NAME as RELAY_APPLICATION_NAME
 from reliable_messaging.scheduled import ScheduledBacklog, scheduled_backlog
 from reliable_messaging.selectors import (
     BacklogPoint,
@@ -33,6 +39,14 @@ from reliable_messaging.selectors import (
     timeline_entry_of_new_event,
     timeline_for,
 )
+from reliable_messaging.templatetags.messaging_display import (
+    age,
+    breakable_key,
+    compact_time,
+    format_duration,
+    short,
+)
+from reliable_messaging.templatetags.messaging_display import register as display_filters
 from reliable_messaging.timeline import DeadLetterMark, Handling, TimelineEntry, WaitingPlace, YetToHandle
 from reliable_messaging.topology import consumers as system_consumers
 
@@ -44,6 +58,18 @@ def context_names() -> list[str]:
 
 
 __all__ = [
+    # The host's admin pages and templates, as the bus's own: read-only tables, the same filters
+    # (a template library's ``register`` may be ``display_filters`` itself) and durations.
+    "ReadOnlyAdmin",
+    "age",
+    "breakable_key",
+    "compact_time",
+    "display_filters",
+    "format_duration",
+    "short",
+    # Where an operator finds the relay's sessions (pg_stat_activity.application_name).
+    "RELAY_APPLICATION_NAME",
+    # The operator's reads.
     "BacklogPoint",
     "DeadLetterMark",
     "Handling",

@@ -1,8 +1,8 @@
-"""One-statement inserts (and updates) for hot paths (publish, inbox, checkout, bulk handlers), and
+"""One-statement inserts (and updates) for hot paths (publish, inbox, bulk handlers), and
 statements sent together.
 
 ``Model.objects.create`` costs a model instance, signals and SQL compilation per row; on the
-paths every message and every checkout takes, that was a large share of the time. Values go
+paths every message takes, that was a large share of the time. Values go
 through each field's own ``get_db_prep_save``, so UUIDs, JSON and datetimes are stored exactly
 as the ORM would store them, on PostgreSQL and SQLite alike (``tests/integration/test_sql.py``).
 """
