@@ -54,6 +54,7 @@ def test_the_claim_takes_what_the_queryset_names_in_its_order_with_its_values():
     assert claimed[0].payload == payload(int(claimed[0].correlation_id[2:]))
 
 
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="SKIP LOCKED is PostgreSQL's (SQLite has one writer)")
 def test_a_second_relay_skips_the_rows_a_first_holds():
     for n in range(4):
         row(n)
