@@ -183,7 +183,7 @@ def test_the_whole_saga_is_one_trace_of_server_producer_and_consumer_spans(otlp,
             "process",
         )
         assert span.attributes["messaging.message.conversation_id"] == order_id
-        assert span.attributes["messaging.shop.outcome"] == "handled"
+        assert span.attributes["reliable_messaging.outcome"] == "handled"
         assert not span.status_error
 
     # decided in a batch: linked to the batch's span (a trace of its own: it serves many sagas)
@@ -228,7 +228,7 @@ def test_the_whole_saga_is_one_trace_of_server_producer_and_consumer_spans(otlp,
         poison_id,
     )
     assert poisoned.status_error and poisoned.attributes["error.type"] == "invalid_payload"
-    assert poisoned.attributes["messaging.shop.outcome"] == "dead_letter"
+    assert poisoned.attributes["reliable_messaging.outcome"] == "dead_letter"
     assert [name for name, _ in poisoned.events] == ["dead_lettered"]
     assert poisoned.events[0][1]["reason"] == "invalid_payload"
 

@@ -202,7 +202,7 @@ def consumer_span(
 def end_with_outcome(span: Span, *, outcome: str, reason: str = "", error: str = "") -> None:
     """Record how a message was settled on its span, then end it. Retries and dead letters are errors."""
     if span.is_recording():
-        span.set_attribute("messaging.shop.outcome", outcome)
+        span.set_attribute("reliable_messaging.outcome", outcome)
         if outcome in ("retry", "dead_letter", "database_down"):
             span.set_attribute("error.type", reason or outcome)
             span.set_status(Status(StatusCode.ERROR, error or reason))
