@@ -8,7 +8,7 @@ def main() -> None:
     import django
     from django.core.exceptions import ImproperlyConfigured
     from django.core.management import execute_from_command_line
-    from reliable_messaging.declarations import DeclarationError
+    from reliable_messaging.hosting import DeclarationError
 
     from config.cli import refuse_commands_of_other_contexts, runserver_stops_on_sigterm
 

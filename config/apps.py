@@ -13,8 +13,7 @@ class ShopConfig(AppConfig):
 
     def ready(self) -> None:
         from axes.signals import user_locked_out
-        from reliable_messaging.declarations import installed, names
-        from reliable_messaging.operator import local_consumers
+        from reliable_messaging.operator import context_names, local_consumers
 
         from config.admin_lockout import log_lockout
         from config.telemetry import configure_tracing
@@ -22,7 +21,7 @@ class ShopConfig(AppConfig):
         configure_tracing(
             argv=sys.argv,
             hosted=list(settings.CONTEXTS),
-            installed=names(installed()),
+            installed=context_names(),
             consumers=local_consumers(),
         )
         user_locked_out.connect(log_lockout, dispatch_uid="config.admin_lockout")

@@ -4,7 +4,7 @@ import signal
 import sys
 
 from django.conf import settings
-from reliable_messaging.declarations import command_owners
+from reliable_messaging.hosting import command_owners
 
 
 def refuse_commands_of_other_contexts(argv: list[str]) -> None:

@@ -6,18 +6,41 @@ writes them, ``python manage.py import_contracts --write`` after anything else, 
 The contexts are the installed list (``INSTALLED_CONTEXTS``) first, then every other top-level
 package of the tree that declares itself (the orchestrator, installed only with ``ORCHESTRATOR=1``).
 A context imports the bus's public modules only (``api``, ``operator``), and its own ``tests``
-package ``reliable_messaging.testing`` too.
+package ``reliable_messaging.testing`` too. The rest of the project's code (the composition root,
+the shared kernel, the operator's views, the fault library) goes through the bus's front door too:
+``PUBLIC`` (``TESTS_ONLY`` in tests and test tooling); ``tests/unit/test_architecture.py`` holds the
+scripts, ``bench`` and ``chaos``, which import-linter does not see, to the same.
 """
 
 import json
 import re
 from pathlib import Path
 
-from reliable_messaging.declarations import DECLARATION_FILE
+from reliable_messaging.hosting import DECLARATION_FILE
 
 SECTION = "[tool.importlinter]"
 # The bus, installed from packages/django-reliable-messaging
 BUS = "reliable_messaging"
+# Its front door: the only modules of it the project's code imports (its README's "Public API").
+PUBLIC = ("api", "operator", "hosting", "models")
+# Its test harness: for tests and the test tooling (faultlib) only.
+TESTS_ONLY = "testing"
+# Test and benchmark tooling that drives the bus's own machinery, each module with the bus's modules
+# it reaches past the front door and why. reliable_messaging.testing is where the fault library's
+# belong: each goes once the harness offers it (test_architecture fails on an entry no longer used).
+REACHES_INSIDE = {
+    # The in-process bus of the shuffled sagas: a delivery decided as the consumer loop decides it
+    # (dispatch.decide), with the relay's envelope and attempt header, a spent retry dead-lettered.
+    "faultlib.simulation": ("dispatch", "envelope", "dead_letters"),
+    # Every event the outbox holds checked against its version's schema, listing each refusal.
+    "faultlib.invariants": ("contracts",),
+    # Between tests: every queue of the topology (main, dead letter, delay queues) purged.
+    "faultlib.broker": ("broker",),
+    # A profiler: it wraps the relay's and the publisher's own functions with timers.
+    "bench.relay_phases": ("relay", "publisher"),
+    # Writes outbox rows as the load, in a process without Django: the ids the bus gives events.
+    "bench.workers": ("ids",),
+}
 
 
 def contract_contexts(base_dir: Path, installed: list[str]) -> list[str]:
@@ -30,7 +53,14 @@ def render(contexts: list[str]) -> str:
     def listed(names) -> str:
         return json.dumps(list(names))
 
-    tests_may_use = [f"{c}.tests.** -> {BUS}.testing" for c in contexts]
+    tests_may_use = [f"{c}.tests.** -> {BUS}.{TESTS_ONLY}" for c in contexts]
+    front_door = [f"** -> {BUS}.{module}" for module in PUBLIC]
+    faultlib_inside = [
+        f"{importer} -> {BUS}.{module}"
+        for importer, modules in REACHES_INSIDE.items()
+        if importer.startswith("faultlib.")
+        for module in modules
+    ]
     return f"""{SECTION}
 # Generated from the installed contexts by `python manage.py import_contracts --write` (startcontext
 # runs it): do not edit by hand; config/import_contracts.py is the template.
@@ -77,6 +107,15 @@ type = "forbidden"
 source_modules = {listed(contexts)}
 forbidden_modules = ["{BUS}.**"]
 ignore_imports = {listed([f"** -> {BUS}.api", f"** -> {BUS}.operator", *tests_may_use])}
+unmatched_ignore_imports_alerting = "none"
+allow_indirect_imports = true
+
+[[tool.importlinter.contracts]]
+name = "The project reaches the bus through its front door: {", ".join(PUBLIC)} ({TESTS_ONLY}: tests, faultlib)"
+type = "forbidden"
+source_modules = {listed(["config", "kernel", "operations", *contexts, "faultlib"])}
+forbidden_modules = ["{BUS}.**"]
+ignore_imports = {listed([*front_door, f"faultlib.** -> {BUS}.{TESTS_ONLY}", *tests_may_use, *faultlib_inside])}
 unmatched_ignore_imports_alerting = "none"
 allow_indirect_imports = true
 

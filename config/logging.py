@@ -14,7 +14,7 @@ from opentelemetry import trace
 
 def mask_secrets(logger, method_name, event_dict):
     """Mask sensitive keys at any depth and ``payment_token=...`` inside any text."""
-    from reliable_messaging.masking import mask_sensitive, mask_text  # settings are loaded by the time we log
+    from reliable_messaging.hosting import mask_sensitive, mask_text  # settings are loaded by the time we log
 
     masked = mask_sensitive(event_dict)
     return {key: mask_text(value) if isinstance(value, str) else value for key, value in masked.items()}

@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from reliable_messaging.declarations import (
+from reliable_messaging.hosting import (
     CONTEXT_NAME,
     EVENT_TYPE,
     RESERVED_NAMES,
@@ -282,11 +282,11 @@ def _tests(request: Request) -> str:
     if not key:
         return f'''"""{request.title}'s tests: it consumes nothing yet; add a test per handler as you add them."""
 
-from reliable_messaging.declarations import installed
+from reliable_messaging.operator import context_names
 
 
 def test_{consumer}_is_installed():
-    assert "{consumer}" in [d.name for d in installed()]
+    assert "{consumer}" in context_names()
 '''
     return f'''"""{request.title}'s tests, in its package: its handlers, delivered to as the consumer loop does
 (reliable_messaging.testing: the inbox, the schema check, the upcasters), with no broker."""

@@ -6,7 +6,7 @@ from django.conf import settings
 from django.contrib import admin
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
-from reliable_messaging.declarations import hosted
+from reliable_messaging.hosting import hosted
 
 from config.errors import allow_methods
 from config.favicon import favicon_view

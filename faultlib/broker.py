@@ -6,7 +6,7 @@ import amqp
 from django.conf import settings
 from kombu import Connection, Exchange, Queue
 from reliable_messaging import broker
-from reliable_messaging.topology import consumers
+from reliable_messaging.hosting import consumers
 
 from faultlib.invariants import broker_queue_depths
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from django.db import connections
-from reliable_messaging.relay import APPLICATION_NAME as RELAY_APPLICATION_NAME
+from reliable_messaging.operator import RELAY_APPLICATION_NAME
 
 from faultlib.processes import ProcessGroup, wait_until
 
@@ -181,7 +181,7 @@ def memory_alarm() -> Iterator[None]:
 APPLICATION_NAME = "saga_fault_test"
 
 
-# A relay renames its session once connected (reliable_messaging.relay.APPLICATION_NAME): its backends
+# A relay renames its session once connected (reliable_messaging.operator.RELAY_APPLICATION_NAME): its backends
 # are the test's processes' too (only the test's database is ever searched).
 PROCESS_NAMES = [APPLICATION_NAME, RELAY_APPLICATION_NAME]
 

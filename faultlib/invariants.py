@@ -20,9 +20,8 @@ from types import ModuleType
 from django.db.models import CharField, Count, Exists, OuterRef
 from django.db.models.functions import Cast
 from reliable_messaging.contracts import schemas, validation_error
-from reliable_messaging.declarations import installed
+from reliable_messaging.hosting import ANY_EVENT, consumers, installed, queue_bindings
 from reliable_messaging.models import DeadLetter, InboxMessage, OutboxMessage
-from reliable_messaging.topology import ANY_EVENT, consumers, queue_bindings
 
 from kernel.invariants import SagaFacts
 

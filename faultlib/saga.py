@@ -5,7 +5,7 @@ import uuid
 from decimal import Decimal
 
 from django.test import Client
-from reliable_messaging.declarations import context_of, names, saga_participants
+from reliable_messaging.hosting import context_of, installed
 
 from faultlib.processes import wait_until
 from inventory.models import Product
@@ -18,7 +18,7 @@ def asserted(event_types, *followers: str) -> list:
     """The events, in their order, of the saga's participants and of the ``followers`` named: what a
     saga test asserts exactly. Another follower's (a context added later) are its own tests' business.
     ``event_types`` may hold (event type, ...) tuples: their first item is the type."""
-    keep = {*names(saga_participants()), *followers}
+    keep = {*(d.name for d in installed() if not d.follows), *followers}  # the saga's participants
     return [e for e in event_types if context_of(e if isinstance(e, str) else e[0]) in keep]
 
 

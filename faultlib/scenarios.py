@@ -14,8 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from kombu import Queue
+from reliable_messaging.hosting import consumers
 from reliable_messaging.models import DeadLetter
-from reliable_messaging.topology import consumers
 
 from faultlib import faults
 from faultlib.broker import connection as broker_connection

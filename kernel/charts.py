@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 
 from django.utils.html import escape
-from reliable_messaging.templatetags.messaging_display import format_duration
+from reliable_messaging.operator import format_duration
 
 FONT = "system-ui, -apple-system, Segoe UI, Roboto, Helvetica Neue, Arial, sans-serif"  # unquoted: valid CSS
 GREY = "#9e9e9e"

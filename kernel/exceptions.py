@@ -16,7 +16,7 @@ import logging
 from django.core.exceptions import PermissionDenied, RequestDataTooBig, SuspiciousOperation
 from django.db import InterfaceError, InternalError, OperationalError
 from django.http import Http404
-from reliable_messaging.db_errors import LOCK_NOT_AVAILABLE, READ_ONLY_SQL_TRANSACTION, sqlstate_of
+from reliable_messaging.hosting import LOCK_NOT_AVAILABLE, READ_ONLY_SQL_TRANSACTION, sqlstate_of
 from rest_framework import exceptions, status
 from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response

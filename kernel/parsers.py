@@ -25,7 +25,7 @@ a different order. The ``parse_error`` names each duplicated key by its path in 
 import json
 
 from django.conf import settings
-from reliable_messaging.json_depth import nested_deeper_than
+from reliable_messaging.hosting import nested_deeper_than
 from rest_framework.parsers import JSONParser
 from rest_framework.utils.json import strict_constant
 

@@ -27,7 +27,7 @@ def deployments(first_port: int, var_dir: Path, environ: dict[str, str]) -> list
     """Each installed context's deployment: name, environment, port, the commands it runs."""
     sys.path.insert(0, str(BASE_DIR))
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
-    from reliable_messaging.declarations import installed
+    from reliable_messaging.hosting import installed
 
     result = []
     for place, declaration in enumerate(installed()):

@@ -1,7 +1,6 @@
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
-from reliable_messaging.broker import declare_queues
-from reliable_messaging.declarations import hosted
+from reliable_messaging.hosting import declare_queues, hosted
 
 
 class Command(BaseCommand):

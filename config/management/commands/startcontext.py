@@ -5,7 +5,7 @@ from pathlib import Path
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
-from reliable_messaging.declarations import installed
+from reliable_messaging.hosting import installed
 
 from config.scaffold import Request, ScaffoldError, check, files_of, install
 
