@@ -278,6 +278,10 @@ if not all(context and user for context, user in BROKER_PRODUCERS.items()):
 MESSAGING = {
     "EXCHANGE": env.str("MESSAGING_EXCHANGE", default="ecommerce_events"),
     "ASYNCAPI_TITLE": "Saga shop events",
+    # How the swimlane colours each event (publishes in context.toml), and the saga's own key: a
+    # context that follows the saga hears its events and never answers (shipping, startcontext's).
+    "EVENT_KINDS": ("step", "outcome", "failure", "compensation"),
+    "DECLARATION_KEYS": {"follows": False},
     "PRODUCERS": BROKER_PRODUCERS,
     # This deployment's own broker user: its retries and replays carry it.
     "BROKER_USER": unquote(urlsplit(BROKER_URL.split(";")[0]).username or "") if not _EMBEDDED_BROKER else "",

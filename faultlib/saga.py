@@ -18,7 +18,8 @@ def asserted(event_types, *followers: str) -> list:
     """The events, in their order, of the saga's participants and of the ``followers`` named: what a
     saga test asserts exactly. Another follower's (a context added later) are its own tests' business.
     ``event_types`` may hold (event type, ...) tuples: their first item is the type."""
-    keep = {*(d.name for d in installed() if not d.follows), *followers}  # the saga's participants
+    # The saga's participants: the contexts that do not only follow it (the project's key "follows").
+    keep = {*(d.name for d in installed() if not d.extra.get("follows")), *followers}
     return [e for e in event_types if context_of(e if isinstance(e, str) else e[0]) in keep]
 
 

@@ -39,8 +39,9 @@ LEGEND = [
 
 
 def kind_of(event_type: str) -> str:
-    """Its colour, as its producer's declaration says (``publishes`` in its context.toml)."""
-    return event_kind(event_type)
+    """Its colour, as its producer's declaration says (``publishes`` in its context.toml); a step
+    for an event no installed context publishes."""
+    return event_kind(event_type) or "step"
 
 
 # A mark gives one reason to wait: of its places' kinds, the first here, in the order an operator

@@ -1,9 +1,10 @@
 """A project with two contexts on the bus: ``notes`` publishes, ``archive`` consumes.
 
-MESSAGING holds only the keys the package's README names for a quick start; everything else keeps
-the bus's defaults, which is what these tests are about. DATABASE_URL (postgres://... or
-sqlite:///...) and BROKER_URL (amqp://...) choose the services; unset, SQLite and the embedded
-filesystem broker (in the working directory's var/broker, the default)."""
+MESSAGING holds the keys the package's README names for a quick start, and one key of context.toml
+of the host's own; everything else keeps the bus's defaults, which is what these tests are about.
+DATABASE_URL (postgres://... or sqlite:///...) and BROKER_URL (amqp://...) choose the services;
+unset, SQLite and the embedded filesystem broker (in the working directory's var/broker, the
+default)."""
 
 import os
 from pathlib import Path
@@ -75,4 +76,5 @@ MESSAGING = {
     "DECLARED_CONTEXTS": ["notes", "archive"],
     "CONTEXTS_DIR": BASE_DIR,
     "BROKER_URL": os.environ.get("BROKER_URL") or "filesystem://",
+    "DECLARATION_KEYS": {"audited": False},
 }

@@ -117,3 +117,30 @@ def test_the_embedded_broker_takes_its_folder_as_a_str_or_a_path(with_settings, 
     assert sorted(p.name for p in where.iterdir()) == ["control", "data"]
     assert not (workdir / "var").exists()
     assert [e.event_type for e in OutboxMessage.objects.order_by("id")] == ["notes.note.written", "archive.note.filed"]
+
+
+def test_the_hosts_own_declaration_keys_are_read_with_their_defaults():
+    from reliable_messaging.hosting import installed
+
+    assert {d.name: d.extra for d in installed()} == {"notes": {"audited": True}, "archive": {}}
+
+
+@pytest.mark.parametrize(
+    ("messaging", "refusal"),
+    [
+        ({"DECLARATION_KEYS": {}}, "notes/context.toml: unknown keys ['audited'] (a host's own keys: "),
+        (
+            {"DECLARATION_KEYS": {"audited": "no"}},
+            "notes/context.toml: audited = True: a str, as MESSAGING['DECLARATION_KEYS'] has it",
+        ),
+        (
+            {"EVENT_KINDS": ["outcome", "failure"]},
+            "notes/context.toml: publishes 'notes.note.written': kind 'step' is not one of ['outcome', 'failure']",
+        ),
+    ],
+)
+def test_a_declaration_the_host_does_not_allow_stops_the_start(with_settings, messaging, refusal):
+    started = with_settings(**messaging)("check", ok=False)
+
+    assert started.returncode == 1
+    assert f"reliable_messaging.declarations.DeclarationError: {refusal}" in started.stderr

@@ -18,11 +18,12 @@ class MessagingConfig(AppConfig):
     def ready(self) -> None:
         # Every model is loaded by now, so the hosted contexts' handler modules can be imported.
         from reliable_messaging.contracts import check_contracts
-        from reliable_messaging.declarations import hosted
+        from reliable_messaging.declarations import check_host_keys, hosted
         from reliable_messaging.event_log import register_event_log
         from reliable_messaging.registry import register_declared
 
         check_settings()
+        check_host_keys()
         amqp_properties.install()
         check_contracts()
         for declaration in hosted():

@@ -22,6 +22,10 @@ DEFAULTS = {
     # the declared packages (each with a context.toml), the folder they are in, and the names of
     # the contexts this deployment hosts (None: every declared one)
     "DECLARED_CONTEXTS": (),
+    # the kinds an event may be declared with in [publishes] (empty: any text), and the host's own
+    # keys of context.toml: key -> its default (a value of another type is refused)
+    "EVENT_KINDS": (),
+    "DECLARATION_KEYS": {},
     "CONTEXTS_DIR": ".",
     "CONTEXTS": None,
     # where `event_schemas --snapshot` writes the frozen schemas, and a shared folder of the

@@ -1,9 +1,10 @@
 """The bounded contexts, as each one declares itself in ``<package>/context.toml``.
 
 A context's declaration is data, not code: its name, the routing keys its queue is bound to
-and the handler of each (``consumes``; ``obeys`` for the orchestrator's commands, bound only
-where the orchestrator is installed), the events it publishes (and how the swimlane colours
-them), its commands, and what its deployment runs and migrates. ``MESSAGING["DECLARED_CONTEXTS"]``
+and the handler of each (``consumes``; ``obeys`` for commands bound only where their sender is
+installed), the events it publishes (each with a kind, from the host's ``EVENT_KINDS``), its
+commands, what its deployment runs and migrates, and the keys the host adds
+(``DECLARATION_KEYS``, read back from ``extra``). ``MESSAGING["DECLARED_CONTEXTS"]``
 lists the declared packages; ``CONTEXTS`` picks the ones a deployment hosts.
 
 A deployment reads the declarations of the contexts it hosts and of every other installed
@@ -32,7 +33,6 @@ from reliable_messaging.conf import contexts_dir, setting
 DECLARATION_FILE = "context.toml"
 # The event log's consumer (messaging's own, bound to every key) takes this name.
 RESERVED_NAMES = frozenset({"events"})
-EVENT_KINDS = ("step", "outcome", "failure", "compensation")
 CONTEXT_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 EVENT_TYPE = re.compile(r"^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*){2}$")
 
@@ -47,10 +47,10 @@ class ContextDeclaration:
     package: str
     # routing key -> "module.function" of its handler (a module of this package)
     consumes: dict[str, str] = field(default_factory=dict)
-    # the commands it obeys, sent by a context that may not be installed (the orchestrator):
+    # the commands it obeys, sent by a context that may not be installed:
     # routing key -> handler, added to ``consumes`` only where their sender is installed
     obeys: dict[str, str] = field(default_factory=dict)
-    # event type -> its kind (EVENT_KINDS), for the swimlane's colours
+    # event type -> its kind (one of the host's EVENT_KINDS, when it names them)
     publishes: dict[str, str] = field(default_factory=dict)
     # management commands this context brings
     commands: tuple[str, ...] = ()
@@ -58,9 +58,8 @@ class ContextDeclaration:
     urls: str = ""
     # where it is hosted also runs messaging's event log (the timeline reads it)
     event_log: bool = False
-    # it only follows the order saga (hears its events, never changes its outcome, nobody waits
-    # for it): the saga's tests assert the participants' events exactly and tolerate a follower's
-    follows: bool = False
+    # the host's own keys (``DECLARATION_KEYS``: key -> default), each with its value here
+    extra: dict[str, object] = field(default_factory=dict)
     # its deployment's extra database aliases to migrate, commands to run once after migrating
     # (e.g. seed data), and long-running processes beside web, relay and consumers: name -> args
     databases: tuple[str, ...] = ()
@@ -89,6 +88,10 @@ def context_of(event_type: str) -> str:
     return event_type.split(".", 1)[0]
 
 
+# The keys of context.toml the bus reads; any other is the host's.
+_BUS_KEYS = frozenset(ContextDeclaration.__dataclass_fields__) - {"package", "extra"}
+
+
 def read_declaration(base_dir: Path, package: str) -> ContextDeclaration:
     path = base_dir.joinpath(*package.split(".")) / DECLARATION_FILE
     where = path.relative_to(base_dir) if path.is_relative_to(base_dir) else path
@@ -106,8 +109,8 @@ def read_declaration(base_dir: Path, package: str) -> ContextDeclaration:
     def fail(problem: str):
         raise DeclarationError(f"{where}: {problem}")
 
-    if unknown := sorted(set(data) - (set(ContextDeclaration.__dataclass_fields__) - {"package"})):
-        fail(f"unknown keys {unknown}")
+    # Any other key is the host's (DECLARATION_KEYS), checked once settings are loaded (check_host_keys).
+    extra = {key: value for key, value in data.items() if key not in _BUS_KEYS}
     name = data.get("name", "")
     if not CONTEXT_NAME.match(name) or name in RESERVED_NAMES:
         fail(f"name {name!r} must be lower_snake_case and not one of {sorted(RESERVED_NAMES)}")
@@ -122,8 +125,8 @@ def read_declaration(base_dir: Path, package: str) -> ContextDeclaration:
     for event_type, kind in publishes.items():
         if not EVENT_TYPE.match(event_type) or context_of(event_type) != name:
             fail(f"publishes {event_type!r}: a context publishes only '{name}.<aggregate>.<event>'")
-        if kind not in EVENT_KINDS:
-            fail(f"publishes {event_type!r}: kind {kind!r} is not one of {list(EVENT_KINDS)}")
+        if not isinstance(kind, str) or not kind:
+            fail(f"publishes {event_type!r}: the kind is a text, not {kind!r}")
     upcasters = _functions_of(data.get("upcasters", {}), consumes, "upcasters", "consumes", package, fail)
     downcasters = _functions_of(data.get("downcasters", {}), publishes, "downcasters", "publishes", package, fail)
     schemas = data.get("schemas", "")
@@ -138,7 +141,7 @@ def read_declaration(base_dir: Path, package: str) -> ContextDeclaration:
         commands=tuple(data.get("commands", ())),
         urls=str(data.get("urls", "")),
         event_log=bool(data.get("event_log", False)),
-        follows=bool(data.get("follows", False)),
+        extra=extra,
         databases=tuple(data.get("databases", ())),
         setup=tuple(tuple(command.split()) for command in data.get("setup", ())),
         processes=dict(data.get("processes", {})),
@@ -160,6 +163,27 @@ def _functions_of(table, keys, what: str, where: str, package: str, fail) -> dic
             fail(f"{what} {event_type!r}: a list of '{package}.<module>.<function>', one per version step")
         functions[event_type] = tuple(dotted)
     return functions
+
+
+def check_host_keys() -> None:
+    """At start-up: each declaration's keys beyond the bus's are the host's (``DECLARATION_KEYS``,
+    of the type of their default), and its events' kinds are the host's ``EVENT_KINDS``, if named."""
+    host_keys, kinds = setting("DECLARATION_KEYS"), setting("EVENT_KINDS")
+    for declaration in installed():
+        where = f"{declaration.package}/{DECLARATION_FILE}"
+        if unknown := sorted(set(declaration.extra) - set(host_keys)):
+            raise DeclarationError(
+                f"{where}: unknown keys {unknown} (a host's own keys: MESSAGING['DECLARATION_KEYS'])"
+            )
+        for key, value in declaration.extra.items():
+            if type(value) is not type(default := host_keys[key]):
+                wanted = type(default).__name__
+                raise DeclarationError(
+                    f"{where}: {key} = {value!r}: a {wanted}, as MESSAGING['DECLARATION_KEYS'] has it"
+                )
+        for event_type, kind in declaration.publishes.items():
+            if kinds and kind not in kinds:
+                raise DeclarationError(f"{where}: publishes {event_type!r}: kind {kind!r} is not one of {list(kinds)}")
 
 
 def schema_folder(base_dir: Path, declaration: ContextDeclaration) -> Path | None:
@@ -225,16 +249,6 @@ def hosted_names() -> list[str]:
     return list(names_given) if names_given is not None else [d.name for d in installed()]
 
 
-def saga_participants() -> tuple[ContextDeclaration, ...]:
-    """The installed contexts that take part in the order saga (not ``follows``)."""
-    return tuple(d for d in installed() if not d.follows)
-
-
-def followers() -> tuple[ContextDeclaration, ...]:
-    """The installed contexts that only follow the order saga (``follows = true``)."""
-    return tuple(d for d in installed() if d.follows)
-
-
 def names(declarations) -> list[str]:
     return [d.name for d in declarations]
 
@@ -245,11 +259,11 @@ def command_owners() -> dict[str, str]:
 
 
 def event_kind(event_type: str) -> str:
-    """How the swimlane draws ``event_type``: what its producer declared, else a step."""
+    """The kind ``event_type``'s producer declared; '' for an event no installed context publishes."""
     for declaration in installed():
         if event_type in declaration.publishes:
             return declaration.publishes[event_type]
-    return "step"
+    return ""
 
 
 def parse_contexts(requested: list[str], available: list[str]) -> list[str]:
