@@ -1,12 +1,13 @@
 """The package's own tests against its built wheel, on each Python and Django it supports.
 
     nox                       # every cell on DATABASE_URL / BROKER_URL (unset: SQLite + the embedded broker)
-    nox -s "tests-3.12(django='6.0')"
+    nox -s "tests(3.12-django6.0)"
     nox -s embedded           # the embedded default (SQLite, filesystem broker) whatever the environment says
-    nox -s release            # sdist and wheel built, twine check
+    nox -s release            # sdist and wheel built, twine check --strict (also in a plain `nox`)
 
 Each session builds the wheel, installs it alone in a new virtual environment with the test tools,
-and runs ``tests/`` from a copy outside this folder: nothing of the source tree is importable.
+and runs a copy of ``tests/`` in the session's own folder: only the wheel's copy of the package is
+importable (each run prints where it was imported from).
 """
 
 import os
@@ -16,7 +17,7 @@ from pathlib import Path
 import nox
 
 nox.options.default_venv_backend = "uv|venv"  # uv installs in seconds; venv where it is missing
-nox.options.sessions = ["tests", "embedded"]
+nox.options.sessions = ["tests", "embedded", "release"]
 nox.options.error_on_missing_interpreters = True  # a cell that cannot run fails, never passes skipped
 
 HERE = Path(__file__).resolve().parent
