@@ -88,3 +88,17 @@ def test_example_payload_is_one_the_schema_accepts():
     assert set(payload) == {"note_id", "text"}
     assert uuid.UUID(payload["note_id"])
     assert deliver("archive", "notes.note.written", payload).outcome is Outcome.HANDLED
+
+
+def test_a_handlers_own_log_lines_carry_the_message_it_handles(caplog):
+    from reliable_messaging.logs import FieldsFormatter
+
+    caplog.handler.setFormatter(FieldsFormatter("%(name)s: %(message)s"))
+    caplog.set_level("INFO", logger="archive")
+    payload = note()
+
+    deliver("archive", "notes.note.written", payload, correlation_id="c-42", message_id="m-42")
+
+    assert caplog.text.splitlines() == [
+        "archive.handlers: filed event_type=notes.note.written message_id=m-42 correlation_id=c-42"
+    ]

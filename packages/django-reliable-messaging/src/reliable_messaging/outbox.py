@@ -7,6 +7,7 @@ from contextvars import ContextVar
 from datetime import datetime
 from typing import Any
 
+import structlog
 from django.db import transaction
 from django.utils import timezone
 
@@ -172,8 +173,12 @@ def caused_by(cause: Mapping[str, str]) -> Iterator[None]:
 
 @contextmanager
 def handling(event: IncomingEvent) -> Iterator[None]:
+    """Inside, ``event`` is the message being handled: what is published names it as its cause, and
+    every log line written (a handler's own included) carries its ids."""
     token = _handling.set(event)
+    ids = {"message_id": event.message_id, "event_type": event.event_type, "correlation_id": event.correlation_id}
     try:
-        yield
+        with structlog.contextvars.bound_contextvars(**{key: value for key, value in ids.items() if value}):
+            yield
     finally:
         _handling.reset(token)

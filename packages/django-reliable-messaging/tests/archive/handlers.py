@@ -1,6 +1,10 @@
+import logging
+
 from reliable_messaging.api import IncomingEvent, InvalidPayload, publish
 
 from archive.models import Filed, Refusal
+
+logger = logging.getLogger(__name__)
 
 
 def on_note_written(event: IncomingEvent) -> None:
@@ -8,6 +12,7 @@ def on_note_written(event: IncomingEvent) -> None:
     if Refusal.objects.filter(text=text).exists():
         raise InvalidPayload(f"the archive refuses {text!r}")
     Filed.objects.create(note_id=event.payload["note_id"], text=text)
+    logger.info("filed")
     publish(
         event_type="archive.note.filed",
         payload={"note_id": event.payload["note_id"], "filed": Filed.objects.count()},
