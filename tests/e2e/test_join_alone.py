@@ -129,3 +129,20 @@ def test_a_new_context_joins_a_running_split_alone(split, group, newcomer):
     assert refused.returncode == 1 and "this deployment keeps no event log: run it where orders is hosted" in (
         refused.stderr
     )
+
+    # An event recorded before the inbox's memory (INBOX_RETENTION, 14 days) is refused: a consumer
+    # that had it then would handle it again. Said to be new to that consumer, all are sent.
+    aged = split["orders"].rows(
+        "UPDATE messaging_event_log SET recorded_at = now() - interval '15 days' WHERE message_id = "
+        "(SELECT message_id FROM messaging_event_log WHERE event_type = %s ORDER BY id LIMIT 1) RETURNING 1",
+        ["orders.order.confirmed"],
+    )
+    assert aged == [(1,)]
+    forgotten = split["orders"].manage("backfill", "orders.order.confirmed", "--to", NAME)
+    assert forgotten.returncode == 1
+    assert "CommandError: 1 orders.order.confirmed were recorded before " in forgotten.stderr
+    assert "past the inbox's memory (INBOX_RETENTION): a consumer that handled one then" in forgotten.stderr
+    sent = split["orders"].manage("backfill", "orders.order.confirmed", "--to", NAME, "--past-inbox-retention")
+    assert sent.stdout.strip() == f"{len(before) + len(confirmed)} orders.order.confirmed sent to {NAME}_queue"
+    split.wait_quiet(timeout=120)
+    assert received(newcomer) == everything  # within its inbox's memory: duplicates, nothing twice

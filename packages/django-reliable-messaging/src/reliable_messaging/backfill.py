@@ -5,18 +5,22 @@ A context that joins a running system receives what is published once its queue 
 wants it anyway replays it from the event log (kept ``EVENT_LOG_RETENTION``, where the context
 hosting it runs, ``event_log = true``) into that queue only: with its original message id, so a
 consumer that had one already finds it in its inbox (within ``INBOX_RETENTION``) and nothing
-happens twice. The log keeps payloads masked (``SENSITIVE_FIELDS``, at any depth): an event that
-carries one is refused, never sent masked. With ``BROKER_PRODUCERS`` only the event's owner may
-send it (the consumers refuse another user): run it with that user's ``BROKER_URL``.
+happens twice. Past that the inbox has forgotten it: an event recorded before the inbox's horizon
+is refused unless the operator says the consumer never had it (``past_inbox_retention``: a
+context that joined after it), or ``since`` leaves it out. The log keeps payloads masked
+(``SENSITIVE_FIELDS``, at any depth): an event that carries one is refused, never sent masked.
+With ``BROKER_PRODUCERS`` only the event's owner may send it (the consumers refuse another user):
+run it with that user's ``BROKER_URL``.
 """
 
 from dataclasses import dataclass
 from datetime import datetime
 
+from django.utils import timezone
 from kombu.exceptions import OperationalError
 
 from reliable_messaging import broker
-from reliable_messaging.conf import queue_name, setting
+from reliable_messaging.conf import duration, queue_name, setting
 from reliable_messaging.declarations import hosted, installed
 from reliable_messaging.envelope import ATTEMPT_HEADER, Envelope, encode_body
 from reliable_messaging.models import EventLogEntry
@@ -37,13 +41,23 @@ class BackfillResult:
     failed: dict[str, str]  # message id -> the broker's reason
 
 
-def backfill(*, event_type: str, consumer: str, since: datetime | None = None) -> BackfillResult:
+def backfill(
+    *, event_type: str, consumer: str, since: datetime | None = None, past_inbox_retention: bool = False
+) -> BackfillResult:
     if not any(d.event_log for d in hosted()):
         keeper = next((d.name for d in installed() if d.event_log), "the context declaring event_log = true")
         raise BackfillRefused(f"this deployment keeps no event log: run it where {keeper} is hosted")
     entries = EventLogEntry.objects.filter(event_type=event_type).order_by("occurred_at", "id")
     if since is not None:
         entries = entries.filter(occurred_at__gte=since)
+    horizon = timezone.now() - duration("INBOX_RETENTION")
+    if not past_inbox_retention and (forgotten := entries.filter(recorded_at__lt=horizon).count()):
+        raise BackfillRefused(
+            f"{forgotten} {event_type} were recorded before {horizon:%Y-%m-%d %H:%M:%S}, past the inbox's memory "
+            f"(INBOX_RETENTION): a consumer that handled one then would handle it again. --since "
+            f"{horizon.isoformat(timespec='seconds')} sends only the newer ones; --past-inbox-retention sends them "
+            "all, for a consumer that never had them"
+        )
     sensitive = set(setting("SENSITIVE_FIELDS"))
     if any(_holds_any(entry.payload, sensitive) for entry in entries.iterator()):
         raise BackfillRefused(
