@@ -55,12 +55,12 @@ def test_list_show_replay_and_purge_dead_letters(processes, quiet_broker):
 
     empty = processes.run("dead_letters", "list", "--consumer", "inventory")
     assert (empty.returncode, empty.stdout, empty.stderr) == (0, "no dead letters for inventory\n", "")
-    # A table on stdout, header included (nothing on stderr); the order column is the correlation id.
+    # A table on stdout, header included (nothing on stderr); the correlation column is the order id.
     listing = processes.run("dead_letters", "list")
     ids = max(len("id"), len(str(anonymous.pk)))
     assert (listing.returncode, listing.stderr) == (0, "")
     assert listing.stdout.splitlines() == [
-        f"{'id':<{ids}}  consumer  {'order':<36}  {'message_id':<36}  reason         state",
+        f"{'id':<{ids}}  consumer  {'correlation':<36}  {'message_id':<36}  reason         state",
         f"{letter.pk:<{ids}}  payments  {order_id}  {message_id}  handler_error  waiting",
         f"{anonymous.pk:<{ids}}  payments  {'-':<36}  {'-':<36}  handler_error  waiting",
     ]
