@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 
 import psycopg
 from kombu import Connection, Exchange, Producer, Queue
-from reliable_messaging.ids import new_event_id
+from reliable_messaging.hosting import new_event_id
 
 from bench.common import BENCH_KEY, PAYLOAD
 

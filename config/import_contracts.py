@@ -25,21 +25,12 @@ BUS = "reliable_messaging"
 PUBLIC = ("api", "operator", "hosting", "models")
 # Its test harness: for tests and the test tooling (faultlib) only.
 TESTS_ONLY = "testing"
-# Test and benchmark tooling that drives the bus's own machinery, each module with the bus's modules
-# it reaches past the front door and why. reliable_messaging.testing is where the fault library's
-# belong: each goes once the harness offers it (test_architecture fails on an entry no longer used).
+# Tooling that reaches past the front door, each module with the bus's modules and why
+# (test_architecture fails on an entry no longer used).
 REACHES_INSIDE = {
-    # The in-process bus of the shuffled sagas: a delivery decided as the consumer loop decides it
-    # (dispatch.decide), with the relay's envelope and attempt header, a spent retry dead-lettered.
-    "faultlib.simulation": ("dispatch", "envelope", "dead_letters"),
-    # Every event the outbox holds checked against its version's schema, listing each refusal.
-    "faultlib.invariants": ("contracts",),
-    # Between tests: every queue of the topology (main, dead letter, delay queues) purged.
-    "faultlib.broker": ("broker",),
-    # A profiler: it wraps the relay's and the publisher's own functions with timers.
+    # A white-box profiler of the bus (make bench --profile): it wraps the relay's and the
+    # publisher's own functions with timers.
     "bench.relay_phases": ("relay", "publisher"),
-    # Writes outbox rows as the load, in a process without Django: the ids the bus gives events.
-    "bench.workers": ("ids",),
 }
 
 

@@ -5,8 +5,7 @@ import uuid
 import amqp
 from django.conf import settings
 from kombu import Connection, Exchange, Queue
-from reliable_messaging import broker
-from reliable_messaging.hosting import consumers
+from reliable_messaging.testing import topology_queues
 
 from faultlib.invariants import broker_queue_depths
 
@@ -20,13 +19,12 @@ def purge_topology() -> None:
     and the delay queues of delays this process does not know (a test that ran its consumers with
     other CONSUMER_RETRY_DELAYS leaves retries there that would arrive in the next test)."""
     with connection() as conn:
-        broker.declare_topology(conn)
+        queues = topology_queues(conn)
         channel = conn.default_channel
         prefixes, declared = [], set()
-        for consumer in consumers():
-            main = broker.main_queue(consumer)
+        for main, *others in queues.values():
             prefixes.append(f"{main.name}_")
-            for queue in [main, broker.dead_letter_queue(consumer), *broker.retry_queues(consumer)]:
+            for queue in [main, *others]:
                 queue(channel).purge()
                 declared.add(queue.name)
         # Delay queues of delays this process does not declare are deleted, not purged: a retry

@@ -19,9 +19,9 @@ from types import ModuleType
 
 from django.db.models import CharField, Count, Exists, OuterRef
 from django.db.models.functions import Cast
-from reliable_messaging.contracts import schemas, validation_error
 from reliable_messaging.hosting import ANY_EVENT, consumers, installed, queue_bindings
 from reliable_messaging.models import DeadLetter, InboxMessage, OutboxMessage
+from reliable_messaging.testing import schemas, validation_error
 
 from kernel.invariants import SagaFacts
 

@@ -15,12 +15,16 @@ from decimal import Decimal
 
 from django.utils import timezone
 from hypothesis import strategies as st
-from reliable_messaging.dead_letters import dead_letter_record
-from reliable_messaging.dispatch import decide
-from reliable_messaging.envelope import ATTEMPT_HEADER, Envelope, envelope_for_outbox
 from reliable_messaging.hosting import exchange_name, subscribers_of
 from reliable_messaging.models import DeadLetter, OutboxMessage
-from reliable_messaging.testing import Outcome
+from reliable_messaging.testing import (
+    ATTEMPT_HEADER,
+    Envelope,
+    Outcome,
+    dead_letter_record,
+    decide,
+    envelope_for_outbox,
+)
 
 from faultlib.invariants import Report, check_invariants
 from inventory.services import product_upsert

@@ -39,6 +39,7 @@ from reliable_messaging.declarations import (
     read_declarations,
     schema_folder,
 )
+from reliable_messaging.ids import new_event_id
 from reliable_messaging.json_depth import nested_deeper_than
 from reliable_messaging.masking import mask_sensitive, mask_text
 from reliable_messaging.session_timeouts import apply_session_timeouts
@@ -112,4 +113,6 @@ __all__ = [
     "mask_sensitive",
     "mask_text",
     "nested_deeper_than",
+    # The ids the bus gives events, for a process that writes outbox rows without Django (a load).
+    "new_event_id",
 ]

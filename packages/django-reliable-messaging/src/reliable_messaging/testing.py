@@ -26,11 +26,15 @@ from typing import Any, NamedTuple
 
 from django.utils import timezone
 
+from reliable_messaging import broker
 from reliable_messaging.conf import setting
 from reliable_messaging.contracts import SYSTEM_CURRENCY, newest_version, publish_refusal, schemas, validation_error
+from reliable_messaging.dead_letters import dead_letter_record
 from reliable_messaging.dispatch import Decision, Outcome, decide
+from reliable_messaging.envelope import ATTEMPT_HEADER, Envelope, envelope_for_outbox
 from reliable_messaging.models import OutboxMessage
 from reliable_messaging.scheduled import move_due_messages
+from reliable_messaging.topology import consumers
 
 __all__ = [
     "Decision",
@@ -42,6 +46,18 @@ __all__ = [
     "deliver",
     "example_payload",
     "published",
+    # For a test's own in-process bus (a fault library's): a delivery decided as the consumer loop
+    # decides it, the relay's envelope and attempt header, a spent retry stored as a dead letter.
+    "ATTEMPT_HEADER",
+    "Envelope",
+    "dead_letter_record",
+    "decide",
+    "envelope_for_outbox",
+    # For checks over what the outbox holds: the known schemas, and why a payload is not a version.
+    "schemas",
+    "validation_error",
+    # For a test that starts with a quiet broker.
+    "topology_queues",
 ]
 
 
@@ -210,3 +226,13 @@ def _example_string(schema: dict) -> str:
         if len(candidate) >= schema.get("minLength", 0) and (not pattern or re.search(pattern, candidate)):
             return candidate
     return "x"
+
+
+def topology_queues(connection) -> dict[str, list]:
+    """Declare the topology on ``connection`` (a kombu connection); each consumer's queues: its main
+    queue first, then its dead-letter queue and its delay queues (what a test purges between tests)."""
+    broker.declare_topology(connection)
+    return {
+        consumer: [broker.main_queue(consumer), broker.dead_letter_queue(consumer), *broker.retry_queues(consumer)]
+        for consumer in consumers()
+    }
