@@ -67,3 +67,28 @@ def test_the_example_passes_from_a_copy_with_only_the_wheel_installed(wheel, tmp
 
     out = run([str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider"], example, env)
     assert "5 passed" in out, out
+
+
+def test_the_example_runs_on_the_bus_defaults_with_only_the_wheel(wheel, tmp_path):
+    """The example's README, "Running it": no broker, folder or retention set in its settings."""
+    venv = tmp_path / "venv"
+    run([sys.executable, "-m", "venv", str(venv)], tmp_path)
+    python = str(venv / "bin" / "python")
+    run([python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", str(wheel)], tmp_path)
+    example = tmp_path / "example"
+    shutil.copytree(PACKAGE / "example", example, ignore=shutil.ignore_patterns("var", "__pycache__", ".pytest_cache"))
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "LANG": "C.UTF-8"}
+    (example / "var").mkdir()
+
+    def manage(*args: str) -> str:
+        return run([python, "manage.py", *args], example, env, timeout=120)
+
+    manage("migrate", "-v", "0")
+    send = "from greetings.services import send_greeting; send_greeting('ada@example.com', 'Hello')"
+    manage("shell", "-v", "0", "-c", send)
+    manage("run_outbox_relay", "--once")
+    manage("run_consumers", "--once")
+    count = "from mailroom.models import Letter; print(Letter.objects.count())"
+    assert manage("shell", "-v", "0", "-c", count).strip() == "1"
+    assert sorted(p.name for p in (example / "var" / "broker").iterdir()) == ["control", "data"]
+    assert manage("purge_messages").strip() == "deleted: outbox 0, inbox 0, event log 0"
