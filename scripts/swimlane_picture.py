@@ -3,7 +3,7 @@
 
 Run it with the environment of ``make run`` (it reads the same database), once the order's saga
 has ended: ``--wait`` waits (at most that many seconds) until the order is no longer PENDING and
-nothing waits in its saga. README.md ("The operator's console") shows the whole recipe for
+nothing waits in its saga. docs/operating.md ("Admin: where is order X stuck?") shows the whole recipe for
 ``docs/pictures/swimlane-out-of-stock.svg``.
 
 The admin's picture scales to its box; a file gets a fixed size (its viewBox), which is how a
