@@ -118,6 +118,11 @@ def scenarios(scale: float) -> dict:
             "properties, a reused message id), three of each, among 300 genuine orders on the Procfile's consumers",
             lambda g, r: hostile(g, r, copies=n(3), max_orders=n(300)),
         ),
+        "hostile_gateway": (
+            "the gateway worker behind a gateway that lies: every kind of mangled answer (malformed, oversized, "
+            "trickling, redirected, pending, about another charge) on charges and refunds, among honest orders",
+            lambda g, r: s.hostile_gateway(g, r, max_orders=n(300)),
+        ),
         "races": (
             "cancellations at random moments, consumers down past a 2 s saga deadline",
             lambda g, r: s.races(g, r, pauses=n(10), saga_timeout=2.0, cancel_share=0.3, max_orders=n(1500)),

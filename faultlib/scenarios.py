@@ -6,6 +6,7 @@ every long-running process is still alive (they recover by themselves), stops th
 SIGTERM and returns what happened. The caller then checks the invariants.
 """
 
+import collections
 import json
 import random
 import time
@@ -21,6 +22,7 @@ from faultlib import faults
 from faultlib.broker import connection as broker_connection
 from faultlib.broker import publish_raw
 from faultlib.faults import Injection, Injector, Restartable
+from faultlib.hostile_gateway import MANGLES, HostileGateway
 from faultlib.invariants import ExpectedDeadLetter, wait_quiet
 from faultlib.load import CATALOG, SAFE_TOKENS, OrderLoad, as_json, order_created_payload
 from faultlib.processes import ProcessGroup, wait_until
@@ -128,6 +130,43 @@ def connection_cuts(
     rng.shuffle(fault_list)
     injections = _run(rng, load, fault_list, max_orders=max_orders, interval=(0.5, 2.0))
     return Outcome(injections, load, exit_codes=_settle(group, [relay, *consumers, deadline], load, quiet))
+
+
+# A card token per lie: on the charge (every mangle but "failed", which is a decline the client must
+# believe), and on the refund of an order then cancelled.
+GATEWAY_LIES = [f"tok_visa+{m}@charge" for m in MANGLES if m != "failed"] + [
+    f"tok_visa+{m}@refund" for m in MANGLES if m not in ("nocharge", "notjson404")
+]
+
+
+def hostile_gateway(group: ProcessGroup, rng: random.Random, *, max_orders: int, quiet=240) -> Outcome:
+    """The gateway worker behind a gateway that lies (faultlib/hostile_gateway.py): every mangled
+    answer, on charges and on refunds, among as many honest orders, a third of them cancelled. The
+    worker must outlive them all and every order end as the gateway's ledger says."""
+    group.ensure_gateway()
+    proxy = HostileGateway(group.env["GATEWAY_URL"])
+    try:
+        relay = Restartable(group, "relay", "run_outbox_relay")
+        worker = {**FAST_RETRIES, "GATEWAY_URL": proxy.url, "GATEWAY_TIMEOUT": "3"}
+        calls = Restartable(group, "gateway-calls", "run_gateway_calls", env=worker)  # before the consumers
+        consumers = [Restartable(group, "consumers", "run_consumers", env=FAST_RETRIES) for _ in range(2)]
+        seed_catalog(catalog=CATALOG)
+        started = time.monotonic()
+        load = OrderLoad(rng, tokens=GATEWAY_LIES + ["tok_visa"] * len(GATEWAY_LIES), cancel_share=0.3)
+        load.run_while(lambda: True, max_orders=max_orders)
+        exit_codes = _settle(group, [relay, calls, *consumers], load, quiet)
+        if proxy.elsewhere.requests:
+            raise AssertionError(f"a redirect was followed: {proxy.elsewhere.requests[:3]}")
+        told = collections.Counter()
+        for (order_id, kind), count in proxy.mangled.items():
+            told[(proxy.mangles[order_id][0], kind)] += count
+        injections = [
+            Injection(time.monotonic() - started, f"the gateway answered a {kind} with {mangle!r}, {count} time(s)")
+            for (mangle, kind), count in sorted(told.items())
+        ]
+        return Outcome(injections, load, exit_codes=exit_codes)
+    finally:
+        proxy.close()
 
 
 def broker_restart(group: ProcessGroup, rng: random.Random, *, restarts: int, max_orders: int, quiet=180) -> Outcome:

@@ -42,12 +42,28 @@ class GatewayError(Exception):
     pass
 
 
-class GatewayTimeout(GatewayError):
-    """No answer in time: the operation may or may not have happened."""
+class OutcomeUnknown(GatewayError):
+    """The operation may or may not have happened: it is asked about by its key later, as after a crash."""
+
+
+class GatewayTimeout(OutcomeUnknown):
+    """No (whole) answer in time."""
+
+
+class UnbelievableAnswer(OutcomeUnknown):
+    """An answer not taken at its word: malformed, too big, a redirect, pending, or about another operation."""
 
 
 class GatewayUnavailable(GatewayError):
-    """The gateway refused to work; nothing happened."""
+    """The gateway refused to work (503, 429); nothing happened. ``retry_after``: when it asked to be called again."""
+
+    def __init__(self, message: str, retry_after: float | None = None):
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class RefundFailed(GatewayError):
+    """The gateway answered that the refund failed: the money is still owed."""
 
 
 class IdempotencyKeyReused(GatewayError):
@@ -146,14 +162,17 @@ class FakeGateway:
             _answer_after(math.inf)
         return _result(op)
 
-    def find(self, idempotency_key: str) -> GatewayResult | None:
-        """Ask what became of an operation whose outcome is unknown."""
+    def find(self, idempotency_key: str, **_expected) -> GatewayResult | None:
+        """Ask what became of an operation whose outcome is unknown. ``_expected`` is what the HTTP
+        client checks an answer against (payments/gateway_client.py); this ledger is its own answer."""
         op = self._operations().filter(idempotency_key=idempotency_key).first()
         return _result(op) if op else None
 
-    def refund(self, *, idempotency_key: str, charge_key: str, amount: Decimal, charge_id: str = "") -> GatewayResult:
+    def refund(
+        self, *, idempotency_key: str, charge_key: str, amount: Decimal, charge_id: str = "", **_expected
+    ) -> GatewayResult:
         """Refund the charge made under ``charge_key`` (``charge_id``, its ``ch_<n>``, is what the HTTP
-        API names it by; either finds it)."""
+        API names it by; either finds it). ``_expected``: as for ``find``."""
         existing = self._existing(idempotency_key, GatewayOperation.Kind.REFUND, amount)
         if existing:
             return _result(existing)

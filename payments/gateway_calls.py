@@ -37,8 +37,15 @@ from reliable_messaging.api import (
 )
 
 from payments import services
-from payments.gateway import GatewayError, GatewayResult, GatewayTimeout, GatewayUnavailable
-from payments.gateway_client import CONNECT_TIMEOUT, gateway
+from payments.gateway import (
+    GatewayError,
+    GatewayResult,
+    GatewayUnavailable,
+    OutcomeUnknown,
+    RefundFailed,
+    UnbelievableAnswer,
+)
+from payments.gateway_client import gateway
 from payments.models import Payment
 from payments.wakeup import DueCallListener
 
@@ -71,11 +78,12 @@ class Answer:
     charge: GatewayResult | None = None  # for a refund: the charge it refunds
     retry_in: float | None = None  # a failure that may pass
     given_up: bool = False  # a charge the gateway never answered and has no record of
+    error: str = ""  # why it is tried again
 
 
 def lease_seconds() -> float:
-    """Longer than any one call can take (a few connects, then the answer's wait)."""
-    return settings.GATEWAY_TIMEOUT + 3 * CONNECT_TIMEOUT + 5
+    """Longer than any one call can take: GATEWAY_TIMEOUT bounds a whole call."""
+    return settings.GATEWAY_TIMEOUT + 5
 
 
 def backoff(attempt: int) -> float:
@@ -84,48 +92,56 @@ def backoff(attempt: int) -> float:
 
 def charge(call: Call) -> Answer:
     key = services.charge_key(call.order_id)
-    if call.attempt > 1 and (found := gateway.find(key)) is not None:  # after a crash: ask first
+    expected = {"order_id": str(call.order_id), "amount": call.amount, "currency": call.currency}
+    if call.attempt > 1 and (found := gateway.find(key, kind="charge", **expected)) is not None:  # ask first
         return Answer(call, found)
     if call.attempt > settings.GATEWAY_CHARGE_ATTEMPTS:  # and the gateway has nothing under the key
         return Answer(call, given_up=True)
-    made = gateway.charge(
-        idempotency_key=key, order_id=str(call.order_id), amount=call.amount, currency=call.currency, token=call.token
-    )
-    return Answer(call, made)
+    return Answer(call, gateway.charge(idempotency_key=key, token=call.token, **expected))
 
 
 def refund(call: Call) -> Answer:
-    charged = None
-    if not call.charge_id:  # refunded before any charge was recorded: is there one?
-        charged = gateway.find(services.charge_key(call.order_id))
-        if charged is None or not charged.succeeded:
-            return Answer(call, None)
-    charged = charged or gateway.find(services.charge_key(call.order_id))
-    key = services.refund_key(call.order_id)
-    if call.attempt > 1 and (found := gateway.find(key)) is not None:
-        return Answer(call, found, charged)
-    made = gateway.refund(
-        idempotency_key=key,
-        charge_key=services.charge_key(call.order_id),
-        charge_id=charged.operation_id,
-        amount=charged.amount,
+    """The refund of the order's charge (None: there was none to refund); recorded only once the gateway
+    says it succeeded."""
+    order_id = str(call.order_id)
+    charged = gateway.find(
+        services.charge_key(call.order_id), kind="charge", order_id=order_id, amount=call.amount, currency=call.currency
     )
+    if call.charge_id and (charged is None or charged.operation_id != call.charge_id):
+        raise UnbelievableAnswer(f"the gateway does not show the charge {call.charge_id} it made")
+    if charged is None or not charged.succeeded:  # refunded before any charge was recorded, and there was none
+        return Answer(call, None)
+    key = services.refund_key(call.order_id)
+    expected = {"order_id": order_id, "amount": charged.amount, "currency": charged.currency}
+    made = gateway.find(key, kind="refund", **expected) if call.attempt > 1 else None
+    if made is None:
+        made = gateway.refund(
+            idempotency_key=key,
+            charge_key=services.charge_key(call.order_id),
+            charge_id=charged.operation_id,
+            **expected,
+        )
+    if not made.succeeded:
+        raise RefundFailed(f"the gateway answered the refund {key} {made.decline_code or 'failed'}")
     return Answer(call, made, charged)
 
 
 def make_call(call: Call) -> Answer:
-    """One call, outside any transaction; in a pool thread."""
+    """One call, outside any transaction; in a pool thread. Whatever the gateway answers, the worker
+    goes on: a failure is retried later, and says why on the payment (``call_error``)."""
     fault_point("gateway_calls.before_call")
     try:
         answer = charge(call) if call.kind == Payment.Status.CHARGING else refund(call)
-    except (GatewayTimeout, GatewayUnavailable) as exc:
-        logger.warning(
-            "gateway call for order %s failed, again in %.1fs: %s", call.order_id, backoff(call.attempt), exc
-        )
-        return Answer(call, retry_in=backoff(call.attempt))
-    except GatewayError:
-        logger.exception("gateway call for order %s refused", call.order_id)
-        return Answer(call, retry_in=MAX_BACKOFF)
+    except (OutcomeUnknown, GatewayUnavailable) as exc:
+        delay = max(backoff(call.attempt), getattr(exc, "retry_after", None) or 0)
+        logger.warning("gateway call for order %s failed, again in %.1fs: %s", call.order_id, delay, exc)
+        return Answer(call, retry_in=delay, error=str(exc))
+    except GatewayError as exc:
+        logger.error("gateway call for order %s refused, again in %.0fs: %s", call.order_id, MAX_BACKOFF, exc)
+        return Answer(call, retry_in=MAX_BACKOFF, error=str(exc))
+    except Exception as exc:  # a defect of ours, or an answer no check foresaw: the others' calls go on
+        logger.exception("gateway call for order %s broke, again in %.0fs", call.order_id, MAX_BACKOFF)
+        return Answer(call, retry_in=MAX_BACKOFF, error=f"{type(exc).__name__}: {exc}")
     fault_point("gateway_calls.after_call")
     return answer
 
@@ -134,7 +150,7 @@ def record(answer: Answer) -> None:
     """An outcome other than a charge's answer, and its event (inside ``record_all``'s transaction)."""
     call = answer.call
     if answer.retry_in is not None:
-        services.postpone_call(call.order_id, answer.retry_in)
+        services.postpone_call(call.order_id, answer.retry_in, answer.error)
     elif answer.given_up:
         services.record_charge_given_up(call.order_id)
     else:
@@ -158,7 +174,7 @@ def record_all(answers: list[Answer]) -> None:
                     record(answer)
             if published:
                 execute_together(outbox_statements(published))
-    except DatabaseError:
+    except Exception:  # the database, or an outcome it refuses: their leases run out, each is asked about again
         logger.exception("the outcomes of %d gateway calls could not be recorded", len(answers))
         connections.close_all()
         return

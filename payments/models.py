@@ -4,6 +4,8 @@ import uuid
 
 from django.db import models
 
+CALL_ERROR_LENGTH = 500
+
 
 class Payment(models.Model):
     """Where one order's money stands, in payments' eyes.
@@ -41,6 +43,9 @@ class Payment(models.Model):
     refund_reason = models.CharField(max_length=100, blank=True, db_default="")
     call_due_at = models.DateTimeField(null=True, blank=True, db_index=True)
     call_attempts = models.PositiveIntegerField(default=0, db_default=0)
+    # Why the call in flight was last tried again (empty once it has an outcome): what an operator
+    # reads when a call keeps failing (payments_gateway_calls_failing on /metrics).
+    call_error = models.CharField(max_length=CALL_ERROR_LENGTH, blank=True, db_default="")
     # The message that asked for each call ({"charge": ..., "refund": ...}: its id and trace
     # context, reliable_messaging.api.current_cause): the outcome's event names it as its cause.
     causes = models.JSONField(default=dict, db_default={})

@@ -12,6 +12,7 @@ from payments.models import Payment
 class GatewayCalls:
     charging: int
     refunding: int
+    failing: int  # in flight, and the last try failed (call_error says why)
     oldest_overdue_seconds: float  # 0 when no call is past its due time
 
 
@@ -21,8 +22,9 @@ def gateway_calls_summary(now: datetime) -> GatewayCalls:
     row = Payment.objects.filter(status__in=[Payment.Status.CHARGING, Payment.Status.REFUNDING]).aggregate(
         charging=Count("pk", filter=Q(status=Payment.Status.CHARGING)),
         refunding=Count("pk", filter=Q(status=Payment.Status.REFUNDING)),
+        failing=Count("pk", filter=~Q(call_error="")),
         oldest_due=Min("call_due_at"),
     )
     oldest_due = row["oldest_due"]
     overdue = (now - oldest_due).total_seconds() if oldest_due is not None and oldest_due < now else 0.0
-    return GatewayCalls(row["charging"], row["refunding"], overdue)
+    return GatewayCalls(row["charging"], row["refunding"], row["failing"], overdue)

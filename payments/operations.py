@@ -23,6 +23,11 @@ def gateway_call_gauges():
     in_flight.add_metric(["refund"], calls.refunding)
     yield in_flight
     yield GaugeMetricFamily(
+        "payments_gateway_calls_failing",
+        "Calls in flight whose last try failed and waits to be tried again (the payment's call_error says why).",
+        value=calls.failing,
+    )
+    yield GaugeMetricFamily(
         "payments_gateway_call_oldest_overdue_seconds",
         "How long the call most past its due time has waited for a gateway worker (0 when none).",
         value=calls.oldest_overdue_seconds,

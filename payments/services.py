@@ -18,7 +18,7 @@ from django.db.models import F
 from django.utils import timezone
 from reliable_messaging.api import Turn, caused_by, current_cause, publish, publish_again, update_rows
 
-from payments.models import Payment
+from payments.models import CALL_ERROR_LENGTH, Payment
 from payments.wakeup import notify_call_due
 
 logger = logging.getLogger(__name__)
@@ -250,13 +250,22 @@ def record_charge_outcomes(outcomes: list[tuple[uuid.UUID, object]]) -> None:
         payment = payments[order_id]
         if payment.status != Payment.Status.CHARGING:
             continue
-        payment.token = ""  # kept only while the call needed it
+        payment.token, payment.call_error = "", ""  # kept only while the call needed them
         with caused_by(payment.causes.get("charge", {})):
             _record_charge(payment, result)
         if payment.status == Payment.Status.CHARGED and payment.refund_reason:  # cancelled meanwhile
             payment.status, payment.call_due_at, payment.call_attempts = Payment.Status.REFUNDING, timezone.now(), 0
         recorded[order_id] = payment
-    fields = ["status", "charge_id", "decline_code", "token", "call_due_at", "call_attempts", "updated_at"]
+    fields = [
+        "status",
+        "charge_id",
+        "decline_code",
+        "token",
+        "call_due_at",
+        "call_attempts",
+        "call_error",
+        "updated_at",
+    ]
     update_rows(recorded.values(), fields)
 
 
@@ -266,7 +275,7 @@ def record_charge_given_up(order_id: uuid.UUID) -> None:
     payment = Payment.objects.select_for_update().get(order_id=order_id)
     if payment.status != Payment.Status.CHARGING:
         return
-    payment.token = ""
+    payment.token, payment.call_error = "", ""
     with caused_by(payment.causes.get("charge", {})):
         _record_decline(payment, GAVE_UP_DECLINE_CODE)  # terminal: a refund asked for later finds nothing
     payment.save()
@@ -278,15 +287,19 @@ def record_refund_outcome(order_id: uuid.UUID, charge, result) -> None:
     payment = Payment.objects.select_for_update().get(order_id=order_id)
     if payment.status != Payment.Status.REFUNDING:
         return
+    payment.call_error = ""
     if result is None:
         payment.status = Payment.Status.VOIDED
-        payment.save(update_fields=["status", "updated_at"])
+        payment.save(update_fields=["status", "call_error", "updated_at"])
         return
     payment.charge_id, payment.amount, payment.currency = charge.operation_id, charge.amount, charge.currency
     with caused_by(payment.causes.get("refund", {})):
         _record_refund(payment, result, payment.refund_reason)
 
 
-def postpone_call(order_id: uuid.UUID, seconds: float) -> None:
-    """A call that failed for now (a timeout, an unavailable gateway): try it again later."""
-    Payment.objects.filter(order_id=order_id).update(call_due_at=timezone.now() + timedelta(seconds=seconds))
+def postpone_call(order_id: uuid.UUID, seconds: float, error: str) -> None:
+    """A call that failed for now (a timeout, an unavailable gateway, an answer not believed): try it
+    again later, and say why where an operator looks."""
+    Payment.objects.filter(order_id=order_id).update(
+        call_due_at=timezone.now() + timedelta(seconds=seconds), call_error=error[:CALL_ERROR_LENGTH]
+    )
