@@ -14,16 +14,22 @@ from reliable_messaging.registry import local_consumers
 from reliable_messaging.timeline import DeadLetterMark, Handling, TimelineEntry
 
 
+# The most entries one timeline shows: whatever is published under a correlation id (a flood of
+# forgeries naming it), the pages built on it stay small and quick.
+TIMELINE_LIMIT = 200
+
+
 def timeline_for(correlation_id: str, *, detailed: bool = False) -> list[TimelineEntry]:
-    """Every event of one correlation id (one saga), published or not, one entry per message id;
-    a scheduled message not yet due is there too (state ``scheduled``, at its delivery time).
+    """Every event of one correlation id (one saga), published or not, one entry per message id, the
+    earliest ``TIMELINE_LIMIT`` of them; a scheduled message not yet due is there too (state
+    ``scheduled``, at its delivery time).
 
     The outbox holds what is produced (including what is still waiting to be published);
     the event log holds what was seen on the bus and outlives the outbox's retention.
     With ``detailed``, each entry also says who handled it and what is stuck.
     """
     entries: dict[str, TimelineEntry] = {}
-    for row in EventLogEntry.objects.filter(correlation_id=correlation_id):
+    for row in EventLogEntry.objects.filter(correlation_id=correlation_id).order_by("occurred_at")[:TIMELINE_LIMIT]:
         entries[row.message_id] = TimelineEntry(
             event_type=row.event_type,
             message_id=row.message_id,
@@ -34,7 +40,7 @@ def timeline_for(correlation_id: str, *, detailed: bool = False) -> list[Timelin
             state="published",
             payload=row.payload,
         )
-    for row in OutboxMessage.objects.filter(correlation_id=correlation_id):
+    for row in OutboxMessage.objects.filter(correlation_id=correlation_id).order_by("created_at")[:TIMELINE_LIMIT]:
         entries[str(row.event_id)] = TimelineEntry(
             event_type=row.event_type,
             message_id=str(row.event_id),
@@ -47,7 +53,8 @@ def timeline_for(correlation_id: str, *, detailed: bool = False) -> list[Timelin
             attempts=row.attempts,
             last_error=row.last_error,
         )
-    for row in ScheduledMessage.objects.filter(correlation_id=correlation_id):  # due later: not stuck
+    scheduled = ScheduledMessage.objects.filter(correlation_id=correlation_id).order_by("deliver_at")[:TIMELINE_LIMIT]
+    for row in scheduled:  # due later: not stuck
         entries.setdefault(
             str(row.event_id),
             TimelineEntry(
@@ -61,7 +68,7 @@ def timeline_for(correlation_id: str, *, detailed: bool = False) -> list[Timelin
                 payload=mask_sensitive(row.payload),
             ),
         )
-    ordered = sorted(entries.values(), key=lambda e: (e.occurred_at, e.message_id))
+    ordered = sorted(entries.values(), key=lambda e: (e.occurred_at, e.message_id))[:TIMELINE_LIMIT]
     if detailed:
         _add_handling(ordered)
     return ordered
