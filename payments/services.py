@@ -275,6 +275,12 @@ def record_charge_given_up(order_id: uuid.UUID) -> None:
     payment = Payment.objects.select_for_update().get(order_id=order_id)
     if payment.status != Payment.Status.CHARGING:
         return
+    logger.warning(
+        "charge for order %s given up after %d attempts: the gateway holds nothing under its key; declined (%s)",
+        order_id,
+        payment.call_attempts - 1,
+        GAVE_UP_DECLINE_CODE,
+    )
     payment.token, payment.call_error = "", ""
     with caused_by(payment.causes.get("charge", {})):
         _record_decline(payment, GAVE_UP_DECLINE_CODE)  # terminal: a refund asked for later finds nothing

@@ -218,7 +218,7 @@ def test_a_timed_out_gateway_call_is_retried_without_a_second_charge():
     assert (succeeded.event_type, succeeded.causation_id) == ("payments.payment.succeeded", str(created.event_id))
 
 
-def test_a_charge_the_gateway_never_answers_is_given_up_once_it_holds_nothing_under_the_key(settings):
+def test_a_charge_the_gateway_never_answers_is_given_up_once_it_holds_nothing_under_the_key(settings, caplog):
     settings.GATEWAY_CHARGE_ATTEMPTS = 2
     product_upsert(sku="WIDGET", name="Widget", price=Decimal("10.00"), stock=5)
     StorefrontProduct.objects.create(sku="WIDGET", name="Widget", price=Decimal("10.00"), available=5, version=1)
@@ -242,6 +242,11 @@ def test_a_charge_the_gateway_never_answers_is_given_up_once_it_holds_nothing_un
         "decline_code": "processing_error",
     }
     assert ledger(order.pk) == []
+    given_up = [r.getMessage() for r in caplog.records if "given up" in r.getMessage()]
+    assert given_up == [
+        f"charge for order {order.pk} given up after 2 attempts: the gateway holds nothing under its key;"
+        " declined (processing_error)"
+    ]
     assert deliver("orders", event("payments.payment.failed")) is Outcome.HANDLED
     assert Order.objects.get(pk=order.pk).status == "FAILED"
 
