@@ -54,6 +54,7 @@ serve: $(STAMP) ## the production web tier on PORT (all interfaces; SERVE_HOST=1
 	@$(PY) scripts/serve.py --host $(SERVE_HOST) --port $(PORT)
 
 SPLIT_VAR := $(CURDIR)/var/split
+run-split: export GATEWAY_PORT ?= $(shell expr $(PORT) + 90)
 run-split: export DEBUG ?= 1
 run-split: export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 run-split: $(STAMP) ## run each installed context as its own deployment, each on its own database, one broker (embedded unless <CONTEXT>_DATABASE_URL and BROKER_URL are set; scripts/run_split.py)

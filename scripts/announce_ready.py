@@ -34,16 +34,16 @@ def get(url: str) -> tuple[int, object]:
         return 0, None
 
 
-def look(base: str) -> tuple[str | None, str]:
+def look(base: str, label: str) -> tuple[str | None, str]:
     """(what the deployment does not serve yet or None, the line that says it is up)."""
     if get(f"{base}/readyz")[0] != 200:
         return "/readyz to answer 200 (the database and the broker)", ""
     status, products = get(f"{base}/api/products/")
     if status == 404:  # orders is not hosted here: no API to wait for
-        return None, f"make run: up: {base}/readyz answers 200"
+        return None, f"{label}: up: {base}/readyz answers 200"
     if status != 200 or not products:
         return "/api/products/ to list the catalogue (its events pass through the relay and the consumers)", ""
-    return None, f"make run: up: {base}/api/products/ lists the catalogue; checkouts are accepted"
+    return None, f"{label}: up: {base}/api/products/ lists the catalogue; checkouts are accepted"
 
 
 def main() -> int:
@@ -51,16 +51,17 @@ def main() -> int:
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--parent", type=int, required=True, help="the pid to end with (the recipe's shell)")
     parser.add_argument("--timeout", type=float, default=120)
+    parser.add_argument("--label", default="make run", help="what the line names as up")
     args = parser.parse_args()
     base = f"http://127.0.0.1:{args.port}"
     deadline = time.monotonic() + args.timeout
     while os.getppid() == args.parent:
-        missing, up = look(base)
+        missing, up = look(base, args.label)
         if missing is None:
             print(up, flush=True)
             return 0
         if time.monotonic() > deadline:
-            print(f"make run: not up after {args.timeout:g}s: still waiting for {missing}", file=sys.stderr, flush=True)
+            print(f"{args.label}: not up after {args.timeout:g}s: still waiting for {missing}", file=sys.stderr, flush=True)
             return 1
         time.sleep(POLL)
     return 0  # make run ended first

@@ -90,6 +90,9 @@ def banner(split: list[dict], broker: str, port: int) -> list[str]:
             "      " + by_hand(example, example["commands"][0], broker),
             "      " + by_hand(example, "dead_letters list", broker),
         ]
+    if any("run_fake_gateway" in d["processes"].values() for d in split):
+        gateway = os.environ.get("GATEWAY_PORT") or "8090"
+        lines += [f"  Gateway: the fake card gateway on http://127.0.0.1:{gateway}/ (GATEWAY_PORT)"]
     demo_port = f" PORT={port}" if port != 8000 else ""
     lines += [f"  The guided demo, from another terminal: make demo SPLIT=1{demo_port}", ""]
     return lines
@@ -125,6 +128,9 @@ def main() -> int:
     # and answers 130 even when each exited 0. This process only waits for it: dying of Ctrl-C
     # would make make say "Interrupt". (A handler, unlike ignoring it, is not inherited by honcho.)
     signal.signal(signal.SIGINT, lambda signum, frame: None)
+    api = next((d for d in split if d["api"]), split[0])
+    announce = [sys.executable, str(BASE_DIR / "scripts" / "announce_ready.py"), "--label", "make run-split"]
+    subprocess.Popen([*announce, "--port", str(api["port"]), "--parent", str(os.getpid())])
     honcho = ["honcho", "start", "-f", str(path), "-d", str(BASE_DIR)]
     code = subprocess.run(honcho, cwd=BASE_DIR, env=environ).returncode
     return 0 if code == 130 else code

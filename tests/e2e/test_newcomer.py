@@ -174,10 +174,10 @@ def test_the_readmes_try_it_block_as_pasted_against_make_run(tmp_path):
 
 def split_free_ports() -> int:
     """A port with the next ones free as well: make run-split serves on PORT, PORT+1, ... one per
-    installed context."""
+    installed context, and the fake gateway on PORT+90."""
     for _ in range(50):
         port = free_port()
-        if all(free_on_loopback(port + n) for n in range(1, len(installed()))):
+        if all(free_on_loopback(port + n) for n in [*range(1, len(installed())), 90]):
             return port
     raise RuntimeError("no free PORT with the next ones free")
 
@@ -212,12 +212,17 @@ class AdminSession:
 
 def test_the_splits_hand_run_commands_as_make_and_the_order_page_print_them(tmp_path):
     port, split_var = split_free_ports(), tmp_path / "split"
-    group = ProcessGroup(tmp_path, clean_env(CONSUMER_MAX_ATTEMPTS="2", GATEWAY_PORT=str(free_port())))
+    group = ProcessGroup(tmp_path, clean_env(CONSUMER_MAX_ATTEMPTS="2"))
     make = group.spawn("make-run-split", ["make", "run-split", f"PORT={port}", f"SPLIT_VAR={split_var}"])
     base = f"http://127.0.0.1:{port}"
     try:
-        wait_until(lambda: len(get_json(f"{base}/api/products/") or []) == 4, timeout=180, message="the split's API")
+        up = f"make run-split: up: {base}/api/products/ lists the catalogue; checkouts are accepted"
+        wait_until(lambda: up in group.logs(tail=100_000), timeout=180, message="the split's up line")
+        assert len(get_json(f"{base}/api/products/")) == 4
         banner = group.logs(tail=100_000)
+        # the fake gateway follows PORT, as under make run: two splits never share one
+        assert f"Gateway: the fake card gateway on http://127.0.0.1:{port + 90}/ (GATEWAY_PORT)" in banner
+        assert get_json(f"http://127.0.0.1:{port + 90}/healthz") == {"status": "ok"}
         printed = [line.strip() for line in banner.splitlines() if line.strip().startswith("DEBUG=1 CONTEXTS=")]
         create_user, ledger_cmd, dead_letters_cmd = printed
         assert ledger_cmd.endswith("manage.py gateway_ledger") and f"DATABASE_URL=sqlite:///{split_var}/" in ledger_cmd
