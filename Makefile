@@ -50,7 +50,6 @@ run: $(STAMP) ## run web, relay, consumers and the saga deadline loop together u
 	trap '' INT; python scripts/announce_ready.py --port $(PORT) --parent $$$$ & honcho start -f Procfile -p $(PORT) || [ $$? -eq 130 ]
 
 serve: $(STAMP) ## the production web tier on PORT (all interfaces; SERVE_HOST=127.0.0.1 for this machine only): nginx (installs Debian's package if missing) in front of gunicorn, DEBUG off; needs SECRET_KEY and ALLOWED_HOSTS, uses DATABASE_URL/BROKER_URL; migrates first; Ctrl-C stops both
-	@$(PY) scripts/ensure_nginx.py
 	@$(PY) scripts/serve.py --host $(SERVE_HOST) --port $(PORT)
 
 SPLIT_VAR := $(CURDIR)/var/split

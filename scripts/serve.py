@@ -37,6 +37,8 @@ import time
 from pathlib import Path
 from typing import NoReturn
 
+from ensure_nginx import main as ensure_nginx  # a sibling: run as a script, scripts/ is on sys.path
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 TEMPLATE = BASE_DIR / "deploy" / "nginx" / "nginx.conf.template"
 ERROR_HEADERS = BASE_DIR / "deploy" / "nginx" / "error_headers.conf"
@@ -223,6 +225,7 @@ def main() -> int:
     args = parser.parse_args()
 
     settings = load_settings()
+    ensure_nginx()  # only once the settings are right: nothing is installed for a run that refuses
     nginx = nginx_binary()
     prefix, sock = prepare(settings, args.host, args.port)
     nginx_argv = [nginx, "-p", str(prefix), "-c", "nginx.conf", "-e", "stderr"]
