@@ -29,7 +29,7 @@ from faultlib.processes import BASE_DIR, ProcessGroup, free_port, wait_until
 from tests.support.split import Deployment, SplitSystem, make_tree
 from tests.support.web import checkout_body, get, post_checkout
 
-RELEASE = "83b4deb"  # the last release before this work: no shipping, kernel/topology.py
+RELEASE = "83b4deb"  # the last release before this work: no shipping, its topology still in the kernel
 INITIAL_STOCK = {"WIDGET": 1000, "GADGET": 500, "GIZMO": 10000, "LIMITED-PRINT": 3}
 PIN = {"EVENT_VERSIONS": "orders.order.created=1"}
 

@@ -1,5 +1,5 @@
 """Event contracts: a schema per event and version, readers of every version, writers of one,
-and frozen versions (messaging/contracts.py, messaging/schema_freeze.py, docs/evolving-events.md)."""
+and frozen versions (reliable_messaging/contracts.py, reliable_messaging/schema_freeze.py, docs/evolving-events.md)."""
 
 import copy
 import json

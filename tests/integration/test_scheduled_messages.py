@@ -1,4 +1,4 @@
-"""Scheduled messages (``publish(deliver_at=...)``, messaging/scheduled.py) on PostgreSQL: kept
+"""Scheduled messages (``publish(deliver_at=...)``, reliable_messaging/scheduled.py) on PostgreSQL: kept
 apart until their time, moved into the outbox once (two movers at once included), cancellable
 until then, gone with a rolled-back publisher, and counted on /metrics."""
 

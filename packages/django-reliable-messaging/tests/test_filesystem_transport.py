@@ -1,4 +1,4 @@
-"""The embedded broker (messaging/filesystem_transport.py): a consumer never takes a message half
+"""The embedded broker (reliable_messaging/filesystem_transport.py): a consumer never takes a message half
 written, and processes declaring at once keep every binding. Real files, real processes; no
 database, no RabbitMQ."""
 

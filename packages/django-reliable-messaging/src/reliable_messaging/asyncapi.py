@@ -20,7 +20,7 @@ ASYNCAPI_VERSION = "3.0.0"
 
 
 def _headers(event_type: str, version: int) -> dict:
-    """The AMQP headers of every message (messaging/envelope.py); the properties beside them are
+    """The AMQP headers of every message (reliable_messaging/envelope.py); the properties beside them are
     message_id (the event's id), correlation_id (the saga's id), content_type application/json."""
     return {
         "type": "object",

@@ -56,7 +56,7 @@ def publish(
     Refused with ``UnpublishableEvent`` before anything is written: an event type its context
     does not declare, or a payload the version's schema refuses (the message names the field).
 
-    ``deliver_at`` (timezone-aware) schedules it: kept apart until then (messaging/scheduled.py),
+    ``deliver_at`` (timezone-aware) schedules it: kept apart until then (reliable_messaging/scheduled.py),
     published at or after that time with that time as its ``occurred_at``, cancellable by the
     returned id until it is published. A time already past publishes it now.
     """
