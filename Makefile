@@ -32,7 +32,7 @@ run: export DEADLINE_METRICS_PORT ?= $(shell expr $(PORT) + 1103)
 run: export ORDERS_CONSUMERS_METRICS_PORT ?= $(shell expr $(PORT) + 1104)
 run: export DEBUG ?= 1
 run: export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
-run: $(STAMP) ## run web, relay, consumers and the saga deadline loop together until Ctrl-C, every installed context in one deployment (embedded SQLite + filesystem broker unless DATABASE_URL/BROKER_URL are set)
+run: $(STAMP) ## run the web server, the fake card gateway (on PORT + 90), the gateway worker that calls it, the relay, two consumer processes and the saga deadline loop until Ctrl-C, every installed context in one deployment (embedded SQLite + filesystem broker unless DATABASE_URL/BROKER_URL are set)
 	python manage.py prepare_deployment
 	@echo ""
 	@echo "  API:    http://127.0.0.1:$(PORT)/api/products/   (checkout: POST /api/checkout/)"
@@ -111,5 +111,5 @@ DEMO_SPLIT_ENV = CONTEXTS=orders DATABASE_URL=$${ORDERS_DATABASE_URL:-sqlite:///
 demo: $(STAMP) ## place orders that show every saga path against what `make run` is running (SPLIT=1: `make run-split`), and print their timelines
 	DEBUG=$${DEBUG:-1} $(if $(SPLIT),$(DEMO_SPLIT_ENV) )$(PY) scripts/demo.py --base-url http://127.0.0.1:$(PORT)
 
-browser-check: $(STAMP) ## open the admin and the API docs in headless Chromium (needs a root install of Debian's chromium)
+browser-check: $(STAMP) ## check the admin and the API docs in headless Chromium on throwaway shops, about 5 minutes (as root: installs Debian's chromium and chromium-driver if missing); screenshots in var/browser-check/
 	$(PY) scripts/browser_check.py

@@ -256,7 +256,14 @@ def serve(host: str, port: int, stop: threading.Event) -> None:
     """Serve until ``stop`` is set."""
     server = GatewayServer((host, port), Handler)
     threading.Thread(target=lambda: (stop.wait(), server.shutdown()), daemon=True).start()
-    logger.info("fake gateway listening on http://%s:%s", host, port)
+    logger.info(
+        "fake gateway listening on http://%s:%s, answers after a median %g ms (FAKE_GATEWAY_LATENCY), "
+        "a share %g never answered (FAKE_GATEWAY_TIMEOUT_RATE)",
+        host,
+        port,
+        settings.FAKE_GATEWAY_LATENCY,
+        settings.FAKE_GATEWAY_TIMEOUT_RATE,
+    )
     try:
         server.serve_forever(poll_interval=0.2)
     finally:
