@@ -11,6 +11,8 @@ import logging.config
 import structlog
 from opentelemetry import trace
 
+from kernel.logs import escape_control_characters
+
 
 def mask_secrets(logger, method_name, event_dict):
     """Mask sensitive keys at any depth and ``payment_token=...`` inside any text."""
@@ -52,10 +54,10 @@ def configure_logging(log_format: str, level: str) -> None:
         structlog.processors.format_exc_info,
         mask_secrets,
     ]
-    if log_format == "json":
-        renderer = structlog.processors.JSONRenderer()
-    elif log_format == "console":
-        renderer = structlog.dev.ConsoleRenderer(colors=False)
+    if log_format == "json":  # JSON escapes every control character itself
+        rendering = [structlog.processors.JSONRenderer()]
+    elif log_format == "console":  # a CR or LF in a logged value cannot forge a line of its own
+        rendering = [escape_control_characters, structlog.dev.ConsoleRenderer(colors=False)]
     else:
         raise ValueError(f"LOG_FORMAT must be 'json' or 'console', not {log_format!r}")
 
@@ -66,7 +68,7 @@ def configure_logging(log_format: str, level: str) -> None:
             "formatters": {
                 "structured": {
                     "()": structlog.stdlib.ProcessorFormatter,
-                    "processors": [structlog.stdlib.ProcessorFormatter.remove_processors_meta, renderer],
+                    "processors": [structlog.stdlib.ProcessorFormatter.remove_processors_meta, *rendering],
                     "foreign_pre_chain": shared,
                 }
             },

@@ -81,18 +81,16 @@ class DatabaseCollector(Collector):
                 dead.add_metric([consumer, state], letters.get((consumer, state), 0))
         yield dead
         # One series per consumer at most (its oldest waiting dead letter), so the labels stay
-        # bounded; the DeadLettersWaiting alert reads them to name the order and the reason.
+        # bounded. No message or correlation id: they lead to the order, and metrics travel further
+        # than the admin (`manage.py dead_letters list` names the dead letter).
         oldest = GaugeMetricFamily(
             "messaging_dead_letter_oldest_waiting_age_seconds",
-            "Per consumer, how long its oldest waiting dead letter has waited, labelled with that "
-            "message's id, correlation id (the order) and reason; no series when none waits.",
-            labels=["consumer", "message_id", "correlation_id", "reason"],
+            "Per consumer, how long its oldest waiting dead letter has waited, labelled with its "
+            "reason; no series when none waits.",
+            labels=["consumer", "reason"],
         )
         for letter in oldest_letters:
-            oldest.add_metric(
-                [letter.consumer, letter.message_id, letter.correlation_id, letter.reason],
-                letter.age_seconds,
-            )
+            oldest.add_metric([letter.consumer, letter.reason], letter.age_seconds)
         yield oldest
         yield from contexts
 
@@ -125,6 +123,13 @@ def bearer_token(request) -> str | None:
 
 def metrics_view(request):
     token = settings.METRICS_TOKEN
+    if not token and not settings.METRICS_PUBLIC:  # DEBUG off, and no one said who may read them
+        return HttpResponse(
+            "/metrics is not public with DEBUG off: set METRICS_TOKEN and scrape with "
+            "'Authorization: Bearer <token>' (or METRICS_PUBLIC=1 to serve it to anyone)\n",
+            status=403,
+            content_type="text/plain",
+        )
     if token and not constant_time_compare(bearer_token(request) or "", token):
         return HttpResponse(
             "unauthorized\n", status=401, content_type="text/plain", headers={"WWW-Authenticate": "Bearer"}

@@ -127,7 +127,7 @@ def install(settings_file: Path, name: str) -> None:
 
 def _declaration(request: Request) -> str:
     lines = [
-        f"# The {request.name} context, as every deployment reads it (reliable_messaging/declarations.py, docs/adding-a-context.md).",
+        f"# The {request.name} context, as every deployment reads it (docs/adding-a-context.md).",
         f'name = "{request.name}"',
         "# It follows the order saga: it hears the saga's events, never changes its outcome, and nobody",
         "# waits for it. Set false only if the saga's outcome depends on it (then the saga's tests do too).",

@@ -52,7 +52,7 @@ if HTTPS:
 
 # --- Deployment: the bounded contexts installed, and those this process hosts --------------
 # The one list of installed contexts: each package declares itself in its context.toml
-# (kernel/contexts.py, docs/adding-a-context.md). CONTEXTS (default: all of them, the monolith)
+# (reliable_messaging/declarations.py, docs/adding-a-context.md). CONTEXTS (default: all of them, the monolith)
 # picks what this deployment hosts; a deployment hosting fewer imports none of the others' code,
 # has its own DATABASE_URL and shares the broker (README, "Running a context as its own service").
 INSTALLED_CONTEXTS = [
@@ -136,6 +136,7 @@ MIDDLEWARE = [
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
+    "kernel.middleware.AdminQueryMiddleware",  # a NUL in an admin query string: 400, not a 500
     # Last, as django-axes asks: turns a login refused for a lockout into its page (429).
     "axes.middleware.AxesMiddleware",
 ]
@@ -387,7 +388,9 @@ WEB_DATABASE_TIMEOUTS = {
 # --- API ----------------------------------------------------------------------------------
 # The largest JSON body the API reads (413 beyond); a checkout of 50 lines is about 5 KiB.
 API_MAX_BODY_BYTES = 256 * 1024
-CHECKOUT_THROTTLE = env.str("CHECKOUT_THROTTLE", default="off")
+# Checkouts per client address (a DRF rate, or "off"). In production a client is limited by default:
+# one address cannot place thousands of orders; development and the tests on DEBUG keep it off.
+CHECKOUT_THROTTLE = env.str("CHECKOUT_THROTTLE", default="off" if DEBUG else "30/min")
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [],
     "DEFAULT_PERMISSION_CLASSES": [],
@@ -432,8 +435,10 @@ SPECTACULAR_SETTINGS = {
 }
 
 # --- Operations ---------------------------------------------------------------------------
-# Set: /metrics requires "Authorization: Bearer <token>".
+# Set: /metrics requires "Authorization: Bearer <token>". Unset with DEBUG off, /metrics answers 403
+# (its gauges show the shop's traffic and failures) unless METRICS_PUBLIC=1 says anyone may read it.
 METRICS_TOKEN = env.str("METRICS_TOKEN", default="")
+METRICS_PUBLIC = env.bool("METRICS_PUBLIC", default=DEBUG)
 
 # --- The admin's login lockout (django-axes; docs/operations.md, "Admin lockout") -----------
 # Axes' backend first: it refuses a locked-out account and address before any password is checked.

@@ -34,7 +34,7 @@ def get(url: str) -> tuple[int, object]:
         return 0, None
 
 
-def look(base: str, label: str) -> tuple[str | None, str]:
+def look(base: str, label: str = "make run") -> tuple[str | None, str]:
     """(what the deployment does not serve yet or None, the line that says it is up)."""
     if get(f"{base}/readyz")[0] != 200:
         return "/readyz to answer 200 (the database and the broker)", ""
@@ -61,7 +61,8 @@ def main() -> int:
             print(up, flush=True)
             return 0
         if time.monotonic() > deadline:
-            print(f"{args.label}: not up after {args.timeout:g}s: still waiting for {missing}", file=sys.stderr, flush=True)
+            line = f"{args.label}: not up after {args.timeout:g}s: still waiting for {missing}"
+            print(line, file=sys.stderr, flush=True)
             return 1
         time.sleep(POLL)
     return 0  # make run ended first

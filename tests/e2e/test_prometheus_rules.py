@@ -76,7 +76,7 @@ def test_every_alert_has_a_severity_a_summary_a_one_line_runbook_and_tests_that_
     assert "OutboxOldestPendingTooOld" in alerts
     for name, rule in alerts.items():
         assert rule["labels"]["severity"] in {"critical", "warning"}, name
-        # "oldest" (DeadLettersWaiting): which order's message waits, and why.
+        # "oldest" (DeadLettersWaiting): why its oldest dead letter waits, and for how long.
         assert {"summary", "runbook"} <= set(rule["annotations"]) <= {"summary", "runbook", "oldest"}, name
         assert rule["annotations"]["summary"].strip(), name
         runbook = rule["annotations"]["runbook"]

@@ -29,6 +29,9 @@ from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapProp
 
 SYSTEM = "rabbitmq"
 TRACE_HEADERS = ("traceparent", "tracestate")
+# The longest ``tracestate`` passed on: the outbox's column. W3C Trace Context asks every vendor to
+# propagate at least 512 characters; OpenTelemetry accepts up to 8,192, which the row cannot store.
+MAX_TRACESTATE = 512
 
 _tracer: trace.Tracer | None = None
 _w3c = TraceContextTextMapPropagator()
@@ -46,17 +49,29 @@ def enabled() -> bool:
 
 # --- contexts to and from carriers (outbox rows, AMQP headers, HTTP headers) --------------------
 def context_from(carrier: Mapping[str, str]) -> Context:
-    """The context ``carrier``'s W3C headers describe (an empty one when they are absent or invalid)."""
-    return _w3c.extract({k: str(v) for k in TRACE_HEADERS if (v := carrier.get(k))})
+    """The context ``carrier``'s W3C headers describe (an empty one when they are absent or invalid).
+
+    Whoever sends them (an HTTP client, a publisher on the vhost) is not trusted: an invalid
+    ``traceparent`` is ignored (a new trace), an invalid ``tracestate`` (bad member syntax, more
+    than 32 members: OpenTelemetry's checks) or a longer one than ``MAX_TRACESTATE`` is dropped."""
+    return _w3c.extract(_bounded({k: str(v) for k in TRACE_HEADERS if (v := carrier.get(k))}))
 
 
 def trace_headers(span: Span | None = None) -> dict[str, str]:
     """``traceparent`` (and ``tracestate`` when there is one) of ``span``, or of the current span;
-    empty when there is none."""
+    empty when there is none. Never a ``tracestate`` over ``MAX_TRACESTATE``: with tracing on,
+    Django's instrumentation reads the caller's headers itself, up to OpenTelemetry's 8,192."""
     carrier: dict[str, str] = {}
     context = trace.set_span_in_context(span) if span is not None else None
     _w3c.inject(carrier, context=context)
-    return carrier
+    return _bounded(carrier)
+
+
+def _bounded(headers: dict[str, str]) -> dict[str, str]:
+    """``headers`` without a ``tracestate`` longer than ``MAX_TRACESTATE`` (the trace is kept)."""
+    if len(headers.get("tracestate", "")) > MAX_TRACESTATE:
+        del headers["tracestate"]
+    return headers
 
 
 def ids_of(span: Span) -> dict[str, str]:
@@ -113,10 +128,10 @@ def server_span(headers: Mapping[str, str]) -> Span:
 
 def creation_context(fallback: Mapping[str, str] | None = None) -> dict[str, str]:
     """What an outbox row stores of the context it is written in: the current span's headers, or
-    ``fallback``'s (the message being handled) when no span is current."""
+    ``fallback``'s (the message being handled, checked as any carrier) when no span is current."""
     headers = trace_headers()
     if not headers and fallback:
-        headers = {k: str(v) for k in TRACE_HEADERS if (v := fallback.get(k))}
+        headers = trace_headers(trace.get_current_span(context_from(fallback)))
     return headers
 
 
