@@ -91,4 +91,4 @@ def test_the_example_runs_on_the_bus_defaults_with_only_the_wheel(wheel, tmp_pat
     count = "from mailroom.models import Letter; print(Letter.objects.count())"
     assert manage("shell", "-v", "0", "-c", count).strip() == "1"
     assert sorted(p.name for p in (example / "var" / "broker").iterdir()) == ["control", "data"]
-    assert manage("purge_messages").strip() == "deleted: outbox 0, inbox 0, event log 0"
+    assert manage("purge_messages").strip() == "deleted: outbox 0, inbox 0, event log 0, dead letters 0"

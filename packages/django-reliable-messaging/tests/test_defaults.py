@@ -37,7 +37,7 @@ def test_purge_messages_keeps_each_kind_for_its_default_retention():
     handled(13 * 86400, "recent")
     handled(15 * 86400, "past")
 
-    assert purge() == "deleted: outbox 1, inbox 1, event log 0"
+    assert purge() == "deleted: outbox 1, inbox 1, event log 0, dead letters 0"
     assert [row.payload["text"] for row in OutboxMessage.objects.all()] == ["kept"]
     assert list(InboxMessage.objects.values_list("message_id", flat=True)) == ["recent"]
 
@@ -48,7 +48,7 @@ def test_a_retention_is_a_timedelta_or_seconds(settings, retention):
     handled(10, "within")
     handled(20, "past")
 
-    assert purge() == "deleted: outbox 0, inbox 1, event log 0"
+    assert purge() == "deleted: outbox 0, inbox 1, event log 0, dead letters 0"
     assert list(InboxMessage.objects.values_list("message_id", flat=True)) == ["within"]
 
 

@@ -108,7 +108,7 @@ def test_a_refused_message_is_a_dead_letter_replayed_after_the_fix_then_purged(m
     assert (letter.replay_count, letter.replayed_at is not None) == (1, True)
     assert manage("dead_letters", "purge", str(letter.pk)).returncode == 0
     assert DeadLetter.objects.count() == 0
-    assert manage("purge_messages").stdout.strip() == "deleted: outbox 0, inbox 0, event log 0"
+    assert manage("purge_messages").stdout.strip() == "deleted: outbox 0, inbox 0, event log 0, dead letters 0"
 
 
 def test_metrics_on_a_port_without_the_extra_say_what_to_install(manage):

@@ -47,12 +47,20 @@ DEFAULTS = {
     "CONSUMER_RETRY_DELAYS": [1.0, 5.0, 30.0],
     "CONSUMER_MAX_ATTEMPTS": 5,
     "DELIVERY_LIMIT": 20,
+    # the largest message body a consumer takes (bytes): a larger one is a dead letter at once,
+    # never assembled, decoded or parsed (``reliable_messaging.amqp_properties``)
+    "MAX_MESSAGE_BYTES": 1024 * 1024,
     "SENSITIVE_FIELDS": [],
     "EVENT_VERSIONS": "",
     # a timedelta, or a number of seconds
     "OUTBOX_RETENTION": timedelta(days=7),
     "INBOX_RETENTION": timedelta(days=14),
     "EVENT_LOG_RETENTION": timedelta(days=90),
+    # a dead letter waiting since it last failed; one replayed, since its replay (its message lives on)
+    "DEAD_LETTER_RETENTION": timedelta(days=30),
+    "REPLAYED_DEAD_LETTER_RETENTION": timedelta(days=7),
+    # how often the relay purges by the retentions (None: never; a cron runs purge_messages)
+    "HOUSEKEEPING_INTERVAL": timedelta(minutes=10),
     # PostgreSQL session limits (seconds) of the relay's and consumers' connections
     "WORKER_DATABASE_TIMEOUTS": {},
     # context name -> the DATABASE_URL of the deployment that hosts it (the commands an operator
@@ -79,7 +87,13 @@ def contexts_dir() -> Path:
     return folder("CONTEXTS_DIR")
 
 
-RETENTIONS = ("OUTBOX_RETENTION", "INBOX_RETENTION", "EVENT_LOG_RETENTION")
+RETENTIONS = (
+    "OUTBOX_RETENTION",
+    "INBOX_RETENTION",
+    "EVENT_LOG_RETENTION",
+    "DEAD_LETTER_RETENTION",
+    "REPLAYED_DEAD_LETTER_RETENTION",
+)
 
 
 def duration(name: str) -> timedelta:
@@ -103,10 +117,23 @@ def folder(name: str) -> Path:
     return Path(value)
 
 
+def max_message_bytes() -> int:
+    """``MAX_MESSAGE_BYTES``: a positive number of bytes."""
+    value = setting("MAX_MESSAGE_BYTES")
+    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+        return value
+    raise ImproperlyConfigured(
+        f"MESSAGING['MAX_MESSAGE_BYTES'] is {value!r}: give a positive number of bytes (1 MiB: {1024 * 1024})"
+    )
+
+
 def check_settings() -> None:
     """At start-up: every setting whose type the bus cannot guess is one it can use."""
     if unknown := sorted(set(getattr(settings, "MESSAGING", {})) - set(DEFAULTS)):
         raise ImproperlyConfigured(f"MESSAGING has no setting {', '.join(map(repr, unknown))}")
     for name in RETENTIONS:
         duration(name)
+    if setting("HOUSEKEEPING_INTERVAL") is not None:
+        duration("HOUSEKEEPING_INTERVAL")
     folder("FILESYSTEM_DIR")
+    max_message_bytes()

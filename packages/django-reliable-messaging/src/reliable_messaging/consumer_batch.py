@@ -7,9 +7,11 @@ import time
 from contextlib import nullcontext
 
 import structlog
+from amqp.serialization import dumps as amqp_encoded
 from django.utils import timezone
 
 from reliable_messaging import broker, metrics, telemetry
+from reliable_messaging.amqp_properties import bounded
 from reliable_messaging.conf import queue_name
 from reliable_messaging.dispatch import Decision, Delivery, Outcome, decide_batch
 from reliable_messaging.envelope import ATTEMPT_HEADER, Envelope
@@ -131,21 +133,13 @@ class BatchSettling:
         attempt = decision.event.attempt
         delay = broker.retry_delay_for(attempt)
         target = broker.retry_queue_name(consumer, delay) if self.session.amqp else queue_name(consumer)
-        headers = delivery.headers
-        retry_headers = {
-            **headers,
-            ATTEMPT_HEADER: attempt + 1,
-            "x-first-failed-at": headers.get("x-first-failed-at") or timezone.now().isoformat(),
-            "x-last-error": decision.error[:500],
-            "x-original-routing-key": headers.get("x-original-routing-key") or delivery.routing_key,
-        }
         envelope = Envelope(
             message_id=str(delivery.properties.get("message_id")),
             exchange="",
             routing_key=target,
             body=delivery.body,
             correlation_id=str(delivery.properties.get("correlation_id") or ""),
-            headers=retry_headers,
+            headers=retry_headers(delivery.headers, attempt, decision.error, delivery.routing_key),
         )
         try:
             result = self._retry_publisher.publish([envelope])
@@ -162,10 +156,57 @@ class BatchSettling:
         self._ack([message])
 
 
+# Headers of a failed delivery, not of the event: RabbitMQ writes its own again when the retry's
+# delay expires; carried over, x-death grows at every retry (one entry per delay queue).
+_DELIVERY_HEADERS = frozenset(
+    ("x-death", "x-first-death-exchange", "x-first-death-queue", "x-first-death-reason", "x-delivery-count")
+)
+# What a retry carries of the headers it arrived with, at most (AMQP-encoded): far below
+# RabbitMQ's frame_max (128 KiB), which a content header must fit in or the broker closes the
+# connection, at every attempt of the message.
+RETRY_HEADERS_BYTES = 16 * 1024
+
+
+def retry_headers(headers: dict, attempt: int, error: str, routing_key: str) -> dict:
+    """The headers of a retry: the bus's own replaced (never appended to), RabbitMQ's of the
+    failed delivery left out, and the others kept while they fit ``RETRY_HEADERS_BYTES``, the
+    largest left out first."""
+    first, original = headers.get("x-first-failed-at"), headers.get("x-original-routing-key")
+    own = {
+        ATTEMPT_HEADER: attempt + 1,
+        "x-first-failed-at": first if isinstance(first, str) and 0 < len(first) <= 64 else timezone.now().isoformat(),
+        "x-last-error": error[:500],
+        "x-original-routing-key": original if isinstance(original, str) and 0 < len(original) <= 255 else routing_key,
+    }
+    carried = {k: v for k, v in headers.items() if k not in own and k not in _DELIVERY_HEADERS}
+    sizes = {name: _encoded_size(name, value) for name, value in carried.items()}
+    room = RETRY_HEADERS_BYTES - sum(_encoded_size(name, value) for name, value in own.items())
+    total, left_out = sum(sizes.values()), []
+    for name in sorted(sizes, key=sizes.__getitem__, reverse=True):
+        if total <= room:
+            break
+        left_out.append(name)
+        total -= sizes[name]
+        del carried[name]
+    if left_out:
+        logger.warning(
+            "a retry leaves out %d headers over %d bytes: %s", len(left_out), RETRY_HEADERS_BYTES, left_out[:5]
+        )
+    return {**carried, **own}
+
+
+def _encoded_size(name: str, value) -> int:
+    try:
+        return len(amqp_encoded("F", [{name: value}]))
+    except Exception:  # noqa: BLE001 - a value AMQP cannot encode is left out
+        return RETRY_HEADERS_BYTES + 1
+
+
 def delivery_of(consumer: str, message, batch=None) -> Delivery:
     """The delivery, with its CONSUMER span started (a child of the context the message carries)."""
     properties = {k: v for k, v in message.properties.items() if k != "application_headers"}
-    headers = dict(message.headers or {})
+    # Over MAX_MESSAGE_BYTES: a prefix, marked, for the dead letter (never decoded nor parsed).
+    body, headers = bounded(raw_body(message), dict(message.headers or {}))
     routing_key = message.delivery_info.get("routing_key", "")
     span = telemetry.consumer_span(
         headers=headers,
@@ -179,7 +220,7 @@ def delivery_of(consumer: str, message, batch=None) -> Delivery:
     )
     return Delivery(
         consumer=consumer,
-        body=raw_body(message),
+        body=body,
         properties=properties,
         headers=headers,
         routing_key=routing_key,

@@ -8,13 +8,14 @@ headers ``event_type``, ``schema_version``, ``causation_id``, ``occurred_at``.
 
 import hashlib
 import json
+import math
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
 from django.core.serializers.json import DjangoJSONEncoder
 
-from reliable_messaging.amqp_properties import UNDECODABLE
+from reliable_messaging.amqp_properties import COMPRESSED, OVERSIZED, UNDECODABLE
 from reliable_messaging.edge import (
     ATTEMPT_HEADER,
     InvalidMessage,
@@ -101,8 +102,12 @@ class IncomingEvent:
 
 def parse_incoming(body: bytes, properties: dict, headers: dict, routing_key: str) -> IncomingEvent:
     """Check the envelope and decode the body, or raise ``InvalidMessage`` (``reliable_messaging.edge``)."""
+    if OVERSIZED in headers:  # only a prefix of the body is here (reliable_messaging.amqp_properties)
+        raise InvalidMessage("payload_too_large", str(headers[OVERSIZED])[:500])
     if UNDECODABLE in headers:
         raise InvalidMessage("invalid_headers", f"its properties could not be decoded: {headers[UNDECODABLE]}")
+    if COMPRESSED in headers:
+        raise InvalidMessage("invalid_headers", f"its body is compressed ({headers[COMPRESSED]}): the bus reads none")
     message_id = properties.get("message_id")
     if not message_id or not isinstance(message_id, str | uuid.UUID):
         raise InvalidMessage("missing_message_id", "the message has no message_id, so it cannot be deduplicated")
@@ -116,7 +121,7 @@ def parse_incoming(body: bytes, properties: dict, headers: dict, routing_key: st
     refuse_unstorable(str(message_id), properties.get("correlation_id"), headers.get("causation_id"))
     refuse_deep_body(body)
     try:
-        payload = json.loads(body)
+        payload = json.loads(body, parse_constant=_non_finite, parse_float=_finite_float)
     except (UnicodeDecodeError, ValueError) as exc:
         raise InvalidMessage("undecodable_body", f"the body is not JSON: {exc}") from None
     if not isinstance(payload, dict):
@@ -135,6 +140,18 @@ def parse_incoming(body: bytes, properties: dict, headers: dict, routing_key: st
         headers=dict(headers),
         content_hash=content_hash(event_type, schema_version, payload),
     )
+
+
+def _non_finite(constant: str):
+    raise InvalidMessage("invalid_payload", f"the body holds {constant}, which is no JSON number")
+
+
+def _finite_float(literal: str) -> float:
+    """A number with a fraction or an exponent; 1e400 is no float (Python would read inf)."""
+    value = float(literal)
+    if not math.isfinite(value):
+        raise InvalidMessage("invalid_payload", f"the body holds a number out of range: {literal[:40]}")
+    return value
 
 
 def content_hash(event_type: str, schema_version: int, payload: dict) -> str:

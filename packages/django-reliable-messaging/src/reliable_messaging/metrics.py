@@ -30,6 +30,7 @@ except ImportError:  # counted nowhere: the bus works the same
     Histogram = Counter
 
 RELAY_PUBLISHED = Counter("messaging_relay_published_total", "Outbox rows published and confirmed by the broker.")
+PURGED = Counter("messaging_purged_total", "Rows past their retention purged by the relay's housekeeping.", ["table"])
 RELAY_REFUSED = Counter("messaging_relay_refused_total", "Outbox rows the broker returned or nacked.", ["reason"])
 RELAY_BATCH_SECONDS = Histogram(
     "messaging_relay_batch_seconds",

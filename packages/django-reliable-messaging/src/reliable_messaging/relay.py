@@ -39,9 +39,10 @@ from django.db.models import Q
 from django.utils import timezone
 
 from reliable_messaging import broker, metrics, telemetry
-from reliable_messaging.conf import exchange_name, setting
+from reliable_messaging.conf import duration, exchange_name, setting
 from reliable_messaging.envelope import envelope_for_outbox
 from reliable_messaging.faults import fault_point
+from reliable_messaging.housekeeping import messages_purge
 from reliable_messaging.lifecycle import DATABASE_BACKOFF_MAX, Backoff, Stopper, drop_broken_db_connections
 from reliable_messaging.models import OutboxMessage
 from reliable_messaging.publisher import BatchPublisher, ConfirmTimeout
@@ -197,6 +198,7 @@ class OutboxRelay:
         batch_size: int | None = None,
         stopper: Stopper | None = None,
         declare_topology: bool = True,
+        housekeeping: bool = True,
     ) -> None:
         self.batch_size = batch_size or setting("RELAY_BATCH_SIZE")
         self.poll_interval = setting("RELAY_POLL_INTERVAL")
@@ -208,6 +210,10 @@ class OutboxRelay:
         self.session = BrokerSession(declare_topology=declare_topology)
         self._publisher: BatchPublisher | None = None
         self._next_move = 0.0  # monotonic time of the next look for scheduled messages due
+        # HOUSEKEEPING_INTERVAL None: a cron runs purge_messages instead. The first purge at start.
+        housekeeping = housekeeping and setting("HOUSEKEEPING_INTERVAL") is not None
+        self.housekeeping_interval = duration("HOUSEKEEPING_INTERVAL").total_seconds() if housekeeping else 0
+        self._next_purge = 0.0
 
     # --- one batch -------------------------------------------------------------------------
     def relay_batch(self) -> int:
@@ -280,6 +286,8 @@ class OutboxRelay:
         while not self.stopper.stopping:
             drop_broken_db_connections()
             self._move_scheduled()  # needs no broker: due messages wait in the outbox meanwhile
+            if not once:
+                self._housekeep()
             try:
                 self._ensure_broker()
                 # LISTEN before claiming: a row committed after the claim's snapshot notifies.
@@ -322,6 +330,22 @@ class OutboxRelay:
                     return
         except (DatabaseError, InterfaceError) as exc:  # a lost database: the claim below backs off
             logger.warning("scheduled messages not moved, again in %.1fs: %s", self.poll_interval, exc)
+
+    def _housekeep(self) -> None:
+        """Purge what is past its retention, once every HOUSEKEEPING_INTERVAL (several relays may:
+        the purge skips what another holds)."""
+        now = time.monotonic()
+        if not self.housekeeping_interval or now < self._next_purge:
+            return
+        self._next_purge = now + self.housekeeping_interval
+        try:
+            purged = messages_purge()
+        except (DatabaseError, InterfaceError) as exc:  # a lost database: the claim below backs off
+            logger.warning("housekeeping failed, again in %ds: %s", self.housekeeping_interval, exc)
+            return
+        for table in ("outbox", "inbox", "event_log", "dead_letters"):
+            metrics.PURGED.labels(table).inc(getattr(purged, table))
+        logger.info("purged past their retention: %s", purged)
 
     def _wait_for_rows(self) -> None:
         """Idle until a notification or the next poll, reading the broker's heartbeats meanwhile."""
@@ -376,9 +400,9 @@ def run_pipelines(count: int, *, batch_size: int | None, stopper: Stopper, once:
         return OutboxRelay(batch_size=batch_size, stopper=stopper).run(once=once)
     codes: list[int] = []
 
-    def pipeline() -> None:
-        try:
-            codes.append(OutboxRelay(batch_size=batch_size, stopper=stopper).run(once=once))
+    def pipeline(n: int) -> None:
+        try:  # one pipeline keeps house
+            codes.append(OutboxRelay(batch_size=batch_size, stopper=stopper, housekeeping=n == 0).run(once=once))
         except BaseException:
             # A pipeline that died stops the others: the process exits 1 and is restarted whole,
             # instead of running on at part of its capacity.
@@ -389,7 +413,7 @@ def run_pipelines(count: int, *, batch_size: int | None, stopper: Stopper, once:
             connections.close_all()
 
     # Daemon threads: a second signal (SystemExit in the main thread) ends the process at once.
-    threads = [threading.Thread(target=pipeline, name=f"relay-{n}", daemon=True) for n in range(count)]
+    threads = [threading.Thread(target=pipeline, args=(n,), name=f"relay-{n}", daemon=True) for n in range(count)]
     for thread in threads:
         thread.start()
     for thread in threads:

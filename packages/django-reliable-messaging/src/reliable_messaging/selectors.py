@@ -13,7 +13,6 @@ from reliable_messaging.models import DeadLetter, EventLogEntry, InboxMessage, O
 from reliable_messaging.registry import local_consumers
 from reliable_messaging.timeline import DeadLetterMark, Handling, TimelineEntry
 
-
 # The most entries one timeline shows: whatever is published under a correlation id (a flood of
 # forgeries naming it), the pages built on it stay small and quick.
 TIMELINE_LIMIT = 200

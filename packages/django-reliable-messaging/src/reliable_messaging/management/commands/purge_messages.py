@@ -5,10 +5,10 @@ from reliable_messaging.housekeeping import messages_purge
 
 class Command(BaseCommand):
     help = (
-        "Delete published outbox rows, inbox rows and event-log rows past their retention "
-        "(OUTBOX_RETENTION, INBOX_RETENTION, EVENT_LOG_RETENTION). Never a pending or parked row."
+        "Delete published outbox rows, inbox rows, event-log rows and dead letters past their retention "
+        "(OUTBOX_RETENTION, INBOX_RETENTION, EVENT_LOG_RETENTION, DEAD_LETTER_RETENTION, "
+        "REPLAYED_DEAD_LETTER_RETENTION). Never a pending or parked row. The relay does it every HOUSEKEEPING_INTERVAL."
     )
 
     def handle(self, *args, **options):
-        result = messages_purge()
-        self.stdout.write(f"deleted: outbox {result.outbox}, inbox {result.inbox}, event log {result.event_log}")
+        self.stdout.write(f"deleted: {messages_purge()}")
