@@ -326,9 +326,11 @@ MESSAGING = {
 CURRENCY = env.str("CURRENCY", default="USD")
 SAGA_TIMEOUT = parse_duration(env.str("SAGA_TIMEOUT", default="300"))
 # The orchestrator's deadline per step: a step with no reply in ORCHESTRATOR_STEP_TIMEOUT is sent
-# again with the same key, ORCHESTRATOR_STEP_ATTEMPTS times in all, then compensated. Longer than
-# a charge's own retries (GATEWAY_CHARGE_ATTEMPTS), so a slow gateway is waited for, not doubted.
-ORCHESTRATOR_STEP_TIMEOUT = parse_duration(env.str("ORCHESTRATOR_STEP_TIMEOUT", default="120"))
+# again with the same key, ORCHESTRATOR_STEP_ATTEMPTS times in all, then compensated. 95 s: longer
+# than a charge's own retries (GATEWAY_CHARGE_ATTEMPTS, about 90 s), so a slow gateway is waited
+# for, not doubted; three sends (285 s) within SAGA_TIMEOUT, so the orchestrator's give-up runs
+# before orders' deadline (orchestrator.W001 warns of settings where it would not).
+ORCHESTRATOR_STEP_TIMEOUT = parse_duration(env.str("ORCHESTRATOR_STEP_TIMEOUT", default="95"))
 ORCHESTRATOR_STEP_ATTEMPTS = env.int("ORCHESTRATOR_STEP_ATTEMPTS", default=3)
 IDEMPOTENCY_KEY_TTL = parse_duration(env.str("IDEMPOTENCY_KEY_TTL", default="24h"))
 # How long a checkout waits for a concurrent one with the same key to finish, then 409.

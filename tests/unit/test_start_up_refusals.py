@@ -12,7 +12,8 @@ BASE_DIR = Path(__file__).resolve().parents[2]
 
 
 def check(**environ: str) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if k not in ("SAGA_STYLE", "ORCHESTRATOR", "EVENT_VERSIONS")}
+    ours = ("SAGA_STYLE", "ORCHESTRATOR", "EVENT_VERSIONS", "SAGA_TIMEOUT", "ORCHESTRATOR_STEP_TIMEOUT")
+    env = {k: v for k, v in os.environ.items() if k not in ours}
     return subprocess.run(
         [sys.executable, "manage.py", "check"],
         cwd=BASE_DIR,
@@ -42,3 +43,14 @@ def test_orchestration_with_the_order_created_event_pinned_to_v1_is_refused():
 def test_the_combinations_that_work_start(environ):
     done = check(**environ)
     assert done.returncode == 0, done.stderr
+
+
+def test_the_default_step_deadlines_fit_in_the_saga_deadline_and_others_are_warned_of():
+    assert "orchestrator.W001" not in check(ORCHESTRATOR="1").stderr
+    warned = check(ORCHESTRATOR="1", ORCHESTRATOR_STEP_TIMEOUT="120")
+    assert warned.returncode == 0  # a warning: a test's short saga deadline still runs
+    assert (
+        "(orchestrator.W001) ORCHESTRATOR_STEP_TIMEOUT x ORCHESTRATOR_STEP_ATTEMPTS (360 s) is not under "
+        "SAGA_TIMEOUT (300 s): orders' deadline fails an unanswered order before the orchestrator gives its step "
+        "up and compensates"
+    ) in warned.stderr
