@@ -20,12 +20,14 @@ from reliable_messaging.edge import MAX_COUNT, clamped_count
 from reliable_messaging.envelope import ATTEMPT_HEADER, Envelope
 from reliable_messaging.masking import mask_sensitive
 from reliable_messaging.models import DeadLetter, InboxMessage
+from reliable_messaging.producers import producer_refusal
 from reliable_messaging.publisher import BatchPublisher
 
 logger = logging.getLogger(__name__)
 
-# Broker properties worth keeping (the headers are kept apart).
-_KEPT_PROPERTIES = ("message_id", "correlation_id", "content_type", "content_encoding", "delivery_mode")
+# Broker properties worth keeping (the headers are kept apart). ``user_id`` is the producer
+# RabbitMQ validated on the delivery that was dead-lettered: a replay is checked against it.
+_KEPT_PROPERTIES = ("message_id", "correlation_id", "content_type", "content_encoding", "delivery_mode", "user_id")
 
 
 def dead_letter_record(
@@ -162,8 +164,27 @@ def _replay_message_id(letter: DeadLetter, new_id: bool) -> str:
     return str(uuid.uuid5(uuid.NAMESPACE_URL, f"dead-letter:{letter.pk}:{letter.message_id}:{letter.replay_count}"))
 
 
+def recorded_producer(letter: DeadLetter) -> str | None:
+    """The broker user that published the dead-lettered delivery, as RabbitMQ validated it;
+    None when it had none or none was recorded (a row stored without its properties, or older)."""
+    return letter.properties.get("user_id") or None
+
+
+def _producer_refused(letter: DeadLetter) -> str | None:
+    """Why replaying ``letter`` would pass off a producer its consumer does not accept, if so.
+
+    A replay goes out under this deployment's own broker user, which the consumer's producer
+    check accepts: so the check is made here, on the producer recorded when it was dead-lettered
+    (a message forged into the queue, its delay queue or its dead-letter queue fails it)."""
+    if refusal := producer_refusal(letter.event_type, recorded_producer(letter)):
+        return f"its producer is not accepted: {refusal} (recorded when it was dead-lettered)"
+    return None
+
+
 def _replay_note(letter: DeadLetter, message_id: str, new_id: bool) -> str | None:
     """Why a replay would do nothing or might do something twice, if so."""
+    if refused := _producer_refused(letter):
+        return refused
     if not message_id:
         return "it has no message_id, so it cannot be deduplicated: replay it with --new-id"
     if new_id:

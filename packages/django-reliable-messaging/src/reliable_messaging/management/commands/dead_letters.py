@@ -8,6 +8,7 @@ from reliable_messaging.dead_letters import (
     dead_letter_replay,
     dead_letter_replay_all,
     dead_letters_list,
+    recorded_producer,
 )
 from reliable_messaging.masking import mask_sensitive, mask_text
 from reliable_messaging.models import DeadLetter
@@ -65,7 +66,11 @@ class Command(BaseCommand):
         )
         show = actions.add_parser("show", help="everything about one dead letter")
         show.add_argument("id", type=int)
-        replay = actions.add_parser("replay", help="republish to the original consumer only")
+        replay = actions.add_parser(
+            "replay",
+            help="republish to the original consumer only; with BROKER_PRODUCERS, only a dead letter whose "
+            "recorded producer (user_id) owns its event type or is this deployment's user",
+        )
         replay.add_argument("ids", nargs="*", type=int, metavar="ID")
         replay.add_argument("--all", action="store_true", help="every dead letter not replayed since it failed")
         replay.add_argument("--consumer", choices=consumers(), help="with --all: only this consumer's")
@@ -99,6 +104,7 @@ class Command(BaseCommand):
             "message_id": letter.message_id or "-",
             "event_type": letter.event_type,
             "routing_key": letter.routing_key,
+            "producer": recorded_producer(letter) or "-",  # the AMQP user_id RabbitMQ delivered it with
             "correlation_id": letter.correlation_id,
             "reason": letter.reason,
             "error": mask_text(letter.error),
