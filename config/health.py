@@ -7,7 +7,7 @@ Each dependency gets one short attempt: a probe must answer well inside its own 
 import logging
 
 from drf_spectacular.utils import OpenApiExample, extend_schema, inline_serializer
-from reliable_messaging.operator import broker_reachable, database_reachable
+from reliable_messaging.operator import broker_reachable, database_reachable, unmigrated_apps
 from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -33,7 +33,7 @@ class HealthApi(APIView):
 _Readiness = inline_serializer(
     "Readiness",
     {
-        "database": serializers.ChoiceField(choices=["ok", "down"]),
+        "database": serializers.ChoiceField(choices=["ok", "down", "unmigrated"]),
         "broker": serializers.ChoiceField(choices=["ok", "down"]),
     },
 )
@@ -46,7 +46,10 @@ class ReadinessApi(APIView):
         tags=["operations"],
         operation_id="readyz",
         summary="Readiness: database and broker reachable",
-        description="200 when both are reachable, else 503. Each is tried once, with a short timeout.",
+        description=(
+            "200 when both are reachable, else 503. Each is tried once, with a short timeout. The database "
+            "is `unmigrated` while migrations of this deployment's apps are missing (run prepare_deployment)."
+        ),
         responses={200: _Readiness, 503: _Readiness},
         examples=[
             OpenApiExample("Ready", value={"database": "ok", "broker": "ok"}, status_codes=["200"]),
@@ -55,7 +58,7 @@ class ReadinessApi(APIView):
     )
     def get(self, request):
         body = {
-            "database": "ok" if database_reachable() else "down",
+            "database": ("unmigrated" if unmigrated_apps() else "ok") if database_reachable() else "down",
             "broker": "ok" if broker_reachable(timeout=BROKER_TIMEOUT) else "down",
         }
         return Response(body, status=200 if set(body.values()) == {"ok"} else 503)

@@ -283,6 +283,8 @@ MESSAGING = {
     # context that follows the saga hears its events and never answers (shipping, startcontext's).
     "EVENT_KINDS": ("step", "outcome", "failure", "compensation"),
     "DECLARATION_KEYS": {"follows": False},
+    # What a worker on a database missing its migrations tells the operator to run.
+    "SETUP_COMMAND": "prepare_deployment",
     "PRODUCERS": BROKER_PRODUCERS,
     # This deployment's own broker user: its retries and replays carry it.
     "BROKER_USER": unquote(urlsplit(BROKER_URL.split(";")[0]).username or "") if not _EMBEDDED_BROKER else "",

@@ -3,7 +3,7 @@ import logging
 from django.conf import settings
 from django.core.management.base import BaseCommand
 from django.db import DatabaseError, connection
-from reliable_messaging.api import Stopper, serve_metrics, use_dedicated_connections
+from reliable_messaging.api import Stopper, refuse_unmigrated_database, serve_metrics, use_dedicated_connections
 
 from orders.services.checkout import checkout_keys_purge
 from orders.services.saga import orders_expire
@@ -24,6 +24,7 @@ class Command(BaseCommand):
         # No workers' session limits: it never waits on anything outside the database inside a
         # transaction, and its purge of expired keys may be one long statement after downtime.
         use_dedicated_connections(session_limits=False)
+        refuse_unmigrated_database()
         # Timeouts are counted here: orders_saga_outcomes_total{reason="timeout"}.
         serve_metrics(metrics_port, variable="DEADLINE_METRICS_PORT")
         stopper = Stopper().install()

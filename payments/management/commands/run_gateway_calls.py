@@ -2,7 +2,7 @@ import signal
 import threading
 
 from django.core.management.base import BaseCommand
-from reliable_messaging.api import use_dedicated_connections
+from reliable_messaging.api import refuse_unmigrated_database, use_dedicated_connections
 
 from payments.gateway_calls import run, run_due_calls
 
@@ -15,6 +15,7 @@ class Command(BaseCommand):
 
     def handle(self, *args, **options):
         use_dedicated_connections()  # one connection, with the workers' session limits
+        refuse_unmigrated_database()
         if options["once"]:
             self.stdout.write(f"gateway calls: {run_due_calls()} made")
             return

@@ -23,7 +23,13 @@ from reliable_messaging.bulk import Turn, in_bulk, in_turn
 from reliable_messaging.dispatch import InvalidPayload, TransientError
 from reliable_messaging.envelope import IncomingEvent
 from reliable_messaging.faults import fault_point
-from reliable_messaging.lifecycle import DATABASE_BACKOFF_MAX, Backoff, Stopper, use_dedicated_connections
+from reliable_messaging.lifecycle import (
+    DATABASE_BACKOFF_MAX,
+    Backoff,
+    Stopper,
+    refuse_unmigrated_database,
+    use_dedicated_connections,
+)
 from reliable_messaging.outbox import (
     OutsideTransactionError,
     UnpublishableEvent,
@@ -68,4 +74,5 @@ __all__ = [
     "serve_metrics",
     "update_rows",
     "use_dedicated_connections",
+    "refuse_unmigrated_database",
 ]

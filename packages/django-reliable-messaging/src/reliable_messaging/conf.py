@@ -61,6 +61,8 @@ DEFAULTS = {
     "REPLAYED_DEAD_LETTER_RETENTION": timedelta(days=7),
     # how often the relay purges by the retentions (None: never; a cron runs purge_messages)
     "HOUSEKEEPING_INTERVAL": timedelta(minutes=10),
+    # the command a worker names when it refuses a database its apps' migrations are missing from
+    "SETUP_COMMAND": "migrate",
     # PostgreSQL session limits (seconds) of the relay's and consumers' connections
     "WORKER_DATABASE_TIMEOUTS": {},
     # context name -> the DATABASE_URL of the deployment that hosts it (the commands an operator

@@ -4,6 +4,7 @@ failure was an outage: one short attempt each (the broker: per node), never a re
 import logging
 
 from django.db import DatabaseError, connection
+from django.db.migrations.executor import MigrationExecutor
 from kombu import Connection
 
 from reliable_messaging import broker, filesystem_transport
@@ -27,6 +28,23 @@ def database_reachable() -> bool:
         logger.warning("database unreachable: %s", exc)
         connection.close()
         return False
+
+
+_all_applied = False  # once true, true for this process: migrations are never unapplied under it
+
+
+def unmigrated_apps() -> list[str]:
+    """The installed apps with migrations not applied to the default database (a DatabaseError if
+    it cannot be read)."""
+    global _all_applied
+    if _all_applied:
+        return []
+    executor = MigrationExecutor(connection)
+    missing = sorted(
+        {migration.app_label for migration, _ in executor.migration_plan(executor.loader.graph.leaf_nodes())}
+    )
+    _all_applied = not missing
+    return missing
 
 
 def _embedded_broker_writable() -> bool:

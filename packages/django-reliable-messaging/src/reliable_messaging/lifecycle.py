@@ -9,10 +9,12 @@ import random
 import signal
 import time
 
-from django.db import InterfaceError, InternalError, OperationalError, connections
+from django.core.management.base import CommandError
+from django.db import DatabaseError, InterfaceError, InternalError, OperationalError, connections
 
 from reliable_messaging.conf import setting
 from reliable_messaging.db_errors import READ_ONLY_SQL_TRANSACTION, sqlstate_of
+from reliable_messaging.health import unmigrated_apps
 from reliable_messaging.session_timeouts import apply_session_timeouts
 
 logger = logging.getLogger(__name__)
@@ -126,3 +128,18 @@ def use_dedicated_connections(*, session_limits: bool = True) -> None:
         connections.settings[alias].get("OPTIONS", {}).pop("pool", None)
     if session_limits:
         apply_session_timeouts(setting("WORKER_DATABASE_TIMEOUTS"))
+
+
+def refuse_unmigrated_database() -> None:
+    """A worker whose apps' tables are missing would dead-letter every message it takes (a missing
+    table is no outage): it refuses to start, naming the command that prepares the deployment. A
+    database it cannot read yet is the worker's own backoff's to wait for."""
+    try:
+        missing = unmigrated_apps()
+    except DatabaseError:
+        return
+    if missing:
+        raise CommandError(
+            f"the database lacks migrations of {', '.join(missing)}: run `python manage.py "
+            f"{setting('SETUP_COMMAND')}` for this deployment first"
+        )

@@ -7,7 +7,7 @@
   handled each entry yet, and ``command_in_deployment`` the command to run where a consumer lives;
 - ``outbox_backlog`` (and its history), ``scheduled_backlog``, ``dead_letter_counts`` (by state),
   ``oldest_waiting_dead_letters``, ``local_consumers``, ``system_consumers`` (every queue's,
-  hosted here or not), ``broker_reachable`` and ``database_reachable``;
+  hosted here or not), ``broker_reachable``, ``database_reachable`` and ``unmigrated_apps``;
 - ``installed_contexts``, ``context_names`` and ``event_kind`` read the contexts' declarations
   (the swimlane's lanes and colours);
 - ``mask_sensitive`` / ``mask_text`` hide sensitive fields (``SENSITIVE_FIELDS``);
@@ -21,7 +21,7 @@
 from reliable_messaging.admin_base import ReadOnlyAdmin
 from reliable_messaging.declarations import event_kind, installed, names
 from reliable_messaging.diagnosis import command_in_deployment, timeline_waiting, yet_to_handle
-from reliable_messaging.health import broker_reachable, database_reachable
+from reliable_messaging.health import broker_reachable, database_reachable, unmigrated_apps
 from reliable_messaging.links import register_correlation_link
 from reliable_messaging.masking import mask_sensitive, mask_text
 from reliable_messaging.registry import local_consumers
@@ -83,6 +83,7 @@ __all__ = [
     "command_in_deployment",
     "context_names",
     "database_reachable",
+    "unmigrated_apps",
     "dead_letter_counts",
     "dead_letter_counts_by_state",
     "event_kind",

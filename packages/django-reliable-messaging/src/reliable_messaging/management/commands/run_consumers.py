@@ -2,7 +2,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from reliable_messaging.consumer import ConsumerWorker
 from reliable_messaging.declarations import hosted_names
-from reliable_messaging.lifecycle import Stopper, use_dedicated_connections
+from reliable_messaging.lifecycle import Stopper, refuse_unmigrated_database, use_dedicated_connections
 from reliable_messaging.logs import log_to_stderr_unless_configured
 from reliable_messaging.registry import local_consumers
 from reliable_messaging.serve_metrics import serve_metrics
@@ -51,6 +51,7 @@ class Command(BaseCommand):
                 + (f" besides {', '.join(excluded)}" if excluded else "")
             )
         use_dedicated_connections()
+        refuse_unmigrated_database()
         # The Procfile's two consumer processes take their ports from two variables: the one
         # that names the event log's consumer, and the one that takes the others.
         variable = "ORDERS_CONSUMERS_METRICS_PORT" if EVENT_LOG_CONSUMER in consumers else "CONSUMERS_METRICS_PORT"

@@ -1,7 +1,7 @@
 from django.core.management.base import BaseCommand
 
 from reliable_messaging.conf import setting
-from reliable_messaging.lifecycle import Stopper, use_dedicated_connections
+from reliable_messaging.lifecycle import Stopper, refuse_unmigrated_database, use_dedicated_connections
 from reliable_messaging.logs import log_to_stderr_unless_configured
 from reliable_messaging.relay import run_pipelines
 from reliable_messaging.serve_metrics import serve_metrics
@@ -21,6 +21,7 @@ class Command(BaseCommand):
     def handle(self, *args, batch_size=None, pipelines=None, once=False, metrics_port=None, **options):
         log_to_stderr_unless_configured(options["verbosity"])
         use_dedicated_connections()
+        refuse_unmigrated_database()
         serve_metrics(metrics_port, variable="RELAY_METRICS_PORT")
         count = max(1, pipelines or setting("RELAY_PIPELINES"))
         code = run_pipelines(count, batch_size=batch_size, stopper=Stopper().install(), once=once)
