@@ -122,3 +122,17 @@ def test_processes_declaring_at_once_on_a_new_broker_folder_keep_every_binding(t
         with connect(root) as connection:
             table = connection.default_channel.get_table(EXCHANGE.name)
         assert sorted(row.queue for row in table) == names, f"round {round_}"
+
+
+def test_an_unbound_key_reaches_the_queue_no_more_in_any_process(root):
+    with connect(root) as first:
+        for key in ("a.b.c", "a.b.d"):
+            Queue("archive", EXCHANGE, routing_key=key)(first.default_channel).declare()
+        first.default_channel.queue_unbind("archive", exchange="events", routing_key="a.b.c")
+    with connect(root) as second:  # another process: it reads the bindings from the files
+        producer = second.Producer()
+        for key in ("a.b.c", "a.b.d"):
+            producer.publish({"key": key}, exchange=EXCHANGE, routing_key=key)
+        got = Queue("archive", EXCHANGE, routing_key="a.b.d")(second.default_channel).get(no_ack=True)
+        assert got.payload == {"key": "a.b.d"}
+        assert Queue("archive", EXCHANGE, routing_key="a.b.d")(second.default_channel).get(no_ack=True) is None

@@ -232,6 +232,25 @@ def declare_queues() -> list[str]:
     return [queue_name(c) for c in (local_consumers() if setting("PRODUCERS") else queue_bindings())]
 
 
+def unbind_queue(consumer: str, routing_keys) -> bool:
+    """Unbind ``consumer``'s queue from the exchange, one key after another: a consumer no deployment
+    runs any more stops receiving events, and what its queue holds stays for an operator to read
+    or purge. False when the queue does not exist. ``ConnectionError`` when the broker cannot be reached."""
+    try:
+        with connect() as connection:
+            connect_to_a_node(connection)
+            channel = connection.channel()
+            try:
+                channel.queue_declare(queue=queue_name(consumer), passive=True)
+            except connection.channel_errors:  # never declared: nothing routes to it
+                return False
+            for key in routing_keys:
+                channel.queue_unbind(queue=queue_name(consumer), exchange=exchange_name(), routing_key=key)
+    except (OSError, OperationalError) as exc:
+        raise ConnectionError(str(exc) or type(exc).__name__) from exc
+    return True
+
+
 def drop(connection) -> None:
     """Abandon a connection after an error: close its socket without the AMQP close handshake.
 

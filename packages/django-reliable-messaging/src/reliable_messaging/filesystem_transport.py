@@ -54,18 +54,29 @@ class Channel(filesystem.Channel):
             raise ChannelError(f"Cannot add file {final!r} to directory") from exc
 
     def _queue_bind(self, exchange, routing_key, pattern, queue):
+        binding = filesystem.exchange_queue_t(routing_key or "", pattern or "", queue or "")
+        self._change_table(exchange, lambda table: table if binding in table else [binding, *table])
+
+    def queue_unbind(self, queue, exchange=None, routing_key="", arguments=None, **kwargs):
+        """Out of the exchange's file: kombu's own unbind edits only a copy it read."""
+        self.state.binding_delete(queue, exchange, routing_key)
+        self._change_table(
+            exchange, lambda table: [r for r in table if (r.routing_key, r.queue) != (routing_key, queue)]
+        )
+
+    def _change_table(self, exchange, change) -> None:
+        """Rewrite the exchange's bindings file as ``change(bindings)``, under its lock."""
         table_file = self._exchange_file(exchange)
         self.control_folder.mkdir(exist_ok=True)
-        binding = filesystem.exchange_queue_t(routing_key or "", pattern or "", queue or "")
         try:
             with open(os.open(table_file, os.O_RDWR | os.O_CREAT, 0o644), "r+b", buffering=0) as file:
                 filesystem.lock(file, filesystem.LOCK_EX)
                 try:
                     table = _bindings(file.read())
-                    if binding not in table:
-                        table.insert(0, binding)
+                    changed = change(table)
+                    if changed != table:
                         file.seek(0)
-                        file.write(dumps(table).encode())
+                        file.write(dumps(changed).encode())
                         file.truncate()
                 finally:
                     filesystem.unlock(file)

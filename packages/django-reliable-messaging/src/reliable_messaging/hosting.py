@@ -61,6 +61,13 @@ def declare_queues() -> list[str]:
     return broker.declare_queues()
 
 
+def unbind_queue(consumer: str, routing_keys) -> bool:
+    """Stop routing events to a consumer no deployment runs any more (``broker.unbind_queue``)."""
+    from reliable_messaging import broker
+
+    return broker.unbind_queue(consumer, routing_keys)
+
+
 def broker_connection() -> "Connection":
     """A new, not yet connected, kombu connection to the bus's broker, opened as its workers open
     theirs (``BROKER_URL``'s nodes in turn, or the embedded broker's folders)."""
@@ -104,6 +111,7 @@ __all__ = [
     # The broker: a deployment declares its queues before it takes traffic.
     "broker_connection",
     "declare_queues",
+    "unbind_queue",
     # PostgreSQL: the web process keeps the workers' session limits and maps the same SQLSTATEs.
     "LOCK_NOT_AVAILABLE",
     "READ_ONLY_SQL_TRANSACTION",
