@@ -7,6 +7,7 @@ them only in a deployment that hosts orders.
 import uuid
 from datetime import datetime, timedelta
 
+from django.conf import settings
 from django.urls import reverse
 from django.utils.safestring import mark_safe
 from prometheus_client.core import GaugeMetricFamily
@@ -40,6 +41,11 @@ def pending_order_gauges():
         "orders_oldest_pending_age_seconds",
         "Age of the oldest PENDING order (0 when none).",
         value=pending.oldest_age,
+    )
+    yield GaugeMetricFamily(
+        "orders_saga_timeout_seconds",
+        "SAGA_TIMEOUT: how long an order may stay PENDING before the deadline loop fails it.",
+        value=settings.SAGA_TIMEOUT,
     )
 
 

@@ -78,6 +78,7 @@ def test_metrics_reads_backlog_dead_letters_and_pending_orders_from_the_database
     }
     assert (got[("orders_pending", ())], got[("orders_pending_stuck", ())]) == (2, 1)
     assert 300 <= got[("orders_oldest_pending_age_seconds", ())] < 330
+    assert got[("orders_saga_timeout_seconds", ())] == 300  # the alert's deadline, as configured
     # The saga outcome metrics are registered in the web process too (cancellations happen here).
     names = {family.name for family in text_string_to_metric_families(response.content.decode())}
     assert {"orders_saga_outcomes", "orders_checkout_to_terminal_seconds"} <= names
@@ -98,8 +99,10 @@ def test_metrics_says_whether_the_gateway_worker_keeps_up():
     payment(status.REFUNDING, -5)
     payment(status.CHARGED, None)
     payment(status.DECLINED, None)
+    Payment.objects.filter(status=status.REFUNDING).update(call_error="the gateway refused the call (400)")
 
     got = samples(Client().get("/metrics").content.decode())
+    assert got[("payments_gateway_calls_failing", ())] == 1  # its last try failed: call_error says why
 
     in_flight = {labels: value for (name, labels), value in got.items() if name == "payments_gateway_calls_in_flight"}
     assert in_flight == {(("kind", "charge"),): 2, (("kind", "refund"),): 1}
