@@ -24,9 +24,9 @@ class Command(BaseCommand):
         # No workers' session limits: it never waits on anything outside the database inside a
         # transaction, and its purge of expired keys may be one long statement after downtime.
         use_dedicated_connections(session_limits=False)
-        refuse_unmigrated_database()
         # Timeouts are counted here: orders_saga_outcomes_total{reason="timeout"}.
         serve_metrics(metrics_port, variable="DEADLINE_METRICS_PORT")
+        refuse_unmigrated_database()
         stopper = Stopper().install()
         interval = min(settings.SAGA_TIMEOUT, 5.0)
         while True:

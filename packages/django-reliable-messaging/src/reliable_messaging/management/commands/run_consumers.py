@@ -51,11 +51,11 @@ class Command(BaseCommand):
                 + (f" besides {', '.join(excluded)}" if excluded else "")
             )
         use_dedicated_connections()
-        refuse_unmigrated_database()
         # The Procfile's two consumer processes take their ports from two variables: the one
         # that names the event log's consumer, and the one that takes the others.
         variable = "ORDERS_CONSUMERS_METRICS_PORT" if EVENT_LOG_CONSUMER in consumers else "CONSUMERS_METRICS_PORT"
         serve_metrics(metrics_port, variable=variable)
+        refuse_unmigrated_database()
         worker = ConsumerWorker(chosen, stopper=Stopper().install())
         code = worker.run(once=once)
         if code:

@@ -21,8 +21,8 @@ class Command(BaseCommand):
     def handle(self, *args, batch_size=None, pipelines=None, once=False, metrics_port=None, **options):
         log_to_stderr_unless_configured(options["verbosity"])
         use_dedicated_connections()
-        refuse_unmigrated_database()
         serve_metrics(metrics_port, variable="RELAY_METRICS_PORT")
+        refuse_unmigrated_database()
         count = max(1, pipelines or setting("RELAY_PIPELINES"))
         code = run_pipelines(count, batch_size=batch_size, stopper=Stopper().install(), once=once)
         if code:
