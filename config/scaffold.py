@@ -181,6 +181,8 @@ class Received(models.Model):
     class Meta:
         db_table = "{request.name}_received"
         ordering = ["-received_at"]
+        verbose_name = "message received"
+        verbose_name_plural = "messages received"
 
     def __str__(self) -> str:
         return f"{{self.event_type}} {{self.message_id}}"

@@ -5,6 +5,7 @@ deployment's database."""
 from django.conf import settings
 from django.contrib import admin
 from django.urls import include, path
+from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 from reliable_messaging.hosting import hosted
 
@@ -29,7 +30,10 @@ urlpatterns = [
     path("favicon.ico", favicon_view, name="favicon"),
 ]
 
-if apis := [d.urls for d in hosted() if d.urls]:
+apis = [d.urls for d in hosted() if d.urls]
+# "/" is no page of its own: the API's docs where the API is served, else the operators' console.
+urlpatterns.append(path("", RedirectView.as_view(url="/api/docs/" if apis else "/admin/overview/"), name="home"))
+if apis:
     urlpatterns += [
         path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
         # Its init script served apart from the page, so the CSP needs no inline script.

@@ -2,6 +2,7 @@
 fifth context; two existing files change besides the generated documents, the lint and the
 import contracts pass, and the tiers run there, unchanged, with it installed."""
 
+import json
 import sys
 
 import pytest
@@ -34,6 +35,8 @@ def test_startcontext_installs_a_working_context_changing_two_files(tree, tmp_pa
     assert all(f.startswith(f"{NAME}/") for f in added if not f.startswith("docs/"))
     own = ["context.toml", "migrations/0001_initial.py", "invariants.py", f"tests/integration/test_{NAME}.py"]
     assert {f"{NAME}/{f}" for f in own} <= set(added)
+    # its admin lists "messages received", not "Receiveds"
+    assert "'verbose_name_plural': 'messages received'" in (tree / NAME / "migrations" / "0001_initial.py").read_text()
     assert f"{NAME}.customer.notified.v1" in (tree / "docs" / "asyncapi.yaml").read_text()
 
     for lint in (["ruff", "check", "."], ["ruff", "format", "--check", "."], ["lint-imports"]):
@@ -42,6 +45,20 @@ def test_startcontext_installs_a_working_context_changing_two_files(tree, tmp_pa
     # Its own schema check, as make test runs it: the snapshot was written with the context.
     frozen = run([python, "manage.py", "event_schemas"], tree, {**env, "ORCHESTRATOR": "1"})
     assert frozen.returncode == 0, frozen.stdout + frozen.stderr
+    # Its fields filled in, as the recipe says: refused against the placeholder's snapshot until
+    # the context is snapshotted afresh, as one not released yet.
+    schema_file = tree / NAME / "schemas" / f"{NAME}.customer.notified.v1.json"
+    schema = json.loads(schema_file.read_text())
+    schema["properties"]["channel"] = {"type": "string"}
+    schema["required"] = [*schema.get("required", []), "channel"]
+    schema_file.write_text(json.dumps(schema, indent=2))
+    frozen = run([python, "manage.py", "event_schemas"], tree, {**env, "ORCHESTRATOR": "1"})
+    assert frozen.returncode == 1 and "new required field(s) ['channel']" in frozen.stderr, frozen.stderr
+    fresh = run(
+        [python, "manage.py", "event_schemas", "--snapshot", "--unreleased", NAME], tree, {**env, "ORCHESTRATOR": "1"}
+    )
+    assert fresh.returncode == 0, fresh.stdout + fresh.stderr
+    assert run([python, "manage.py", "event_schemas"], tree, {**env, "ORCHESTRATOR": "1"}).returncode == 0
 
     # Unchanged tests, with the new context installed (its own vhost and test database).
     pytest_argv = [python, "scripts/with_test_services.py", str(tree / ".venv" / "bin" / "pytest"), *TIERS]
