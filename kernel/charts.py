@@ -128,8 +128,10 @@ def _x_labels(buckets: Sequence[datetime], left: float, step: float, y: float) -
     room = max(1, int(n * step // 70))
     every = next((k for k in (1, 2, 5, 10, 15, 20, 30, 60, 120, 240) if n / k <= room), math.ceil(n / room))
     out = [_text(4, y, "UTC", font_size=11, fill_opacity=0.7)] if buckets else []
+    shown = set()  # a last point at "now" shares its minute with the one before: one label for both
     for i, moment in enumerate(buckets):
-        if int(_utc(moment).timestamp() // spacing) % every == 0:
+        if int(_utc(moment).timestamp() // spacing) % every == 0 and _hhmm(moment) not in shown:
+            shown.add(_hhmm(moment))
             x = left + (i + 0.5) * step
             out.append(_el("line", x1=x, x2=x, y1=y - 16, y2=y - 12, stroke="currentColor", stroke_opacity=0.4))
             out.append(_text(x, y, _hhmm(moment), text_anchor="middle", font_size=11))

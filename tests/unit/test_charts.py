@@ -181,6 +181,14 @@ def test_time_labels_fall_on_round_minutes_in_utc():
     assert bars(buckets=paris) == bars()
 
 
+def test_a_last_point_at_now_in_a_round_minute_is_labelled_once():
+    # The outbox history's last point is "now", in the same minute as the point before it.
+    end = datetime(2025, 3, 1, 20, 40, tzinfo=UTC)
+    buckets = [end - timedelta(minutes=58 - i) for i in range(59)] + [end + timedelta(seconds=30)]
+    svg = line_chart(buckets=buckets, series={"backlog": [1] * 60}, colors={}, title="t")
+    assert re.findall(r">(\d\d:\d\d)</text>", svg) == ["19:50", "20:00", "20:10", "20:20", "20:30", "20:40"]
+
+
 def test_all_zero_data_draws_an_empty_axis_from_0_to_1():
     root = parse(bars(series={name: [0] * 60 for name in OUTCOMES}))
     assert marks(root) == []
