@@ -7,7 +7,7 @@ from prometheus_client.core import GaugeMetricFamily
 
 from kernel.operations import OrderPanel, register_database_gauges, register_order_panel
 from orchestrator.models import OrderSaga
-from orchestrator.selectors import saga_deadline, sagas_waiting
+from orchestrator.selectors import saga_deadline, sagas_waiting, step_keys_in_order
 from orchestrator.services import STEPS
 
 
@@ -18,6 +18,7 @@ def saga_panel(order_id: str) -> dict | None:
     step = STEPS.get(saga.status)
     return {
         "saga": saga,
+        "keys": step_keys_in_order(saga),
         "transitions": list(saga.transitions.order_by("version")),
         "waiting_for": step.command if step else "",
         "attempts": settings.ORCHESTRATOR_STEP_ATTEMPTS,

@@ -7,12 +7,18 @@ from django.db.models import Count, Min
 from reliable_messaging.api import scheduled_delivery_time
 
 from orchestrator.models import OrderSaga
-from orchestrator.services import ACTIVE
+from orchestrator.services import ACTIVE, STEPS
 
 
 def saga_deadline(saga: OrderSaga) -> datetime | None:
     """When the step waiting now is given up on or sent again (its scheduled deadline), if any."""
     return scheduled_delivery_time(saga.deadline_id) if saga.deadline_id else None
+
+
+def step_keys_in_order(saga: OrderSaga) -> list[tuple[str, str, str]]:
+    """(step, its command, its key), in the order the steps run: PostgreSQL keeps a JSON object's
+    keys in an order of its own."""
+    return [(step.key, step.command, saga.step_keys.get(step.key, "-")) for step in STEPS.values()]
 
 
 @dataclass(frozen=True)

@@ -3,6 +3,7 @@
 for the relay and RabbitMQ), payments' gateway worker makes the calls, the stand-in gateway keeps
 the ledger. The real processes are test_orchestrated_processes.py."""
 
+import re
 import uuid
 from datetime import timedelta
 from decimal import Decimal
@@ -355,9 +356,17 @@ def test_the_orders_page_shows_its_saga_state_version_keys_and_history(bus, admi
     ]
     assert "orchestrator.payment.refund" in page.split('id="saga-swimlane"')[1]  # the orchestrator's lane
 
+    keys = page.split('id="saga-keys"')[1].split("</table>")[0]
+    assert re.findall(r"<tr><td>(\w+)</td>", keys) == ["inventory", "payment", "shipping", "refund", "release"]
+
     own_page = admin_client.get(f"/admin/orchestrator/ordersaga/{saga.pk}/change/")
     assert own_page.status_code == 200
     assert "tok_" not in own_page.content.decode()  # never the payment token
+    steps = re.findall(r"<tr><td>(\w+)</td><td>orchestrator\.", own_page.content.decode())
+    assert steps == ["inventory", "payment", "shipping", "refund", "release"]  # in the order they run
+    listed = admin_client.get("/admin/orchestrator/ordersaga/").content.decode()
+    assert "Updated (UTC)" in listed
+    assert re.search(r'<td class="field-step_attempt">-</td>', listed)  # a finished saga waits for no step
 
     choreographed = place(bus, quantity=1, style=override_settings(SAGA_STYLE="choreography"))
     run_to_quiet(bus)
