@@ -15,7 +15,7 @@ from reliable_messaging.declarations import installed, names
 from reliable_messaging.models import EventLogEntry, InboxMessage, OutboxMessage
 from reliable_messaging.topology import subscribers_of
 
-from orders.models import StorefrontProduct
+from orders.models import Order, StorefrontProduct
 
 pytestmark = pytest.mark.django_db
 SVG = "{http://www.w3.org/2000/svg}"
@@ -155,3 +155,27 @@ def test_a_dead_lettered_handling_is_drawn_in_the_failing_consumers_lane(staff, 
     [mark] = events(svg)
     assert "saga-waiting" in mark["classes"]  # events and orders have not handled it either
     assert "not yet handled by events" in mark["title"]
+
+
+def test_an_ended_order_with_a_dead_letter_says_it_ended_not_that_it_waits(staff, order_id):
+    created = OutboxMessage.objects.get(correlation_id=order_id)
+    OutboxMessage.objects.filter(pk=created.pk).update(published_at=timezone.now())
+    for consumer in subscribers_of("orders.order.created"):
+        if consumer != "payments":
+            InboxMessage.objects.create(consumer=consumer, message_id=str(created.event_id))
+    dead_letter_record(
+        consumer="payments",
+        body=b"{}",
+        properties={"message_id": str(created.event_id), "correlation_id": order_id},
+        headers={"event_type": "orders.order.created"},
+        routing_key="orders.order.created",
+        reason="handler_error",
+        error="TransientError: gateway unavailable",
+    )
+    page = staff.get(f"/admin/orders/order/{order_id}/change/").content.decode()
+    assert "Waiting at 1 place" in page  # PENDING: the saga waits there
+
+    Order.objects.filter(pk=order_id).update(status=Order.Status.FAILED, failure_reason="timeout")
+    page = staff.get(f"/admin/orders/order/{order_id}/change/").content.decode()
+    assert "Waiting at" not in page
+    assert "The order has ended, but 1 message still needs an operator:" in page
