@@ -1,11 +1,11 @@
 """What the orchestrator shows operators: its saga's state on an orchestrated order's page, and
 gauges on ``/metrics`` (the sagas waiting, by state, and the longest wait)."""
 
-from django.conf import settings
 from django.utils import timezone
 from prometheus_client.core import GaugeMetricFamily
 
 from kernel.operations import OrderPanel, register_database_gauges, register_order_panel
+from orchestrator.conf import setting
 from orchestrator.models import OrderSaga
 from orchestrator.selectors import saga_deadline, sagas_waiting, step_keys_in_order
 from orchestrator.services import STEPS
@@ -21,7 +21,7 @@ def saga_panel(order_id: str) -> dict | None:
         "keys": step_keys_in_order(saga),
         "transitions": list(saga.transitions.order_by("version")),
         "waiting_for": step.command if step else "",
-        "attempts": settings.ORCHESTRATOR_STEP_ATTEMPTS,
+        "attempts": setting("ORCHESTRATOR_STEP_ATTEMPTS"),
         "deadline": saga_deadline(saga),
     }
 

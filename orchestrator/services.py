@@ -24,12 +24,12 @@ from dataclasses import dataclass
 from datetime import timedelta
 from decimal import Decimal
 
-from django.conf import settings
 from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 from reliable_messaging.api import TransientError, cancel_scheduled, publish
 
+from orchestrator.conf import setting
 from orchestrator.models import OrderSaga, SagaTransition
 
 logger = logging.getLogger(__name__)
@@ -141,7 +141,7 @@ def saga_step_deadline(*, order_id: uuid.UUID, step: str, attempt: int) -> None:
     if saga is None or saga.status != step or saga.attempt != attempt:
         return  # answered meanwhile, or an older attempt's deadline
     cause = f"{DEADLINE} (attempt {attempt})"
-    if STEPS[saga.status].compensation or attempt < settings.ORCHESTRATOR_STEP_ATTEMPTS:
+    if STEPS[saga.status].compensation or attempt < setting("ORCHESTRATOR_STEP_ATTEMPTS"):
         _move(saga, saga.status, cause=cause)  # the same command, the same key, one attempt more
         return
     undo, then = GIVE_UP[saga.status]
@@ -211,7 +211,7 @@ def _send_step(saga: OrderSaga, state: str, *, attempt: int, reason: str) -> uui
     """The step's command, then its deadline (scheduled); the deadline's id, to cancel it."""
     step = STEPS[state]
     _send(saga, step.command, key=step.key, reason=reason)
-    deliver_at = timezone.now() + timedelta(seconds=settings.ORCHESTRATOR_STEP_TIMEOUT)
+    deliver_at = timezone.now() + timedelta(seconds=setting("ORCHESTRATOR_STEP_TIMEOUT"))
     return publish(
         event_type=DEADLINE,
         aggregate_type="order_saga",

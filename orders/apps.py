@@ -1,5 +1,7 @@
 from django.apps import AppConfig
 
+from orders.conf import setting
+
 
 class OrdersConfig(AppConfig):
     name = "orders"
@@ -19,8 +21,9 @@ def refuse_orchestration_without_its_event() -> None:
     from django.conf import settings
     from django.core.exceptions import ImproperlyConfigured
 
-    pins = dict(item.strip().partition("=")[::2] for item in settings.MESSAGING["EVENT_VERSIONS"].split(",") if item)
-    if settings.SAGA_STYLE == "orchestration" and pins.get("orders.order.created", "").strip() == "1":
+    pinned = settings.MESSAGING.get("EVENT_VERSIONS", "")
+    pins = dict(item.strip().partition("=")[::2] for item in pinned.split(",") if item)
+    if setting("SAGA_STYLE") == "orchestration" and pins.get("orders.order.created", "").strip() == "1":
         raise ImproperlyConfigured(
             "SAGA_STYLE=orchestration needs orders.order.created v2 (v1 carries no saga style), "
             "but EVENT_VERSIONS pins it to v1: finish the rollout of v2 first, or keep the choreography"

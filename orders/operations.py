@@ -7,7 +7,6 @@ them only in a deployment that hosts orders.
 import uuid
 from datetime import datetime, timedelta
 
-from django.conf import settings
 from django.urls import reverse
 from django.utils.safestring import mark_safe
 from prometheus_client.core import GaugeMetricFamily
@@ -19,6 +18,7 @@ from kernel.operations import (
     register_database_gauges,
     register_overview_section,
 )
+from orders.conf import setting
 from orders.monitoring import (
     orders_pending_longer_than,
     orders_pending_summary,
@@ -45,7 +45,7 @@ def pending_order_gauges():
     yield GaugeMetricFamily(
         "orders_saga_timeout_seconds",
         "SAGA_TIMEOUT: how long an order may stay PENDING before the deadline loop fails it.",
-        value=settings.SAGA_TIMEOUT,
+        value=setting("SAGA_TIMEOUT"),
     )
 
 

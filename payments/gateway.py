@@ -8,7 +8,7 @@
   charged and then never answered, like a gateway that took the request and hung: the caller
   gives up after ``GATEWAY_TIMEOUT`` (``GatewayTimeout``) and a retry with the same key is
   answered from the gateway's idempotency store, as for ``tok_timeout``.
-- The caller waits at most ``settings.GATEWAY_TIMEOUT`` for an answer, as a real client's read
+- The caller waits at most ``setting("GATEWAY_TIMEOUT")`` for an answer, as a real client's read
   timeout: an answer later than that (``tok_slow`` with a longer delay, ``tok_hang``) is a
   ``GatewayTimeout`` after that long, the charge having been made on the gateway's side.
 - Every charge and refund carries an idempotency key: the same key returns the first result
@@ -29,9 +29,9 @@ import time
 from dataclasses import dataclass
 from decimal import Decimal
 
-from django.conf import settings
 from django.db import IntegrityError
 
+from payments.conf import setting
 from payments.models import GatewayOperation
 
 GATEWAY_DB = "gateway"
@@ -90,7 +90,7 @@ def slow_delay() -> float:
 
 def _answer_after(seconds: float) -> None:
     """The answer takes this long to reach the caller, who waits at most GATEWAY_TIMEOUT."""
-    timeout = settings.GATEWAY_TIMEOUT
+    timeout = setting("GATEWAY_TIMEOUT")
     if seconds <= timeout:
         time.sleep(seconds)
         return

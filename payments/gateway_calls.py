@@ -25,7 +25,6 @@ from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from decimal import Decimal
 
-from django.conf import settings
 from django.db import DatabaseError, connections, transaction
 from reliable_messaging.api import (
     DATABASE_BACKOFF_MAX,
@@ -37,6 +36,7 @@ from reliable_messaging.api import (
 )
 
 from payments import services
+from payments.conf import setting
 from payments.gateway import (
     GatewayError,
     GatewayResult,
@@ -83,7 +83,7 @@ class Answer:
 
 def lease_seconds() -> float:
     """Longer than any one call can take: GATEWAY_TIMEOUT bounds a whole call."""
-    return settings.GATEWAY_TIMEOUT + 5
+    return setting("GATEWAY_TIMEOUT") + 5
 
 
 def backoff(attempt: int) -> float:
@@ -95,7 +95,7 @@ def charge(call: Call) -> Answer:
     expected = {"order_id": str(call.order_id), "amount": call.amount, "currency": call.currency}
     if call.attempt > 1 and (found := gateway.find(key, kind="charge", **expected)) is not None:  # ask first
         return Answer(call, found)
-    if call.attempt > settings.GATEWAY_CHARGE_ATTEMPTS:  # and the gateway has nothing under the key
+    if call.attempt > setting("GATEWAY_CHARGE_ATTEMPTS"):  # and the gateway has nothing under the key
         return Answer(call, given_up=True)
     return Answer(call, gateway.charge(idempotency_key=key, token=call.token, **expected))
 
@@ -211,7 +211,7 @@ def run(stop: threading.Event, concurrency: int | None = None) -> None:
     """Claim, call, record, until ``stop``; then finish the calls in the air (each bounded by
     GATEWAY_TIMEOUT) and record them. The loop sleeps until a call is answered, a new one is
     recorded due (payments.wakeup) or POLL_SECONDS pass (a retry's time, an expired lease)."""
-    concurrency = concurrency or settings.GATEWAY_CONCURRENCY
+    concurrency = concurrency or setting("GATEWAY_CONCURRENCY")
     in_air: set[Future] = set()
     wake = threading.Event()
     if DueCallListener.enabled():

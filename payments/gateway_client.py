@@ -29,7 +29,6 @@ from decimal import Decimal
 
 import requests
 import urllib3
-from django.conf import settings
 from requests.adapters import HTTPAdapter
 from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
@@ -37,6 +36,7 @@ from urllib3.exceptions import ConnectTimeoutError, NewConnectionError
 from urllib3.util.retry import Retry
 
 from payments import gateway as stand_in
+from payments.conf import setting
 from payments.gateway import (
     ChargeNotRefundable,
     GatewayError,
@@ -380,10 +380,10 @@ _clients: dict[tuple, HttpGateway] = {}
 def current():
     """The gateway payments talks to under the settings now: one HTTP client (and pool) per
     process and URL, or the in-process stand-in."""
-    url = settings.GATEWAY_URL
+    url = setting("GATEWAY_URL")
     if url == IN_PROCESS:
         return stand_in.gateway
-    config = (url, settings.GATEWAY_TIMEOUT, settings.GATEWAY_CONCURRENCY)
+    config = (url, setting("GATEWAY_TIMEOUT"), setting("GATEWAY_CONCURRENCY"))
     with _lock:
         if config not in _clients:
             _clients[config] = HttpGateway(url, timeout=config[1], pool_size=config[2])

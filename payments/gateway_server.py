@@ -33,9 +33,9 @@ from decimal import Decimal
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from django.conf import settings
 from django.db import DatabaseError, InterfaceError, OperationalError, connections
 
+from payments.conf import setting
 from payments.gateway import (
     ChargeNotRefundable,
     GatewayUnavailable,
@@ -110,7 +110,7 @@ def error(status: int, kind: str, code: str, message: str, **extra) -> tuple[int
 
 def latency() -> float:
     """Seconds this answer takes: lognormal around FAKE_GATEWAY_LATENCY ms."""
-    median = settings.FAKE_GATEWAY_LATENCY / 1000
+    median = setting("FAKE_GATEWAY_LATENCY") / 1000
     return median * math.exp(random.gauss(0, LATENCY_SIGMA)) if median > 0 else 0.0
 
 
@@ -199,7 +199,7 @@ class Handler(BaseHTTPRequestHandler):
         delay = latency()
         try:
             status, body = storage.submit(self.run, operation).result()
-            if random.random() < settings.FAKE_GATEWAY_TIMEOUT_RATE:
+            if random.random() < setting("FAKE_GATEWAY_TIMEOUT_RATE"):
                 raise Unanswered("hang")
         except Delayed as delayed:
             status, body, delay = delayed.status, delayed.body, delay + delayed.seconds
@@ -261,8 +261,8 @@ def serve(host: str, port: int, stop: threading.Event) -> None:
         "a share %g never answered (FAKE_GATEWAY_TIMEOUT_RATE)",
         host,
         port,
-        settings.FAKE_GATEWAY_LATENCY,
-        settings.FAKE_GATEWAY_TIMEOUT_RATE,
+        setting("FAKE_GATEWAY_LATENCY"),
+        setting("FAKE_GATEWAY_TIMEOUT_RATE"),
     )
     try:
         server.serve_forever(poll_interval=0.2)

@@ -22,7 +22,6 @@ from dataclasses import dataclass
 from datetime import timedelta
 from decimal import Decimal
 
-from django.conf import settings
 from django.db import OperationalError, connection, transaction
 from django.utils import timezone
 from reliable_messaging.api import (
@@ -37,6 +36,7 @@ from reliable_messaging.api import (
 from reliable_messaging.operator import TimelineEntry, timeline_entry_of_new_event
 
 from kernel.exceptions import LOCK_NOT_AVAILABLE, sqlstate_of
+from orders.conf import setting
 from orders.models import CheckoutRequest, Order, OrderLine, StorefrontProduct
 from orders.representations import order_representation
 
@@ -115,7 +115,7 @@ def checkout(
             raise
         if existing is None:
             continue  # it was rolled back meanwhile: the key is free
-        if existing.created_at < timezone.now() - timedelta(seconds=settings.IDEMPOTENCY_KEY_TTL):
+        if existing.created_at < timezone.now() - timedelta(seconds=setting("IDEMPOTENCY_KEY_TTL")):
             CheckoutRequest.objects.filter(key=key, created_at=existing.created_at).delete()  # expired
             continue
         if existing.request_hash != request_hash:
@@ -138,14 +138,14 @@ def _key_statements(*, key: str, request_hash: str, order: Order, body: dict) ->
     statements = []
     if connection.vendor == "postgresql":
         # At least 1 ms: a lock_timeout of 0 means no limit at all.
-        wait_ms = max(1, int(settings.IDEMPOTENCY_KEY_WAIT * 1000))
+        wait_ms = max(1, int(setting("IDEMPOTENCY_KEY_WAIT") * 1000))
         statements.append((f"SET LOCAL lock_timeout = {wait_ms}", []))
     return [*statements, insert_statement(CheckoutRequest, values, ignore_conflict_on=("key",), returning="key")]
 
 
 def checkout_keys_purge() -> int:
     """Delete keys older than ``IDEMPOTENCY_KEY_TTL``; return how many."""
-    cutoff = timezone.now() - timedelta(seconds=settings.IDEMPOTENCY_KEY_TTL)
+    cutoff = timezone.now() - timedelta(seconds=setting("IDEMPOTENCY_KEY_TTL"))
     deleted, _ = CheckoutRequest.objects.filter(created_at__lt=cutoff).delete()
     return deleted
 
@@ -187,8 +187,8 @@ def _order_write(*, customer_id: str, lines: list[Line], payment_token: str, shi
         status=Order.Status.PENDING,
         failure_reason=None,
         total=total,
-        currency=settings.CURRENCY,
-        saga_style=settings.SAGA_STYLE,
+        currency=setting("CURRENCY"),
+        saga_style=setting("SAGA_STYLE"),
         ship_to=ship_to,
         created_at=now,
         updated_at=now,

@@ -1,10 +1,10 @@
 import logging
 
-from django.conf import settings
 from django.core.management.base import BaseCommand
 from django.db import DatabaseError, connection
 from reliable_messaging.api import Stopper, refuse_unmigrated_database, serve_metrics, use_dedicated_connections
 
+from orders.conf import setting
 from orders.services.checkout import checkout_keys_purge
 from orders.services.saga import orders_expire
 
@@ -28,10 +28,10 @@ class Command(BaseCommand):
         serve_metrics(metrics_port, variable="DEADLINE_METRICS_PORT")
         refuse_unmigrated_database()
         stopper = Stopper().install()
-        interval = min(settings.SAGA_TIMEOUT, 5.0)
+        interval = min(setting("SAGA_TIMEOUT"), 5.0)
         while True:
             try:
-                expired = orders_expire(timeout_seconds=settings.SAGA_TIMEOUT)
+                expired = orders_expire(timeout_seconds=setting("SAGA_TIMEOUT"))
                 purged = checkout_keys_purge()
             except DatabaseError as exc:
                 if not loop:

@@ -1,9 +1,9 @@
 import signal
 import threading
 
-from django.conf import settings
 from django.core.management.base import BaseCommand
 
+from payments.conf import setting
 from payments.gateway_server import serve
 
 
@@ -19,4 +19,4 @@ class Command(BaseCommand):
         # Set, not inherited: a child started with these signals ignored must still stop on them.
         for signum in (signal.SIGTERM, signal.SIGINT):
             signal.signal(signum, lambda *_: stop.set())
-        serve(host, port or settings.GATEWAY_PORT, stop)
+        serve(host, port or setting("GATEWAY_PORT"), stop)

@@ -1,0 +1,57 @@
+"""Each context carries its settings' defaults (``<context>/conf.py``): a deployment of it alone, or a
+project that sets none of them, still runs; and the monolith's config/settings.py, which reads them
+from the environment, gives the same values when the environment gives none."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from orchestrator import conf as orchestrator_conf
+from orders import conf as orders_conf
+from payments import conf as payments_conf
+
+BASE_DIR = Path(__file__).resolve().parents[2]
+CONFS = [payments_conf, orders_conf, orchestrator_conf]
+
+
+def monolith_values(names: list[str]) -> dict:
+    """The values config/settings.py gives with no variable of the environment set."""
+    env = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "LANG")}
+    values = f"{{n: getattr(settings, n) for n in {names!r}}}"
+    script = f"from django.conf import settings; import json; print(json.dumps({values}))"
+    done = subprocess.run(
+        [sys.executable, "manage.py", "shell", "-v", "0", "-c", script],
+        cwd=BASE_DIR,
+        env={**env, "DEBUG": "1", "VAR_DIR": "/tmp/unused-var"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def test_the_monoliths_settings_default_to_each_contexts_own():
+    names = sorted({name for conf in CONFS for name in conf.DEFAULTS} | {"GATEWAY_URL"})
+    given = monolith_values(names)
+    for conf in CONFS:
+        assert {n: given[n] for n in conf.DEFAULTS} == conf.DEFAULTS, conf.__name__
+    assert given["GATEWAY_URL"] == "http://127.0.0.1:8090"
+
+
+@pytest.mark.parametrize("conf", CONFS, ids=lambda conf: conf.__name__)
+def test_a_project_that_sets_none_of_them_gets_the_defaults(settings, conf):
+    for name in conf.DEFAULTS:
+        if hasattr(settings, name):
+            delattr(settings, name)
+    assert {name: conf.setting(name) for name in conf.DEFAULTS} == conf.DEFAULTS
+
+
+def test_the_gateway_url_follows_the_fake_gateways_port(settings):
+    del settings.GATEWAY_URL
+    settings.GATEWAY_PORT = 8290
+    assert payments_conf.setting("GATEWAY_URL") == "http://127.0.0.1:8290"
