@@ -10,7 +10,7 @@ import signal
 import time
 
 from django.core.management.base import CommandError
-from django.db import DatabaseError, InterfaceError, InternalError, OperationalError, connections
+from django.db import DatabaseError, InterfaceError, InternalError, OperationalError, connection, connections
 
 from reliable_messaging.conf import setting
 from reliable_messaging.db_errors import READ_ONLY_SQL_TRANSACTION, sqlstate_of
@@ -138,6 +138,8 @@ def refuse_unmigrated_database() -> None:
         missing = unmigrated_apps()
     except DatabaseError:
         return
+    finally:  # a worker's threads (the relay's pipelines) open their own: this one would sit idle
+        connection.close()
     if missing:
         raise CommandError(
             f"the database lacks migrations of {', '.join(missing)}: run `python manage.py "
