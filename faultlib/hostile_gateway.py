@@ -78,6 +78,23 @@ MANGLES = {
 DRIP_SECONDS = 0.5
 
 
+def _send(handler, status: int, headers: dict, data: bytes) -> None:
+    handler.send_response(status)
+    for name, value in headers.items():
+        handler.send_header(name, value)
+    handler.send_header("Content-Length", str(len(data)))
+    handler.end_headers()
+    handler.wfile.write(data)
+
+
+def _serve(handler) -> tuple[ThreadingHTTPServer, str]:
+    """A server on a free port of 127.0.0.1, on a thread of its own; and its URL."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server, f"http://127.0.0.1:{server.server_address[1]}"
+
+
 class Elsewhere:
     """Another host: records the requests that reach it, answers each with a success."""
 
@@ -92,19 +109,11 @@ class Elsewhere:
             def _record(self):
                 length = int(self.headers.get("Content-Length") or 0)
                 elsewhere.requests.append((self.command, self.path, self.rfile.read(length)))
-                data = b'{"status": "succeeded"}'
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+                _send(self, 200, {"Content-Type": "application/json"}, b'{"status": "succeeded"}')
 
             do_GET = do_POST = _record
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.server, self.url = _serve(Handler)
 
     def close(self):
         self.server.shutdown()
@@ -135,10 +144,7 @@ class HostileGateway:
             def do_POST(self):
                 proxy.handle(self, self.rfile.read(int(self.headers.get("Content-Length") or 0)))
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.server, self.url = _serve(Handler)
 
     def close(self):
         self.server.shutdown()
@@ -172,7 +178,7 @@ class HostileGateway:
                 mangle = None
         status, data = self._forward(handler, body)
         if mangle is None:
-            return self._send(handler, status, {"Content-Type": "application/json"}, data)
+            return _send(handler, status, {"Content-Type": "application/json"}, data)
         action = MANGLES[mangle]
         if action == "reset":
             return self._reset(handler, status, data)
@@ -183,7 +189,7 @@ class HostileGateway:
         status, headers, data = action(status, json.loads(data))
         if "Location" in headers:
             headers["Location"] = headers["Location"].format(elsewhere=self.elsewhere.url)
-        self._send(handler, status, headers, data)
+        _send(handler, status, headers, data)
 
     def _forward(self, handler, body: bytes | None) -> tuple[int, bytes]:
         connection = http.client.HTTPConnection(self.upstream.hostname, self.upstream.port, timeout=30)
@@ -194,15 +200,6 @@ class HostileGateway:
             return response.status, response.read()
         finally:
             connection.close()
-
-    @staticmethod
-    def _send(handler, status: int, headers: dict, data: bytes) -> None:
-        handler.send_response(status)
-        for name, value in headers.items():
-            handler.send_header(name, value)
-        handler.send_header("Content-Length", str(len(data)))
-        handler.end_headers()
-        handler.wfile.write(data)
 
     def _reset(self, handler, status: int, data: bytes) -> None:
         handler.send_response(status)

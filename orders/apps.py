@@ -18,12 +18,10 @@ def refuse_orchestration_without_its_event() -> None:
     """Orchestrated orders are told apart by the saga style that ``orders.order.created`` carries
     from v2 on. Written as v1 they would all be charged by the choreography's participants, never
     orchestrated, then failed at their deadline and refunded."""
-    from django.conf import settings
     from django.core.exceptions import ImproperlyConfigured
+    from reliable_messaging.api import written_version
 
-    pinned = settings.MESSAGING.get("EVENT_VERSIONS", "")
-    pins = dict(item.strip().partition("=")[::2] for item in pinned.split(",") if item)
-    if setting("SAGA_STYLE") == "orchestration" and pins.get("orders.order.created", "").strip() == "1":
+    if setting("SAGA_STYLE") == "orchestration" and written_version("orders.order.created") < 2:
         raise ImproperlyConfigured(
             "SAGA_STYLE=orchestration needs orders.order.created v2 (v1 carries no saga style), "
             "but EVENT_VERSIONS pins it to v1: finish the rollout of v2 first, or keep the choreography"

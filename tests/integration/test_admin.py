@@ -18,29 +18,9 @@ from reliable_messaging.models import DeadLetter, EventLogEntry, InboxMessage, O
 from reliable_messaging.topology import consumers
 
 from faultlib import broker as broker_support
-from orders.models import Order, StorefrontProduct
+from orders.models import Order
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def staff(db) -> Client:
-    client = Client()
-    client.force_login(User.objects.create_superuser("ops", "ops@example.com", "x"))
-    return client
-
-
-@pytest.fixture
-def order_id(db) -> str:
-    StorefrontProduct.objects.create(sku="WIDGET", name="Widget", price=Decimal("19.99"), available=10, version=1)
-    response = Client().post(
-        "/api/checkout/",
-        json.dumps({"customer_id": "c", "items": [{"sku": "WIDGET", "quantity": 1}], "payment_token": "tok_visa"}),
-        content_type="application/json",
-        headers={"Idempotency-Key": str(uuid.uuid4())},
-    )
-    assert response.status_code == 201
-    return response.json()["id"]
 
 
 def created_row(order_id: str) -> OutboxMessage:

@@ -1,13 +1,9 @@
 """The saga as a picture: the swimlane SVG on the order's admin page, from the real timeline."""
 
-import json
-import uuid
 import xml.etree.ElementTree as ET
 from datetime import timedelta
-from decimal import Decimal
 
 import pytest
-from django.contrib.auth.models import User
 from django.test import Client
 from django.utils import timezone
 from reliable_messaging.dead_letters import dead_letter_record
@@ -15,29 +11,10 @@ from reliable_messaging.declarations import installed, names
 from reliable_messaging.models import EventLogEntry, InboxMessage, OutboxMessage
 from reliable_messaging.topology import subscribers_of
 
-from orders.models import Order, StorefrontProduct
+from orders.models import Order
 
 pytestmark = pytest.mark.django_db
 SVG = "{http://www.w3.org/2000/svg}"
-
-
-@pytest.fixture
-def staff() -> Client:
-    client = Client()
-    client.force_login(User.objects.create_superuser("ops", "ops@example.com", "x"))
-    return client
-
-
-@pytest.fixture
-def order_id() -> str:
-    StorefrontProduct.objects.create(sku="WIDGET", name="Widget", price=Decimal("19.99"), available=10, version=1)
-    response = Client().post(
-        "/api/checkout/",
-        json.dumps({"customer_id": "c", "items": [{"sku": "WIDGET", "quantity": 1}], "payment_token": "tok_visa"}),
-        content_type="application/json",
-        headers={"Idempotency-Key": str(uuid.uuid4())},
-    )
-    return response.json()["id"]
 
 
 def swimlane(client: Client, order_id: str) -> ET.Element:
@@ -135,10 +112,11 @@ def test_a_compensated_saga_has_a_lane_per_context_arrows_from_cause_to_effect_a
     )
 
 
-def test_a_dead_lettered_handling_is_drawn_in_the_failing_consumers_lane(staff, order_id):
+def dead_letter_at_payments(order_id: str):
+    """The order's ``orders.order.created``, published, and dead-lettered by payments."""
     created = OutboxMessage.objects.get(correlation_id=order_id)
     OutboxMessage.objects.filter(pk=created.pk).update(published_at=timezone.now())
-    letter = dead_letter_record(
+    return dead_letter_record(
         consumer="payments",
         body=b"{}",
         properties={"message_id": str(created.event_id), "correlation_id": order_id},
@@ -147,6 +125,10 @@ def test_a_dead_lettered_handling_is_drawn_in_the_failing_consumers_lane(staff, 
         reason="handler_error",
         error="TransientError: gateway unavailable",
     )
+
+
+def test_a_dead_lettered_handling_is_drawn_in_the_failing_consumers_lane(staff, order_id):
+    letter = dead_letter_at_payments(order_id)
 
     svg = swimlane(staff, order_id)
 
@@ -158,20 +140,10 @@ def test_a_dead_lettered_handling_is_drawn_in_the_failing_consumers_lane(staff, 
 
 
 def test_an_ended_order_with_a_dead_letter_says_it_ended_not_that_it_waits(staff, order_id):
-    created = OutboxMessage.objects.get(correlation_id=order_id)
-    OutboxMessage.objects.filter(pk=created.pk).update(published_at=timezone.now())
+    created = dead_letter_at_payments(order_id).message_id
     for consumer in subscribers_of("orders.order.created"):
         if consumer != "payments":
-            InboxMessage.objects.create(consumer=consumer, message_id=str(created.event_id))
-    dead_letter_record(
-        consumer="payments",
-        body=b"{}",
-        properties={"message_id": str(created.event_id), "correlation_id": order_id},
-        headers={"event_type": "orders.order.created"},
-        routing_key="orders.order.created",
-        reason="handler_error",
-        error="TransientError: gateway unavailable",
-    )
+            InboxMessage.objects.create(consumer=consumer, message_id=created)
     page = staff.get(f"/admin/orders/order/{order_id}/change/").content.decode()
     assert "Waiting at 1 place" in page  # PENDING: the saga waits there
 

@@ -5,6 +5,7 @@
   caller's own statements in one round trip: ``execute_together``); with ``deliver_at`` it is
   scheduled, published at or after that time, and ``cancel_scheduled(message_id)`` withdraws it
   until then; ``publish_again`` sends an event already written once more, same message id;
+  ``written_version(event_type)`` is the version it writes (the newest, or ``EVENT_VERSIONS``'s pin);
 - a context's handlers are named in its declaration (``<context>/context.toml``, under
   ``consumes``), which also binds its queue; the bus subscribes them when it is ready;
 - a handler may be marked ``@in_bulk(...)`` by one that takes a run of a batch's messages at once
@@ -12,7 +13,8 @@
 - handlers receive an ``IncomingEvent`` and raise ``InvalidPayload`` for a payload that can never
   be handled (dead-lettered at once), ``TransientError`` (or anything else) to be retried;
 - a context's own long-running process (a worker beside the consumers) uses ``Stopper``,
-  ``Backoff``, ``use_dedicated_connections`` and ``serve_metrics`` as the relay and consumers do;
+  ``Backoff``, ``use_dedicated_connections``, ``refuse_unmigrated_database`` and ``serve_metrics``
+  as the relay and consumers do;
 - ``fault_point`` names a place where crash tests stop a process (``FAULT_POINT``; inert otherwise).
 
 The operator's reads are in ``reliable_messaging.operator``; the composition root's tracing in
@@ -20,6 +22,7 @@ The operator's reads are in ``reliable_messaging.operator``; the composition roo
 """
 
 from reliable_messaging.bulk import Turn, in_bulk, in_turn
+from reliable_messaging.contracts import written_version
 from reliable_messaging.dispatch import InvalidPayload, TransientError
 from reliable_messaging.envelope import IncomingEvent
 from reliable_messaging.faults import fault_point
@@ -69,10 +72,11 @@ __all__ = [
     "payload_uuid",
     "publish",
     "publish_again",
+    "refuse_unmigrated_database",
     "rows_statement",
     "scheduled_delivery_time",
     "serve_metrics",
     "update_rows",
     "use_dedicated_connections",
-    "refuse_unmigrated_database",
+    "written_version",
 ]

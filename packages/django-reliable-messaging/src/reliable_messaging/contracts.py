@@ -179,10 +179,15 @@ def _downcasters(event_type: str) -> tuple[Callable, ...]:
     return ()
 
 
+def written_version(event_type: str) -> int:
+    """The version ``event_type`` is written in here: the newest, or the one ``EVENT_VERSIONS`` pins."""
+    return pinned_versions().get(event_type, newest_version(event_type))
+
+
 def version_to_write(event_type: str, payload: dict) -> tuple[int, dict]:
     """The version ``event_type`` is written in here, and ``payload`` (the newest shape) in it."""
     newest = newest_version(event_type)
-    version = pinned_versions().get(event_type, newest)
+    version = written_version(event_type)
     steps = _downcasters(event_type)  # steps[i]: version i+2 -> i+1
     for at in range(newest, version, -1):
         payload = steps[at - 2](payload)
