@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 from django.conf import settings
-from reliable_messaging.declarations import DECLARATION_FILE
+from reliable_messaging._declarations import DECLARATION_FILE
 
 _TREE = Path(__file__).parent
 collect_ignore = [

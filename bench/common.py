@@ -23,7 +23,7 @@ from faultlib.processes import listening, wait_until
 BASE_DIR = Path(__file__).resolve().parent.parent
 PY = sys.executable
 BENCH_KEY = "bench.thing.happened"  # routed only to the event-log queue (bound to "#")
-# reliable_messaging.ids.new_event_id in SQL (PostgreSQL 15 has no uuidv7()): the rows the bench writes
+# reliable_messaging._ids.new_event_id in SQL (PostgreSQL 15 has no uuidv7()): the rows the bench writes
 # get time-ordered event ids, like the rows the application writes.
 EVENT_ID_V7 = (
     "encode(set_bit(set_bit(overlay(uuid_send(gen_random_uuid()) placing substring(int8send("

@@ -17,7 +17,8 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 django.setup()
 
 from django.db import connection  # noqa: E402
-from reliable_messaging import publisher, relay  # noqa: E402
+from reliable_messaging import _publisher as publisher  # noqa: E402
+from reliable_messaging import _relay as relay  # noqa: E402
 
 SPENT: dict[str, float] = defaultdict(float)
 

@@ -30,7 +30,7 @@ TESTS_ONLY = "testing"
 REACHES_INSIDE = {
     # A white-box profiler of the bus (make bench --profile): it wraps the relay's and the
     # publisher's own functions with timers.
-    "bench.relay_phases": ("relay", "publisher"),
+    "bench.relay_phases": ("_relay", "_publisher"),
 }
 
 

@@ -5,7 +5,7 @@ W3C Trace Context for every request: continue the caller's trace or start one.
 With tracing on, the request's span is OpenTelemetry's SERVER span (Django's instrumentation
 continued the caller's ``traceparent``); without, a span id of our own under the caller's trace.
 Events published while serving it store that span with their outbox row, the relay's span for
-each is its child, and so on through every hop (``reliable_messaging.telemetry``). The response says which
+each is its child, and so on through every hop (``reliable_messaging._telemetry``). The response says which
 span served it (``traceresponse``, Trace Context Level 2). Log lines of the request carry
 ``trace_id`` and ``span_id``.
 """

@@ -52,7 +52,7 @@ if HTTPS:
 
 # --- Deployment: the bounded contexts installed, and those this process hosts --------------
 # The one list of installed contexts: each package declares itself in its context.toml
-# (reliable_messaging/declarations.py, docs/adding-a-context.md). CONTEXTS (default: all of them, the monolith)
+# (reliable_messaging/_declarations.py, docs/adding-a-context.md). CONTEXTS (default: all of them, the monolith)
 # picks what this deployment hosts; a deployment hosting fewer imports none of the others' code,
 # has its own DATABASE_URL and shares the broker (README, "Running a context as its own service").
 INSTALLED_CONTEXTS = [
@@ -195,7 +195,7 @@ _SQLITE_OPTIONS = {
 # Django's own connection pool (psycopg_pool) in every process that serves requests: a fixed
 # number of connections per process, however many threads the server makes (runserver makes
 # one per request). The pool needs CONN_MAX_AGE=0. The relay, the consumers and the deadline
-# loop keep one dedicated connection instead (reliable_messaging.lifecycle.use_dedicated_connections):
+# loop keep one dedicated connection instead (reliable_messaging._lifecycle.use_dedicated_connections):
 # they hold LISTEN and application_name, session state a pool would hand to its next user.
 DATABASE_POOL = {
     "min_size": env.int("DATABASE_POOL_MIN_SIZE", default=1),

@@ -13,7 +13,7 @@ instrumentation, no cost. Otherwise, at start-up (``config.apps``):
   ``saga-shop-payments-relay``;
 - the official Django (SERVER spans continuing an incoming ``traceparent``) and psycopg (a span
   per query) instrumentations; messaging makes the PRODUCER and CONSUMER spans itself
-  (``reliable_messaging.telemetry``). A query outside any request or message (a relay's poll, a consumer's
+  (``reliable_messaging._telemetry``). A query outside any request or message (a relay's poll, a consumer's
   housekeeping) is not traced: it would be a trace of its own every fraction of a second.
 """
 

@@ -2,7 +2,7 @@
 
 ``Bus`` stands in for the relay and RabbitMQ: it turns unpublished outbox rows into one
 delivery per consumer bound to the event type, and hands a chosen delivery to
-``reliable_messaging.dispatch.decide`` exactly as the consumer loop does (a retry comes back with the
+``reliable_messaging._dispatch.decide`` exactly as the consumer loop does (a retry comes back with the
 next attempt number, a spent budget becomes a dead letter). ``shuffled_sagas`` lets
 hypothesis choose every step: which delivery goes next, whether it is delivered again later
 (its ack was lost), when payments' gateway worker makes the calls in flight (time runs forward

@@ -12,7 +12,7 @@ import yaml
 from django.conf import settings
 from django.core.management import call_command
 from django.test import override_settings
-from reliable_messaging.contracts import schemas
+from reliable_messaging._contracts import schemas
 
 from scripts.ensure_asyncapi_parser import ensure
 

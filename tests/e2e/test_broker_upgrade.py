@@ -17,9 +17,9 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.test import override_settings
 from kombu import Connection
-from reliable_messaging import broker
-from reliable_messaging.queue_upgrade import legacy_queues
-from reliable_messaging.topology import consumers
+from reliable_messaging import _broker as broker
+from reliable_messaging._queue_upgrade import legacy_queues
+from reliable_messaging._topology import consumers
 
 from faultlib.faults import rabbitmqctl
 from faultlib.processes import BASE_DIR

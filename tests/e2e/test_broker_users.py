@@ -9,7 +9,7 @@ import uuid
 
 import amqp
 import pytest
-from reliable_messaging.declarations import installed, names
+from reliable_messaging._declarations import installed, names
 from reliable_messaging.models import DeadLetter, InboxMessage
 
 from faultlib.faults import rabbitmqctl

@@ -8,8 +8,8 @@ from decimal import Decimal
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
+from reliable_messaging._topology import subscribers_of
 from reliable_messaging.models import DeadLetter, InboxMessage, OutboxMessage
-from reliable_messaging.topology import subscribers_of
 
 from faultlib.broker import publish_raw
 from faultlib.processes import free_port, wait_until

@@ -14,7 +14,7 @@ import uuid
 from decimal import Decimal
 
 import pytest
-from reliable_messaging.declarations import installed, names
+from reliable_messaging._declarations import installed, names
 
 from faultlib.processes import ProcessGroup, free_port, wait_until
 from faultlib.saga import asserted

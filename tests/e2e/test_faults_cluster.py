@@ -5,7 +5,7 @@ connected to is SIGKILLed mid-saga and started again; nobody restarts a process 
 """
 
 import pytest
-from reliable_messaging.topology import consumers
+from reliable_messaging._topology import consumers
 
 from faultlib.cluster import connected_ports, node_loss, observed_on, own_cluster, saga_durations
 from faultlib.invariants import check_invariants

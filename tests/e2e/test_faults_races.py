@@ -1,7 +1,7 @@
 """Cancellations fired at random moments of running sagas, and orders passing their deadline mid-saga."""
 
 import pytest
-from reliable_messaging.declarations import installed
+from reliable_messaging._declarations import installed
 
 from faultlib.invariants import check_invariants
 from faultlib.load import INITIAL_STOCK

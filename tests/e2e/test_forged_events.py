@@ -12,8 +12,8 @@ from decimal import Decimal
 
 import pytest
 from django.test import Client
+from reliable_messaging._topology import EVENT_LOG_CONSUMER, subscribers_of
 from reliable_messaging.models import DeadLetter, InboxMessage
-from reliable_messaging.topology import EVENT_LOG_CONSUMER, subscribers_of
 
 from faultlib.broker import publish_raw
 from faultlib.invariants import wait_quiet

@@ -12,8 +12,8 @@ from decimal import Decimal
 
 import amqp
 import pytest
-from reliable_messaging.declarations import installed
-from reliable_messaging.topology import subscribers_of
+from reliable_messaging._declarations import installed
+from reliable_messaging._topology import subscribers_of
 
 from faultlib.faults import rabbitmqctl
 from faultlib.processes import ProcessGroup, free_port, wait_until

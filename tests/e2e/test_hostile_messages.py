@@ -8,7 +8,7 @@ from decimal import Decimal
 
 import pytest
 from django.test import Client
-from reliable_messaging.edge import MAX_COUNT
+from reliable_messaging._edge import MAX_COUNT
 from reliable_messaging.models import DeadLetter, EventLogEntry, OutboxMessage
 
 from faultlib.hostile import deeper_recursion

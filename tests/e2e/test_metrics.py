@@ -10,9 +10,9 @@ import pytest
 from django.test import Client
 from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
-from reliable_messaging.dead_letters import dead_letter_record
+from reliable_messaging._dead_letters import dead_letter_record
+from reliable_messaging._topology import consumers
 from reliable_messaging.models import DeadLetter, OutboxMessage
-from reliable_messaging.topology import consumers
 
 from faultlib.invariants import wait_quiet
 from faultlib.processes import free_port, wait_until

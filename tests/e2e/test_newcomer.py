@@ -19,7 +19,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from reliable_messaging.declarations import installed
+from reliable_messaging._declarations import installed
 
 from faultlib.processes import BASE_DIR, ProcessGroup, free_port, wait_until
 

@@ -12,9 +12,9 @@ import uuid
 from collections import Counter
 
 import pytest
-from reliable_messaging import topology
+from reliable_messaging import _topology as topology
+from reliable_messaging._topology import subscribers_of
 from reliable_messaging.models import OutboxMessage
-from reliable_messaging.topology import subscribers_of
 
 from faultlib.broker import publish_raw
 from faultlib.load import as_json, order_created_payload

@@ -8,8 +8,8 @@ from decimal import Decimal
 import pytest
 from django.utils import timezone
 from kombu import Queue
-from reliable_messaging.dead_letters import dead_letter_record
-from reliable_messaging.housekeeping import messages_purge, outbox_retry_parked
+from reliable_messaging._dead_letters import dead_letter_record
+from reliable_messaging._housekeeping import messages_purge, outbox_retry_parked
 from reliable_messaging.models import DeadLetter, EventLogEntry, InboxMessage, OutboxMessage
 
 from faultlib import broker as broker_support

@@ -9,9 +9,9 @@ import pytest
 from django.db import connection, transaction
 from django.utils import timezone
 from kombu import Exchange
+from reliable_messaging._relay import OutboxRelay
 from reliable_messaging.api import OutsideTransactionError, publish
 from reliable_messaging.models import EventLogEntry, InboxMessage, OutboxMessage
-from reliable_messaging.relay import OutboxRelay
 
 from faultlib import broker as broker_support
 from faultlib.processes import wait_until

@@ -6,9 +6,9 @@ import time
 
 import pytest
 from django.db import transaction
+from reliable_messaging._relay import OutboxRelay
 from reliable_messaging.api import publish
 from reliable_messaging.models import OutboxMessage
-from reliable_messaging.relay import OutboxRelay
 
 from faultlib.processes import wait_until
 from tests.conftest import ALL_DATABASES

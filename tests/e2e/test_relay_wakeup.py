@@ -5,9 +5,9 @@ import psycopg
 import pytest
 from django.db import connection, transaction
 from django.utils import timezone
+from reliable_messaging._relay import APPLICATION_NAME, NOTIFY_CHANNEL, _claim_sql
 from reliable_messaging.api import publish
 from reliable_messaging.models import OutboxMessage
-from reliable_messaging.relay import APPLICATION_NAME, NOTIFY_CHANNEL, _claim_sql
 
 from faultlib.processes import wait_until
 from tests.conftest import ALL_DATABASES, database_url

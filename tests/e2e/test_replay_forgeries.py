@@ -15,9 +15,9 @@ import pytest
 from django.contrib.auth.models import User
 from django.test import Client
 from kombu import Queue
-from reliable_messaging import broker
-from reliable_messaging.dead_letters import dead_letter_record
-from reliable_messaging.declarations import installed, names
+from reliable_messaging import _broker as broker
+from reliable_messaging._dead_letters import dead_letter_record
+from reliable_messaging._declarations import installed, names
 from reliable_messaging.models import DeadLetter, InboxMessage
 
 from faultlib import broker as broker_support

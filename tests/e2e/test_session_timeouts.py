@@ -36,7 +36,7 @@ def shell(processes, code: str, env: dict | None = None):
 def test_the_loops_connections_start_with_the_workers_limits(processes):
     result = shell(
         processes,
-        "from reliable_messaging.lifecycle import use_dedicated_connections\nuse_dedicated_connections()\n"
+        "from reliable_messaging._lifecycle import use_dedicated_connections\nuse_dedicated_connections()\n"
         + SHOW_LIMITS,
     )
 
@@ -48,7 +48,7 @@ def test_the_workers_limits_follow_their_settings(processes):
     env = {"WORKER_LOCK_TIMEOUT": "1.5", "WORKER_STATEMENT_TIMEOUT": "1m", "WORKER_IDLE_IN_TRANSACTION_TIMEOUT": "40"}
     result = shell(
         processes,
-        "from reliable_messaging.lifecycle import use_dedicated_connections\nuse_dedicated_connections()\n"
+        "from reliable_messaging._lifecycle import use_dedicated_connections\nuse_dedicated_connections()\n"
         + SHOW_LIMITS,
         env,
     )
@@ -67,7 +67,7 @@ def test_the_web_servers_connections_start_with_the_web_limits(processes):
 def test_the_deadline_loop_and_zero_limits_set_nothing(processes):
     deadline = shell(
         processes,
-        "from reliable_messaging.lifecycle import use_dedicated_connections\n"
+        "from reliable_messaging._lifecycle import use_dedicated_connections\n"
         "use_dedicated_connections(session_limits=False)\n" + SHOW_LIMITS,
     )
     web = shell(

@@ -11,8 +11,8 @@ from decimal import Decimal
 
 import pytest
 from django.test import Client
+from reliable_messaging._topology import subscribers_of
 from reliable_messaging.models import OutboxMessage
-from reliable_messaging.topology import subscribers_of
 
 from faultlib.broker import publish_raw
 from faultlib.processes import wait_until

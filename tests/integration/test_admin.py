@@ -12,10 +12,10 @@ from django.template.defaultfilters import floatformat
 from django.test import Client
 from django.utils import timezone
 from kombu import Queue
-from reliable_messaging.dead_letters import dead_letter_record
-from reliable_messaging.declarations import installed, names
+from reliable_messaging._dead_letters import dead_letter_record
+from reliable_messaging._declarations import installed, names
+from reliable_messaging._topology import consumers
 from reliable_messaging.models import DeadLetter, EventLogEntry, InboxMessage, OutboxMessage
-from reliable_messaging.topology import consumers
 
 from faultlib import broker as broker_support
 from orders.models import Order

@@ -3,8 +3,8 @@
 from decimal import Decimal
 
 import pytest
+from reliable_messaging._sql import execute_together as real_execute_together
 from reliable_messaging.models import OutboxMessage
-from reliable_messaging.sql import execute_together as real_execute_together
 
 from orders.models import Order, OrderLine, StorefrontProduct
 from orders.services import checkout as checkout_service

@@ -25,7 +25,7 @@ from decimal import Decimal
 import psycopg
 import pytest
 from django.db import connection, connections
-from reliable_messaging.dispatch import Delivery, Outcome, decide_batch
+from reliable_messaging._dispatch import Delivery, Outcome, decide_batch
 from reliable_messaging.models import InboxMessage, OutboxMessage
 
 from faultlib.processes import database_url, wait_until

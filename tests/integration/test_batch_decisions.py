@@ -10,8 +10,8 @@ import uuid
 
 import pytest
 from django.db import DataError, connection, transaction
-from reliable_messaging import registry
-from reliable_messaging.dispatch import Delivery, Outcome, decide_batch
+from reliable_messaging import _registry as registry
+from reliable_messaging._dispatch import Delivery, Outcome, decide_batch
 from reliable_messaging.models import InboxMessage
 
 pytestmark = pytest.mark.django_db(transaction=True)

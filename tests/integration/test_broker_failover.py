@@ -1,8 +1,8 @@
 """Which node of a cluster's ``BROKER_URL`` a process connects to (the cluster itself: test_faults_cluster)."""
 
 import pytest
-from reliable_messaging import broker
-from reliable_messaging.session import BrokerSession
+from reliable_messaging import _broker as broker
+from reliable_messaging._session import BrokerSession
 
 CLOSED_PORT_NODE = "amqp://guest:guest@127.0.0.1:1/"
 

@@ -1,4 +1,4 @@
-"""Bulk handlers in a batch (reliable_messaging.bulk), on PostgreSQL: the bus hands a consumer's
+"""Bulk handlers in a batch (reliable_messaging._bulk), on PostgreSQL: the bus hands a consumer's
 consecutive members to the bulk handler that marks their handlers, in the batch's order, and
 falls back to each member's own handler when the bulk one fails; the contexts' bulk handlers
 leave what their single handlers would have left, one after another."""
@@ -11,9 +11,9 @@ from decimal import Decimal
 import pytest
 from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
-from reliable_messaging import registry
+from reliable_messaging import _registry as registry
+from reliable_messaging._dispatch import Delivery, Outcome, decide_batch
 from reliable_messaging.api import in_bulk, in_turn, publish
-from reliable_messaging.dispatch import Delivery, Outcome, decide_batch
 from reliable_messaging.models import InboxMessage, OutboxMessage
 
 from inventory.models import Product, Reservation

@@ -12,7 +12,7 @@ from decimal import Decimal
 import pytest
 from django.test import Client
 from django.utils import timezone
-from reliable_messaging.dispatch import Outcome, decide
+from reliable_messaging._dispatch import Outcome, decide
 from reliable_messaging.models import OutboxMessage
 
 from faultlib.saga import ledger

@@ -1,5 +1,6 @@
 """Event contracts: a schema per event and version, readers of every version, writers of one,
-and frozen versions (reliable_messaging/contracts.py, reliable_messaging/schema_freeze.py, docs/evolving-events.md)."""
+and frozen versions (reliable_messaging/_contracts.py, reliable_messaging/_schema_freeze.py,
+docs/evolving-events.md)."""
 
 import copy
 import json
@@ -10,7 +11,7 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 from django.test import override_settings
-from reliable_messaging.contracts import (
+from reliable_messaging._contracts import (
     ContractError,
     parse_event_versions,
     read_schemas,
@@ -18,10 +19,10 @@ from reliable_messaging.contracts import (
     schemas,
     validation_error,
 )
-from reliable_messaging.declarations import DeclarationError, context_of, read_declaration
-from reliable_messaging.dispatch import Decision, Outcome, decide
+from reliable_messaging._declarations import DeclarationError, context_of, read_declaration
+from reliable_messaging._dispatch import Decision, Outcome, decide
+from reliable_messaging._schema_freeze import frozen_problems, write_snapshots
 from reliable_messaging.models import OutboxMessage
-from reliable_messaging.schema_freeze import frozen_problems, write_snapshots
 
 from orders.contracts import order_created_v2_to_v1
 from orders.models import StorefrontProduct

@@ -1,7 +1,7 @@
 """Forged but well-formed events (issue 26, row 6), decided in-process: the schemas refuse what no
 honest producer sends, and the order saga ignores what it cannot have caused.
 
-Each message goes through ``reliable_messaging.dispatch.decide`` exactly as a consumer hands it over; the
+Each message goes through ``reliable_messaging._dispatch.decide`` exactly as a consumer hands it over; the
 real processes and raw publishes are tests/e2e/test_forged_events.py.
 """
 
@@ -12,7 +12,7 @@ from decimal import Decimal
 import pytest
 from django.conf import settings
 from django.test import override_settings
-from reliable_messaging.dispatch import Decision, Outcome, decide
+from reliable_messaging._dispatch import Decision, Outcome, decide
 from reliable_messaging.models import InboxMessage, OutboxMessage
 
 from faultlib.saga import ledger

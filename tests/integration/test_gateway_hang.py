@@ -12,8 +12,8 @@ from decimal import Decimal
 import pytest
 from django.test import override_settings
 from django.utils import timezone
-from reliable_messaging import registry
-from reliable_messaging.dispatch import Delivery, Outcome, TransientError, decide_batch
+from reliable_messaging import _registry as registry
+from reliable_messaging._dispatch import Delivery, Outcome, TransientError, decide_batch
 
 from faultlib.load import order_created_payload
 from faultlib.saga import ledger

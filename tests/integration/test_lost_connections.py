@@ -12,9 +12,9 @@ import uuid
 
 import pytest
 from django.db import connections
-from reliable_messaging import dispatch
-from reliable_messaging.dispatch import Delivery, Outcome, decide, decide_batch
-from reliable_messaging.lifecycle import drop_broken_db_connections
+from reliable_messaging import _dispatch as dispatch
+from reliable_messaging._dispatch import Delivery, Outcome, decide, decide_batch
+from reliable_messaging._lifecycle import drop_broken_db_connections
 from reliable_messaging.models import InboxMessage
 
 from faultlib.load import order_created_payload

@@ -8,7 +8,7 @@ import pytest
 from django.contrib.auth.models import User
 from django.test import Client
 from django.utils import timezone
-from reliable_messaging.dead_letters import dead_letter_record
+from reliable_messaging._dead_letters import dead_letter_record
 from reliable_messaging.models import OutboxMessage
 from reliable_messaging.operator import outbox_backlog_history
 

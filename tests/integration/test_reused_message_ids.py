@@ -6,8 +6,8 @@ import json
 
 import pytest
 from django.db import transaction
-from reliable_messaging import registry
-from reliable_messaging.dispatch import Delivery, Outcome, decide, decide_batch
+from reliable_messaging import _registry as registry
+from reliable_messaging._dispatch import Delivery, Outcome, decide, decide_batch
 from reliable_messaging.models import InboxMessage
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -1,4 +1,4 @@
-"""Scheduled messages (``publish(deliver_at=...)``, reliable_messaging/scheduled.py) on PostgreSQL: kept
+"""Scheduled messages (``publish(deliver_at=...)``, reliable_messaging/_scheduled.py) on PostgreSQL: kept
 apart until their time, moved into the outbox once (two movers at once included), cancellable
 until then, gone with a rolled-back publisher, and counted on /metrics."""
 
@@ -10,10 +10,10 @@ import pytest
 from django.db import DataError, connection, transaction
 from django.test import Client
 from django.utils import timezone
+from reliable_messaging._scheduled import move_due_messages
 from reliable_messaging.api import cancel_scheduled, publish
 from reliable_messaging.models import OutboxMessage, ScheduledMessage
 from reliable_messaging.operator import scheduled_backlog
-from reliable_messaging.scheduled import move_due_messages
 from reliable_messaging.testing import example_payload
 
 from tests.conftest import ALL_DATABASES

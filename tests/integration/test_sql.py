@@ -6,8 +6,8 @@ from decimal import Decimal
 
 import pytest
 from django.db import DataError, transaction
+from reliable_messaging._sql import insert_row, insert_rows, rows_statement, update_rows
 from reliable_messaging.models import DeadLetter, InboxMessage, OutboxMessage
-from reliable_messaging.sql import insert_row, insert_rows, rows_statement, update_rows
 
 from payments.models import Payment
 

@@ -6,10 +6,10 @@ from datetime import timedelta
 import pytest
 from django.test import Client
 from django.utils import timezone
-from reliable_messaging.dead_letters import dead_letter_record
-from reliable_messaging.declarations import installed, names
+from reliable_messaging._dead_letters import dead_letter_record
+from reliable_messaging._declarations import installed, names
+from reliable_messaging._topology import subscribers_of
 from reliable_messaging.models import EventLogEntry, InboxMessage, OutboxMessage
-from reliable_messaging.topology import subscribers_of
 
 from orders.models import Order
 

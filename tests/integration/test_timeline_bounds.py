@@ -12,7 +12,7 @@ from reliable_messaging.models import EventLogEntry
 
 pytestmark = pytest.mark.django_db
 FORGED = 5_000
-LIMIT = 200  # reliable_messaging.selectors.TIMELINE_LIMIT
+LIMIT = 200  # reliable_messaging._selectors.TIMELINE_LIMIT
 
 
 def forge(order_id: str) -> None:

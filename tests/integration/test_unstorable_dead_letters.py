@@ -8,9 +8,9 @@ else meanwhile.
 
 import pytest
 from django.db import DataError, OperationalError
-from reliable_messaging import consumer as consumer_module
-from reliable_messaging.consumer import DatabaseDown, store_dead_letter
-from reliable_messaging.dead_letters import dead_letter_record
+from reliable_messaging import _consumer as consumer_module
+from reliable_messaging._consumer import DatabaseDown, store_dead_letter
+from reliable_messaging._dead_letters import dead_letter_record
 from reliable_messaging.models import DeadLetter
 
 from tests.conftest import ALL_DATABASES

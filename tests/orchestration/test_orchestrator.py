@@ -1,5 +1,5 @@
 """The orchestrated saga (SAGA_STYLE=orchestration), decided in-process: every message goes through
-``reliable_messaging.dispatch.decide`` as a consumer hands it over (faultlib.simulation's ``Bus`` stands in
+``reliable_messaging._dispatch.decide`` as a consumer hands it over (faultlib.simulation's ``Bus`` stands in
 for the relay and RabbitMQ), payments' gateway worker makes the calls, the stand-in gateway keeps
 the ledger. The real processes are test_orchestrated_processes.py."""
 
@@ -14,11 +14,11 @@ from django.test import override_settings
 from django.utils import timezone
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from reliable_messaging._dispatch import Outcome, decide
+from reliable_messaging._scheduled import move_due_messages
 from reliable_messaging.api import TransientError
-from reliable_messaging.dispatch import Outcome, decide
 from reliable_messaging.models import OutboxMessage, ScheduledMessage
 from reliable_messaging.operator import timeline_for, timeline_waiting
-from reliable_messaging.scheduled import move_due_messages
 
 from faultlib.saga import ledger, stock
 from faultlib.simulation import Bus, calls_in_flight, gateway_worker_step, shuffled_sagas

@@ -60,7 +60,7 @@ def product_updated(sku: str, *, price="19.99", version=2, available=1000) -> di
 
 
 def message(event_type: str, payload: dict, *, version: int = 1) -> dict:
-    """What ``reliable_messaging.dispatch.decide`` (or ``publish_raw``) takes: body, properties, headers."""
+    """What ``reliable_messaging._dispatch.decide`` (or ``publish_raw``) takes: body, properties, headers."""
     correlation = payload.get("order_id") or payload.get("sku")
     return {
         "body": json.dumps(payload).encode(),

@@ -8,7 +8,7 @@ from unittest import mock
 
 _lock = threading.Lock()
 _inside = 0  # threads inside at once (a test's late transaction beside its main thread): one patch for all
-_patch = mock.patch("reliable_messaging.outbox.publish_refusal", return_value="")
+_patch = mock.patch("reliable_messaging._outbox.publish_refusal", return_value="")
 
 
 @contextmanager

@@ -25,8 +25,8 @@ from decimal import Decimal
 from pathlib import Path
 
 import psycopg
-from reliable_messaging.declarations import DECLARATION_FILE, installed, read_declaration, schema_folder
-from reliable_messaging.topology import ANY_EVENT, EVENT_LOG_CONSUMER, queue_bindings
+from reliable_messaging._declarations import DECLARATION_FILE, installed, read_declaration, schema_folder
+from reliable_messaging._topology import ANY_EVENT, EVENT_LOG_CONSUMER, queue_bindings
 
 from faultlib.faults import rabbitmqctl
 from faultlib.invariants import Report, once_per_order, wait_quiet

@@ -20,14 +20,14 @@ from pathlib import Path
 import pytest
 from django.apps import apps
 from django.conf import settings
-from reliable_messaging import registry
-from reliable_messaging.declarations import (
+from reliable_messaging import _registry as registry
+from reliable_messaging._declarations import (
     DeclarationError,
     installed,
     known_packages,
     read_declarations,
 )
-from reliable_messaging.topology import EVENT_LOG_CONSUMER, consumers, queue_bindings, subscribers_of
+from reliable_messaging._topology import EVENT_LOG_CONSUMER, consumers, queue_bindings, subscribers_of
 
 from config.import_contracts import BUS, PUBLIC, REACHES_INSIDE, TESTS_ONLY, contract_contexts, current, render
 

@@ -11,8 +11,8 @@ import json
 from decimal import Decimal
 
 import pytest
-from reliable_messaging import contracts
-from reliable_messaging.contracts import schemas, validation_error
+from reliable_messaging import _contracts as contracts
+from reliable_messaging._contracts import schemas, validation_error
 from reliable_messaging.testing import example_payload
 
 HOSTILE_VALUES = [

@@ -1,11 +1,11 @@
-"""docs/adding-a-context.md names only queues and exchanges that reliable_messaging.broker declares for a context."""
+"""docs/adding-a-context.md names only queues and exchanges that reliable_messaging._broker declares for a context."""
 
 import re
 from pathlib import Path
 
 from django.conf import settings
-from reliable_messaging import broker
-from reliable_messaging.conf import queue_name
+from reliable_messaging import _broker as broker
+from reliable_messaging._conf import queue_name
 
 RECIPE = Path(settings.BASE_DIR) / "docs" / "adding-a-context.md"
 

@@ -1,7 +1,7 @@
 """The parsers behind the settings: durations and the CONTEXTS a deployment hosts."""
 
 import pytest
-from reliable_messaging.declarations import parse_contexts
+from reliable_messaging._declarations import parse_contexts
 
 from kernel.durations import parse_duration
 

@@ -5,7 +5,7 @@ import json
 import re
 
 import pytest
-from reliable_messaging.contracts import ContractError, read_shared_schemas
+from reliable_messaging._contracts import ContractError, read_shared_schemas
 
 OBJECT = {"$schema": "https://json-schema.org/draft/2020-12/schema", "type": "object"}
 

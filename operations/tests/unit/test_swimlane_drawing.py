@@ -136,7 +136,7 @@ def test_waiting_reasons_in_the_order_an_operator_looks_for_them(monkeypatch):
     handled_after_replay = replace(base, dead_letters=[letter], handled_by=[by_events, replayed])
     assert reason(handled_after_replay) == ""
     monkeypatch.setattr(
-        "reliable_messaging.diagnosis.local_consumers", lambda: ["orders", "inventory", "shipping", "events"]
+        "reliable_messaging._diagnosis.local_consumers", lambda: ["orders", "inventory", "shipping", "events"]
     )
     elsewhere = replace(base, handled_by=[by_events])  # payments runs in another deployment
     assert reason(elsewhere, expect_answers=True) == "no answer yet from payments (another deployment)"

@@ -1,4 +1,4 @@
-"""py-amqp's decoding of a content header never raises out of drain_events (reliable_messaging.amqp_properties):
+"""py-amqp's decoding of a content header never raises out of drain_events (reliable_messaging._amqp_properties):
 what it cannot decode arrives as a marker the consumer dead-letters."""
 
 import struct
@@ -6,7 +6,7 @@ import struct
 import pytest
 from amqp import basic_message
 from amqp.serialization import dumps
-from reliable_messaging import amqp_properties
+from reliable_messaging import _amqp_properties as amqp_properties
 
 BASIC = 60
 HEADERS_FLAG, MESSAGE_ID_FLAG = 0x2000, 0x0080

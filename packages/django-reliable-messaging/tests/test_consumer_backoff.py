@@ -6,9 +6,9 @@ seventh would keep it away for 30 s however short the outage.
 """
 
 import pytest
-from reliable_messaging import consumer as consumer_module
-from reliable_messaging.consumer import ConsumerWorker, DatabaseDown
-from reliable_messaging.lifecycle import Stopper
+from reliable_messaging import _consumer as consumer_module
+from reliable_messaging._consumer import ConsumerWorker, DatabaseDown
+from reliable_messaging._lifecycle import Stopper
 
 CUT, DATABASE_DOWN, QUIET, BATCH = "cut", "database down", "quiet", "batch"
 

@@ -143,4 +143,4 @@ def test_a_declaration_the_host_does_not_allow_stops_the_start(with_settings, me
     started = with_settings(**messaging)("check", ok=False)
 
     assert started.returncode == 1
-    assert f"reliable_messaging.declarations.DeclarationError: {refusal}" in started.stderr
+    assert f"reliable_messaging._declarations.DeclarationError: {refusal}" in started.stderr

@@ -7,8 +7,14 @@ from decimal import Decimal
 from types import SimpleNamespace
 
 import pytest
+from reliable_messaging._envelope import (
+    ATTEMPT_HEADER,
+    InvalidMessage,
+    encode_body,
+    envelope_for_outbox,
+    parse_incoming,
+)
 from reliable_messaging.api import InvalidPayload, payload_uuid
-from reliable_messaging.envelope import ATTEMPT_HEADER, InvalidMessage, encode_body, envelope_for_outbox, parse_incoming
 
 EVENT_ID = uuid.UUID("01a20ecf-ec79-780c-9868-25f1453339fe")
 HEADERS = {"event_type": "orders.order.created", "schema_version": 1}

@@ -3,7 +3,7 @@
 import time
 import uuid
 
-from reliable_messaging.ids import new_event_id
+from reliable_messaging._ids import new_event_id
 
 
 def _milliseconds(event_id: uuid.UUID) -> int:

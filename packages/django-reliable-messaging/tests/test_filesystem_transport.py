@@ -1,4 +1,4 @@
-"""The embedded broker (reliable_messaging/filesystem_transport.py): a consumer never takes a message half
+"""The embedded broker (reliable_messaging/_filesystem_transport.py): a consumer never takes a message half
 written, and processes declaring at once keep every binding. Real files, real processes; no
 database, no RabbitMQ."""
 
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from kombu import Connection, Exchange, Queue
 from kombu.transport.virtual import Empty
-from reliable_messaging import filesystem_transport
+from reliable_messaging import _filesystem_transport as filesystem_transport
 
 EXCHANGE = Exchange("events", type="topic", durable=True)
 FORK = multiprocessing.get_context("fork")

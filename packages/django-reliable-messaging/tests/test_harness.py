@@ -91,7 +91,7 @@ def test_example_payload_is_one_the_schema_accepts():
 
 
 def test_a_handlers_own_log_lines_carry_the_message_it_handles(caplog):
-    from reliable_messaging.logs import FieldsFormatter
+    from reliable_messaging._logs import FieldsFormatter
 
     caplog.handler.setFormatter(FieldsFormatter("%(name)s: %(message)s"))
     caplog.set_level("INFO", logger="archive")

@@ -14,10 +14,10 @@ from urllib.parse import unquote, urlsplit
 import pytest
 from archive.models import Filed
 from django.core.exceptions import ImproperlyConfigured
-from reliable_messaging.amqp_properties import KEPT_OF_OVERSIZED, OVERSIZED, bounded
-from reliable_messaging.conf import check_settings
-from reliable_messaging.consumer_batch import RETRY_HEADERS_BYTES, retry_headers
-from reliable_messaging.envelope import InvalidMessage, parse_incoming
+from reliable_messaging._amqp_properties import KEPT_OF_OVERSIZED, OVERSIZED, bounded
+from reliable_messaging._conf import check_settings
+from reliable_messaging._consumer_batch import RETRY_HEADERS_BYTES, retry_headers
+from reliable_messaging._envelope import InvalidMessage, parse_incoming
 from reliable_messaging.models import DeadLetter
 
 from conftest import HERE, amqp

@@ -1,4 +1,4 @@
-"""Every header and body is hostile until checked (reliable_messaging.edge): what a producer can put in a
+"""Every header and body is hostile until checked (reliable_messaging._edge): what a producer can put in a
 message is refused with a reason, or read within bounds; nothing raises anything else."""
 
 import json
@@ -6,9 +6,9 @@ import uuid
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from reliable_messaging.edge import MAX_COUNT, clamped_count, death_of, instant_within_window
-from reliable_messaging.envelope import InvalidMessage, encode_body, parse_incoming
-from reliable_messaging.metrics import event_type_label
+from reliable_messaging._edge import MAX_COUNT, clamped_count, death_of, instant_within_window
+from reliable_messaging._envelope import InvalidMessage, encode_body, parse_incoming
+from reliable_messaging._metrics import event_type_label
 
 HEADERS = {"event_type": "orders.order.created", "schema_version": 1}
 BODY = encode_body({"order_id": "o-1"})

@@ -1,4 +1,4 @@
-"""The relay's claim on PostgreSQL is one fixed SQL text (reliable_messaging.relay._claim_sql): it
+"""The relay's claim on PostgreSQL is one fixed SQL text (reliable_messaging._relay._claim_sql): it
 claims exactly the rows, in exactly the order and with exactly the values, of the queryset it
 stands for (``claim_query``), and locks them so that a second relay skips them."""
 
@@ -8,8 +8,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from django.db import connection, connections, transaction
 from django.utils import timezone
+from reliable_messaging._relay import claim_batch, claim_query
 from reliable_messaging.models import OutboxMessage
-from reliable_messaging.relay import claim_batch, claim_query
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -4,8 +4,8 @@ import threading
 
 
 def test_a_relay_pipeline_that_dies_stops_the_others_and_the_process_exits_1(monkeypatch):
-    from reliable_messaging import relay as relay_module
-    from reliable_messaging.lifecycle import Stopper
+    from reliable_messaging import _relay as relay_module
+    from reliable_messaging._lifecycle import Stopper
 
     started = threading.Barrier(3, timeout=10)
 

@@ -8,8 +8,8 @@ import json
 import uuid
 
 from archive.models import Filed
-from reliable_messaging import broker
-from reliable_messaging.dead_letters import dead_letter_record
+from reliable_messaging import _broker as broker
+from reliable_messaging._dead_letters import dead_letter_record
 from reliable_messaging.models import DeadLetter, InboxMessage
 
 PRODUCERS = {"PRODUCERS": {"notes": "notes_user", "archive": "archive_user"}, "BROKER_USER": "archive_user"}

@@ -9,14 +9,14 @@ from django.template.response import TemplateResponse
 from django.utils import timezone
 from django.utils.html import format_html
 
-from reliable_messaging.admin_base import ReadOnlyAdmin
-from reliable_messaging.admin_tools import ObjectAction, ObjectActionsMixin, compact_time, correlation_link
-from reliable_messaging.dead_letters import dead_letter_display_body, dead_letter_purge, dead_letter_replay
-from reliable_messaging.housekeeping import outbox_retry_parked
-from reliable_messaging.masking import mask_sensitive, mask_text
+from reliable_messaging._admin_base import ReadOnlyAdmin
+from reliable_messaging._admin_tools import ObjectAction, ObjectActionsMixin, compact_time, correlation_link
+from reliable_messaging._dead_letters import dead_letter_display_body, dead_letter_purge, dead_letter_replay
+from reliable_messaging._housekeeping import outbox_retry_parked
+from reliable_messaging._masking import mask_sensitive, mask_text
+from reliable_messaging._scheduled import cancel_scheduled
+from reliable_messaging._selectors import outbox_backlog
 from reliable_messaging.models import DeadLetter, EventLogEntry, InboxMessage, OutboxMessage, ScheduledMessage
-from reliable_messaging.scheduled import cancel_scheduled
-from reliable_messaging.selectors import outbox_backlog
 from reliable_messaging.templatetags.messaging_display import breakable_key
 from reliable_messaging.templatetags.messaging_display import short as short_id
 

@@ -9,7 +9,7 @@
 - a context's handlers are named in its declaration (``<context>/context.toml``, under
   ``consumes``), which also binds its queue; the bus subscribes them when it is ready;
 - a handler may be marked ``@in_bulk(...)`` by one that takes a run of a batch's messages at once
-  (each message's work inside ``in_turn(event)``: reliable_messaging.bulk);
+  (each message's work inside ``in_turn(event)``: reliable_messaging._bulk);
 - handlers receive an ``IncomingEvent`` and raise ``InvalidPayload`` for a payload that can never
   be handled (dead-lettered at once), ``TransientError`` (or anything else) to be retried;
 - a context's own long-running process (a worker beside the consumers) uses ``Stopper``,
@@ -21,19 +21,19 @@ The operator's reads are in ``reliable_messaging.operator``; the composition roo
 ``reliable_messaging.hosting``; the test harness in ``reliable_messaging.testing``.
 """
 
-from reliable_messaging.bulk import Turn, in_bulk, in_turn
-from reliable_messaging.contracts import written_version
-from reliable_messaging.dispatch import InvalidPayload, TransientError
-from reliable_messaging.envelope import IncomingEvent
-from reliable_messaging.faults import fault_point
-from reliable_messaging.lifecycle import (
+from reliable_messaging._bulk import Turn, in_bulk, in_turn
+from reliable_messaging._contracts import written_version
+from reliable_messaging._dispatch import InvalidPayload, TransientError
+from reliable_messaging._envelope import IncomingEvent
+from reliable_messaging._faults import fault_point
+from reliable_messaging._lifecycle import (
     DATABASE_BACKOFF_MAX,
     Backoff,
     Stopper,
     refuse_unmigrated_database,
     use_dedicated_connections,
 )
-from reliable_messaging.outbox import (
+from reliable_messaging._outbox import (
     OutsideTransactionError,
     UnpublishableEvent,
     caused_by,
@@ -43,10 +43,10 @@ from reliable_messaging.outbox import (
     publish,
     publish_again,
 )
-from reliable_messaging.payloads import payload_uuid
-from reliable_messaging.scheduled import cancel_scheduled, scheduled_delivery_time
-from reliable_messaging.serve_metrics import serve_metrics
-from reliable_messaging.sql import Statement, execute_together, insert_statement, rows_statement, update_rows
+from reliable_messaging._payloads import payload_uuid
+from reliable_messaging._scheduled import cancel_scheduled, scheduled_delivery_time
+from reliable_messaging._serve_metrics import serve_metrics
+from reliable_messaging._sql import Statement, execute_together, insert_statement, rows_statement, update_rows
 
 __all__ = [
     "DATABASE_BACKOFF_MAX",

@@ -4,8 +4,8 @@ from django.apps import AppConfig
 from django.conf import settings
 from django.core import checks
 
-from reliable_messaging import amqp_properties
-from reliable_messaging.conf import RETENTIONS, check_settings, duration, setting
+from reliable_messaging import _amqp_properties as amqp_properties
+from reliable_messaging._conf import RETENTIONS, check_settings, duration, setting
 
 
 class MessagingConfig(AppConfig):
@@ -17,10 +17,10 @@ class MessagingConfig(AppConfig):
 
     def ready(self) -> None:
         # Every model is loaded by now, so the hosted contexts' handler modules can be imported.
-        from reliable_messaging.contracts import check_contracts
-        from reliable_messaging.declarations import check_host_keys, hosted
-        from reliable_messaging.event_log import register_event_log
-        from reliable_messaging.registry import register_declared
+        from reliable_messaging._contracts import check_contracts
+        from reliable_messaging._declarations import check_host_keys, hosted
+        from reliable_messaging._event_log import register_event_log
+        from reliable_messaging._registry import register_declared
 
         check_settings()
         check_host_keys()

@@ -20,9 +20,9 @@ Importing this module loads neither Django's apps nor the bus's models: ``settin
 
 from typing import TYPE_CHECKING
 
-from reliable_messaging.conf import exchange_name, queue_name
-from reliable_messaging.db_errors import LOCK_NOT_AVAILABLE, READ_ONLY_SQL_TRANSACTION, sqlstate_of
-from reliable_messaging.declarations import (
+from reliable_messaging._conf import exchange_name, queue_name
+from reliable_messaging._db_errors import LOCK_NOT_AVAILABLE, READ_ONLY_SQL_TRANSACTION, sqlstate_of
+from reliable_messaging._declarations import (
     CONTEXT_NAME,
     DECLARATION_FILE,
     EVENT_TYPE,
@@ -39,15 +39,15 @@ from reliable_messaging.declarations import (
     read_declarations,
     schema_folder,
 )
-from reliable_messaging.ids import new_event_id
-from reliable_messaging.json_depth import nested_deeper_than
-from reliable_messaging.masking import mask_sensitive, mask_text
-from reliable_messaging.session_timeouts import apply_session_timeouts
-from reliable_messaging.telemetry import current as span_in_use
-from reliable_messaging.telemetry import enable as enable_tracing
-from reliable_messaging.telemetry import ids_of as trace_ids
-from reliable_messaging.telemetry import server_span, trace_headers
-from reliable_messaging.topology import ANY_EVENT, consumers, queue_bindings, subscribers_of
+from reliable_messaging._ids import new_event_id
+from reliable_messaging._json_depth import nested_deeper_than
+from reliable_messaging._masking import mask_sensitive, mask_text
+from reliable_messaging._session_timeouts import apply_session_timeouts
+from reliable_messaging._telemetry import current as span_in_use
+from reliable_messaging._telemetry import enable as enable_tracing
+from reliable_messaging._telemetry import ids_of as trace_ids
+from reliable_messaging._telemetry import server_span, trace_headers
+from reliable_messaging._topology import ANY_EVENT, consumers, queue_bindings, subscribers_of
 
 if TYPE_CHECKING:
     from kombu import Connection
@@ -56,14 +56,14 @@ if TYPE_CHECKING:
 def declare_queues() -> list[str]:
     """Declare this deployment's exchange and queues on the broker now, before it takes traffic;
     the names of the queues declared. ``ConnectionError`` when the broker cannot be reached."""
-    from reliable_messaging import broker  # the broker's module reads the registry: after Django's set-up
+    from reliable_messaging import _broker as broker  # the broker's module reads the registry: after Django's set-up
 
     return broker.declare_queues()
 
 
 def unbind_queue(consumer: str, routing_keys) -> bool:
     """Stop routing events to a consumer no deployment runs any more (``broker.unbind_queue``)."""
-    from reliable_messaging import broker
+    from reliable_messaging import _broker as broker
 
     return broker.unbind_queue(consumer, routing_keys)
 
@@ -71,7 +71,7 @@ def unbind_queue(consumer: str, routing_keys) -> bool:
 def broker_connection() -> "Connection":
     """A new, not yet connected, kombu connection to the bus's broker, opened as its workers open
     theirs (``BROKER_URL``'s nodes in turn, or the embedded broker's folders)."""
-    from reliable_messaging import broker
+    from reliable_messaging import _broker as broker
 
     return broker.connect()
 

@@ -7,7 +7,7 @@ from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
-from reliable_messaging.ids import new_event_id
+from reliable_messaging._ids import new_event_id
 
 
 class OutboxMessage(models.Model):

@@ -18,16 +18,16 @@
 - ``RELAY_APPLICATION_NAME`` is how a relay's session shows in ``pg_stat_activity``.
 """
 
-from reliable_messaging.admin_base import ReadOnlyAdmin
-from reliable_messaging.declarations import event_kind, installed, names
-from reliable_messaging.diagnosis import command_in_deployment, timeline_waiting, yet_to_handle
-from reliable_messaging.health import broker_reachable, database_reachable, unmigrated_apps
-from reliable_messaging.links import register_correlation_link
-from reliable_messaging.masking import mask_sensitive, mask_text
-from reliable_messaging.registry import local_consumers
-from reliable_messaging.relay import APPLICATION_NAME as RELAY_APPLICATION_NAME
-from reliable_messaging.scheduled import ScheduledBacklog, scheduled_backlog
-from reliable_messaging.selectors import (
+from reliable_messaging._admin_base import ReadOnlyAdmin
+from reliable_messaging._declarations import event_kind, installed, names
+from reliable_messaging._diagnosis import command_in_deployment, timeline_waiting, yet_to_handle
+from reliable_messaging._health import broker_reachable, database_reachable, unmigrated_apps
+from reliable_messaging._links import register_correlation_link
+from reliable_messaging._masking import mask_sensitive, mask_text
+from reliable_messaging._registry import local_consumers
+from reliable_messaging._relay import APPLICATION_NAME as RELAY_APPLICATION_NAME
+from reliable_messaging._scheduled import ScheduledBacklog, scheduled_backlog
+from reliable_messaging._selectors import (
     BacklogPoint,
     OldestDeadLetter,
     OutboxBacklog,
@@ -39,6 +39,8 @@ from reliable_messaging.selectors import (
     timeline_entry_of_new_event,
     timeline_for,
 )
+from reliable_messaging._timeline import DeadLetterMark, Handling, TimelineEntry, WaitingPlace, YetToHandle
+from reliable_messaging._topology import consumers as system_consumers
 from reliable_messaging.templatetags.messaging_display import (
     age,
     breakable_key,
@@ -47,8 +49,6 @@ from reliable_messaging.templatetags.messaging_display import (
     short,
 )
 from reliable_messaging.templatetags.messaging_display import register as display_filters
-from reliable_messaging.timeline import DeadLetterMark, Handling, TimelineEntry, WaitingPlace, YetToHandle
-from reliable_messaging.topology import consumers as system_consumers
 
 installed_contexts = installed
 

@@ -1,7 +1,7 @@
 """A test harness for the handlers of a project that uses the bus: no broker, no relay.
 
 - ``deliver`` hands one message to a consumer exactly as the consumer loop does
-  (``reliable_messaging.dispatch.decide``): the envelope and schema checks, the upcasters, the
+  (``reliable_messaging._dispatch.decide``): the envelope and schema checks, the upcasters, the
   inbox (a message id seen before is a duplicate with no second effect) and the handler, in one
   transaction. It returns a ``Delivered``: the outcome (``Outcome.HANDLED``, ``DUPLICATE``,
   ``RETRY`` or ``DEAD_LETTER`` with its reason) and the events the handler published;
@@ -26,15 +26,15 @@ from typing import Any, NamedTuple
 
 from django.utils import timezone
 
-from reliable_messaging import broker
-from reliable_messaging.conf import setting
-from reliable_messaging.contracts import SYSTEM_CURRENCY, newest_version, publish_refusal, schemas, validation_error
-from reliable_messaging.dead_letters import dead_letter_record
-from reliable_messaging.dispatch import Decision, Outcome, decide
-from reliable_messaging.envelope import ATTEMPT_HEADER, Envelope, envelope_for_outbox
+from reliable_messaging import _broker as broker
+from reliable_messaging._conf import setting
+from reliable_messaging._contracts import SYSTEM_CURRENCY, newest_version, publish_refusal, schemas, validation_error
+from reliable_messaging._dead_letters import dead_letter_record
+from reliable_messaging._dispatch import Decision, Outcome, decide
+from reliable_messaging._envelope import ATTEMPT_HEADER, Envelope, envelope_for_outbox
+from reliable_messaging._scheduled import move_due_messages
+from reliable_messaging._topology import consumers
 from reliable_messaging.models import OutboxMessage
-from reliable_messaging.scheduled import move_due_messages
-from reliable_messaging.topology import consumers
 
 __all__ = [
     "Decision",

@@ -1,6 +1,6 @@
 from django.core.management.base import BaseCommand
 
-from reliable_messaging.asyncapi import document_yaml
+from reliable_messaging._asyncapi import document_yaml
 
 
 class Command(BaseCommand):

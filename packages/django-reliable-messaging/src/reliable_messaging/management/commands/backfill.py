@@ -1,7 +1,7 @@
 from django.core.management.base import BaseCommand, CommandError
 from django.utils.dateparse import parse_datetime
 
-from reliable_messaging.backfill import BackfillRefused, backfill
+from reliable_messaging._backfill import BackfillRefused, backfill
 
 
 class Command(BaseCommand):

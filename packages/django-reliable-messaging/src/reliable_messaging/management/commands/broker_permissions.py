@@ -1,9 +1,9 @@
 from django.core.management.base import BaseCommand, CommandError
 from kombu import Connection
 
-from reliable_messaging import broker
-from reliable_messaging.conf import setting
-from reliable_messaging.permissions import apply, shell_lines, user_permissions
+from reliable_messaging import _broker as broker
+from reliable_messaging._conf import setting
+from reliable_messaging._permissions import apply, shell_lines, user_permissions
 
 
 class Command(BaseCommand):

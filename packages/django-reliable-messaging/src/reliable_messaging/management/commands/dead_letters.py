@@ -2,7 +2,7 @@ import json
 
 from django.core.management.base import BaseCommand, CommandError
 
-from reliable_messaging.dead_letters import (
+from reliable_messaging._dead_letters import (
     dead_letter_display_body,
     dead_letter_purge,
     dead_letter_replay,
@@ -10,9 +10,9 @@ from reliable_messaging.dead_letters import (
     dead_letters_list,
     recorded_producer,
 )
-from reliable_messaging.masking import mask_sensitive, mask_text
+from reliable_messaging._masking import mask_sensitive, mask_text
+from reliable_messaging._topology import consumers
 from reliable_messaging.models import DeadLetter
-from reliable_messaging.topology import consumers
 
 LIST_COLUMNS = ("id", "consumer", "correlation", "message_id", "reason", "state")
 

@@ -2,9 +2,9 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from reliable_messaging.conf import setting
-from reliable_messaging.contracts import schemas
-from reliable_messaging.schema_freeze import frozen_problems, write_snapshots
+from reliable_messaging._conf import setting
+from reliable_messaging._contracts import schemas
+from reliable_messaging._schema_freeze import frozen_problems, write_snapshots
 
 
 def snapshot_dir() -> Path:

@@ -1,6 +1,6 @@
 from django.core.management.base import BaseCommand, CommandError
 
-from reliable_messaging.housekeeping import outbox_retry_parked
+from reliable_messaging._housekeeping import outbox_retry_parked
 
 
 class Command(BaseCommand):

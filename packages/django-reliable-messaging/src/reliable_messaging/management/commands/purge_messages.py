@@ -1,6 +1,6 @@
 from django.core.management.base import BaseCommand
 
-from reliable_messaging.housekeeping import messages_purge
+from reliable_messaging._housekeeping import messages_purge
 
 
 class Command(BaseCommand):

@@ -1,13 +1,13 @@
 from django.core.management.base import BaseCommand, CommandError
 
-from reliable_messaging.consumer import ConsumerWorker
-from reliable_messaging.declarations import hosted_names
-from reliable_messaging.lifecycle import Stopper, refuse_unmigrated_database, use_dedicated_connections
-from reliable_messaging.logs import log_to_stderr_unless_configured
-from reliable_messaging.registry import local_consumers
-from reliable_messaging.serve_metrics import serve_metrics
-from reliable_messaging.topology import EVENT_LOG_CONSUMER
-from reliable_messaging.topology import consumers as system_consumers
+from reliable_messaging._consumer import ConsumerWorker
+from reliable_messaging._declarations import hosted_names
+from reliable_messaging._lifecycle import Stopper, refuse_unmigrated_database, use_dedicated_connections
+from reliable_messaging._logs import log_to_stderr_unless_configured
+from reliable_messaging._registry import local_consumers
+from reliable_messaging._serve_metrics import serve_metrics
+from reliable_messaging._topology import EVENT_LOG_CONSUMER
+from reliable_messaging._topology import consumers as system_consumers
 
 
 class Command(BaseCommand):

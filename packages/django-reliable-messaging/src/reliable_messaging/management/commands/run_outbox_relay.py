@@ -1,10 +1,10 @@
 from django.core.management.base import BaseCommand
 
-from reliable_messaging.conf import setting
-from reliable_messaging.lifecycle import Stopper, refuse_unmigrated_database, use_dedicated_connections
-from reliable_messaging.logs import log_to_stderr_unless_configured
-from reliable_messaging.relay import run_pipelines
-from reliable_messaging.serve_metrics import serve_metrics
+from reliable_messaging._conf import setting
+from reliable_messaging._lifecycle import Stopper, refuse_unmigrated_database, use_dedicated_connections
+from reliable_messaging._logs import log_to_stderr_unless_configured
+from reliable_messaging._relay import run_pipelines
+from reliable_messaging._serve_metrics import serve_metrics
 
 
 class Command(BaseCommand):

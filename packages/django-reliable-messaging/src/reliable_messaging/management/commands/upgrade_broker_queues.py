@@ -1,7 +1,7 @@
 from django.core.management.base import BaseCommand, CommandError
 
-from reliable_messaging.conf import setting
-from reliable_messaging.queue_upgrade import upgrade_broker_queues
+from reliable_messaging._conf import setting
+from reliable_messaging._queue_upgrade import upgrade_broker_queues
 
 
 class Command(BaseCommand):

@@ -1,0 +1,275 @@
+"""The consumer loop: one broker connection, one queue per named consumer, manual acks, batches.
+
+Deliveries already waiting are taken together, up to ``CONSUMER_BATCH_SIZE``, and decided in
+one transaction (``dispatch.decide_batch``): one commit for the batch, then the retries and
+dead letters of the messages that failed, then the acks. The loop never waits for a batch to
+fill: at light load a batch is the one message that arrived. Nothing is acked before its
+commit. A failing message is retried through a delay queue (a confirmed publish, then the ack)
+until its budget is spent, then stored as a dead letter and acked: never dropped, never
+requeued forever, never in the way of the messages behind it. Messages that RabbitMQ itself
+dead-letters (delivery limit, rejects) land in ``<queue>_dead_letters`` and are moved to the dead-letter
+table by the same process.
+
+Acks: one ack with ``multiple`` covers a whole batch when every delivery still unsettled on the
+channel up to its last tag belongs to the batch (one channel carries several consumers, and
+their ``_dead_letters`` consumers); otherwise each message is acked alone. The filesystem broker
+ignores ``multiple``, so there every message is acked alone.
+
+The parts: the loop, its connection and its two kinds of deliveries here, with the dead letters
+stored (``store_dead_letter``); a batch decided and settled in ``reliable_messaging._consumer_batch``.
+"""
+
+import functools
+import logging
+import time
+
+from django.db import DatabaseError
+from kombu import Consumer
+
+from reliable_messaging import _broker as broker
+from reliable_messaging._conf import exchange_name, queue_name, setting
+from reliable_messaging._consumer_batch import (
+    BatchSettling,
+    DatabaseDown,
+    RetryNotPublished,
+    delivery_of,
+    log_context,
+    raw_body,
+)
+from reliable_messaging._dead_letters import dead_letter_record
+from reliable_messaging._dispatch import Decision, Delivery
+from reliable_messaging._edge import death_of, instant_within_window
+from reliable_messaging._health import database_reachable
+from reliable_messaging._heartbeat import HandlerHeartbeat
+from reliable_messaging._lifecycle import DATABASE_BACKOFF_MAX, Backoff, Stopper, drop_broken_db_connections
+from reliable_messaging._publisher import BatchPublisher, ConfirmTimeout
+from reliable_messaging._session import BrokerSession
+
+# What other modules import from here (defined in consumer_batch, re-exported).
+__all__ = [
+    "ConsumerWorker",
+    "DatabaseDown",
+    "RetryNotPublished",
+    "delivery_of",
+    "log_context",
+    "raw_body",
+    "store_dead_letter",
+]
+
+logger = logging.getLogger("reliable_messaging.consumer")
+
+
+class ConsumerWorker(BatchSettling):
+    def __init__(
+        self,
+        consumers: list[str],
+        *,
+        stopper: Stopper | None = None,
+        idle_timeout: float = 1.0,
+        batch_size: int | None = None,
+    ):
+        self.consumers = list(consumers)
+        self.stopper = stopper or Stopper()
+        self.idle_timeout = idle_timeout
+        wanted = max(1, batch_size or setting("CONSUMER_BATCH_SIZE"))
+        self.prefetch = setting("CONSUMER_PREFETCH")
+        # The broker sends at most ``prefetch`` unacked messages: a batch can never be larger.
+        self.batch_size = min(wanted, self.prefetch)
+        if self.batch_size < wanted:
+            logger.warning(
+                "CONSUMER_PREFETCH (%d) caps batches below CONSUMER_BATCH_SIZE (%d): raise the prefetch to batch more",
+                self.prefetch,
+                wanted,
+            )
+        self.max_attempts = setting("CONSUMER_MAX_ATTEMPTS")
+        self.session = BrokerSession()
+        # Counts failures in a row: reset whenever the broker and the database are seen working.
+        self._backoff = Backoff()
+        self._retry_publisher: BatchPublisher | None = None
+        self._heartbeat: HandlerHeartbeat | None = None
+        self._last_delivery = time.monotonic()
+        self._arrived: list[tuple[str, object]] = []  # (consumer, message) taken, not yet decided
+        self._unsettled: set[int] = set()  # delivery tags of this channel neither acked nor rejected
+
+    # --- the loop --------------------------------------------------------------------------
+    def run(self, *, once: bool = False) -> int:
+        while not self.stopper.stopping:
+            drop_broken_db_connections()
+            try:
+                self._connect()
+                self._consume(once=once)
+                if once:
+                    break
+            except DatabaseDown:
+                self._disconnect()
+                logger.warning("database unavailable: consuming paused until it is back")
+                self._wait_for_database()
+            except (ConfirmTimeout, RetryNotPublished, *self.session.errors()) as exc:
+                self._disconnect(graceful=False)
+                if once:
+                    logger.warning("broker unavailable: %s: %s", type(exc).__name__, exc)
+                    return 1
+                delay = self._backoff.next_delay()
+                logger.warning("broker unavailable: %s: %s; connecting again in %.1fs", type(exc).__name__, exc, delay)
+                self.stopper.sleep(delay)
+            else:
+                self._backoff.reset()
+        self._disconnect()
+        return 0
+
+    def _consume(self, *, once: bool) -> None:
+        self._last_delivery = time.monotonic()
+        # Wake often enough to send heartbeats at twice the negotiated rate.
+        wait = min(1.0, self.session.heartbeat / 4) if self.session.heartbeat else 1.0
+        while not self.stopper.stopping:
+            try:
+                self.session.connection.drain_events(timeout=wait)
+            except TimeoutError:
+                self._backoff.reset()  # a quiet connection that works: the next outage starts from the shortest delay
+                if once and not self._arrived and time.monotonic() - self._last_delivery >= self.idle_timeout:
+                    return
+            self._take_what_is_waiting()
+            if self._arrived:
+                self._handle_batch()
+                self._backoff.reset()  # a batch decided and settled: the database and the broker work
+            self.session.heartbeat_check()
+
+    def _take_what_is_waiting(self) -> None:
+        """More deliveries that have already arrived, up to the batch size; never wait for one."""
+        while len(self._arrived) < self.batch_size:
+            try:
+                self.session.connection.drain_events(timeout=0)
+            except TimeoutError:
+                return
+
+    def _connect(self) -> None:
+        if self.session.connected:
+            return
+        self._disconnect(graceful=False)
+        connection = self.session.open()
+        if self.session.heartbeat:
+            self._heartbeat = HandlerHeartbeat(connection.connection, self.session.heartbeat)
+        # Ready before the first consume: deliveries may arrive while the next one starts.
+        self._retry_publisher = BatchPublisher(connection, setting("RELAY_CONFIRM_TIMEOUT"))
+        channel = connection.channel()
+        channel.basic_qos(0, self.prefetch, False)
+        for consumer in self.consumers:
+            Consumer(
+                channel,
+                queues=[broker.main_queue(consumer)],
+                on_message=functools.partial(self._on_message, consumer),
+                auto_declare=False,
+            ).consume()
+            if self.session.amqp:
+                Consumer(
+                    channel,
+                    queues=[broker.dead_letter_queue(consumer)],
+                    on_message=functools.partial(self._on_dead_lettered, consumer),
+                    auto_declare=False,
+                ).consume()
+        logger.info(
+            "consuming",
+            extra={
+                "consumers": self.consumers,
+                "queues": [queue_name(consumer) for consumer in self.consumers],
+                "exchange": exchange_name(),
+                "batch_size": self.batch_size,
+                "broker": broker.describe(connection),
+            },
+        )
+
+    def _disconnect(self, *, graceful: bool = True) -> None:
+        """Close the broker connection; after an error, drop it without waiting for the broker."""
+        if self._heartbeat is not None:
+            self._heartbeat.stop()
+            self._heartbeat = None
+        self.session.end(self._retry_publisher, graceful=graceful)
+        self._retry_publisher = None
+        # Deliveries of a closed channel go back to the queue: none of them can be settled now.
+        self._arrived.clear()
+        self._unsettled.clear()
+
+    def _wait_for_database(self) -> None:
+        while not self.stopper.stopping:
+            self.stopper.sleep(min(self._backoff.next_delay(), DATABASE_BACKOFF_MAX))
+            if database_reachable():
+                logger.info("database is back: consuming again")
+                return
+
+    # --- deliveries ------------------------------------------------------------------------
+    def _on_message(self, consumer: str, message) -> None:
+        self._last_delivery = time.monotonic()
+        self._unsettled.add(message.delivery_tag)
+        self._arrived.append((consumer, message))
+
+    def _on_dead_lettered(self, consumer: str, message) -> None:
+        """A message RabbitMQ dead-lettered (delivery limit, reject): move it to the table."""
+        self._last_delivery = time.monotonic()
+        self._unsettled.add(message.delivery_tag)
+        headers = dict(message.headers or {})
+        properties = {k: v for k, v in message.properties.items() if k != "application_headers"}
+        # Whatever a publisher put in x-death (this queue takes anyone's message): what can be read.
+        arrived_key = message.delivery_info.get("routing_key", "")
+        death = death_of(headers, default_queue=queue_name(consumer), default_routing_key=arrived_key)
+        error = f"RabbitMQ dead-lettered it from {death.queue}: {death.reason}"
+        try:
+            store_dead_letter(
+                consumer=consumer,
+                body=raw_body(message),
+                properties=properties,
+                headers=headers,
+                routing_key=death.routing_key,
+                reason=f"broker_{death.reason}"[:100],
+                error=f"{error} ({death.note})" if death.note else error,
+                attempts=death.count,
+            )
+        except DatabaseDown:
+            self._requeue(message)
+            raise
+        self._ack([message])
+
+    # --- dead letters: stored here, beside store_dead_letter ----------------------------------
+    def _dead_letter(self, consumer, message, delivery: Delivery, decision: Decision, attempts: int) -> None:
+        first_failed = delivery.headers.get("x-first-failed-at")
+        try:
+            store_dead_letter(
+                consumer=consumer,
+                body=delivery.body,
+                properties=delivery.properties,
+                headers=delivery.headers,
+                routing_key=delivery.routing_key,
+                reason=decision.reason,
+                error=decision.error,
+                traceback=decision.traceback,
+                attempts=attempts,
+                first_failed_at=instant_within_window(first_failed),
+            )
+        except DatabaseDown:
+            if self.session.amqp:
+                self._reject(message)  # the broker keeps it in <queue>_dead_letters until the database is back
+            else:
+                self._requeue(message)
+            raise
+        self._ack([message])
+
+
+def store_dead_letter(**fields) -> None:
+    """Store a dead letter; ``DatabaseDown`` only when the database does not answer.
+
+    A row the database refuses while it answers is not an outage: taken for one, the message
+    would come back after the pause, be refused again, and stall the consumer for ever. It is
+    stored without its headers and properties instead (the body, being bytes, always fits), the
+    refusal in its error.
+    """
+    try:
+        dead_letter_record(**fields)
+    except DatabaseError as exc:
+        if not database_reachable():
+            raise DatabaseDown("could not store a dead letter") from None
+        logger.error("the database refused a dead letter: stored without its headers: %s", exc)
+        refused = f"{type(exc).__name__}: {exc}; message id {fields['properties'].get('message_id')!r}"
+        error = f"{fields.get('error', '')}\n(its headers and properties left out, refused by the database: {refused})"
+        try:
+            dead_letter_record(**{**fields, "properties": {}, "headers": {}, "error": error})
+        except DatabaseError:
+            raise DatabaseDown("could not store a dead letter") from None

@@ -1,0 +1,247 @@
+"""A consumer's batch, from its decisions to its settling: each delivery acked, retried through
+a delay queue or dead-lettered, one ack with ``multiple`` for the batch where it can
+(``reliable_messaging._consumer`` describes the whole); and a delivery read off its message."""
+
+import logging
+import time
+from contextlib import nullcontext
+
+import structlog
+from amqp.serialization import dumps as amqp_encoded
+from django.utils import timezone
+
+from reliable_messaging import _broker as broker
+from reliable_messaging import _metrics as metrics
+from reliable_messaging import _telemetry as telemetry
+from reliable_messaging._amqp_properties import bounded
+from reliable_messaging._conf import queue_name
+from reliable_messaging._dispatch import Decision, Delivery, Outcome, decide_batch
+from reliable_messaging._envelope import ATTEMPT_HEADER, Envelope
+from reliable_messaging._faults import fault_point
+from reliable_messaging._heartbeat import HandlerHeartbeat
+from reliable_messaging._lifecycle import drop_broken_db_connections
+from reliable_messaging._publisher import BatchPublisher
+from reliable_messaging._session import BrokerSession
+
+# The worker's records keep the name they had before this module was cut out of consumer.
+logger = logging.getLogger("reliable_messaging.consumer")
+
+
+class DatabaseDown(Exception):
+    """The database cannot be reached: stop consuming until it is back."""
+
+
+class RetryNotPublished(Exception):
+    """The broker did not take a retry; the original is requeued instead."""
+
+
+class BatchSettling:
+    """``ConsumerWorker``'s batches: decided, then every delivery settled; every ack, requeue and
+    reject goes through here. A part of the worker, whose state it shares (set by its
+    ``__init__`` and its connection); the worker's ``_dead_letter`` stores a dead letter."""
+
+    session: BrokerSession
+    max_attempts: int
+    _heartbeat: HandlerHeartbeat | None
+    _retry_publisher: BatchPublisher | None
+    _arrived: list[tuple[str, object]]
+    _unsettled: set[int]
+
+    def _handle_batch(self) -> None:
+        arrived, self._arrived = self._arrived, []
+        # A handler's error may have broken any connection of the process (any alias):
+        # replace broken ones now, or every later message would fail on them until a restart.
+        drop_broken_db_connections()
+        started = time.monotonic()
+        batch = telemetry.batch_span(consumers=sorted({c for c, _ in arrived}), size=len(arrived))
+        deliveries = [delivery_of(consumer, message, batch) for consumer, message in arrived]
+        unended = {id(d.span): d.span for d in deliveries}
+        try:
+            with self._heartbeat.handling() if self._heartbeat else nullcontext():
+                with telemetry.current(batch) if batch is not None else nullcontext():
+                    decisions = decide_batch(deliveries)
+            if any(d.outcome is Outcome.DATABASE_DOWN for d in decisions):
+                for _, message in arrived:
+                    self._requeue(message)
+                self._count(deliveries, ["database_down"] * len(deliveries), started)
+                raise DatabaseDown(next(d.error for d in decisions if d.outcome is Outcome.DATABASE_DOWN))
+            outcomes, to_ack = [], []
+            for (consumer, message), delivery, decision in zip(arrived, deliveries, decisions, strict=True):
+                with structlog.contextvars.bound_contextvars(**log_context(delivery)):
+                    outcome = self._settle_failure(consumer, message, delivery, decision)
+                    outcomes.append(outcome)
+                    telemetry.end_with_outcome(
+                        unended.pop(id(delivery.span)), outcome=outcome.value, reason=decision.reason,
+                        error=decision.error,
+                    )  # fmt: skip
+                    if decision.outcome in (Outcome.HANDLED, Outcome.DUPLICATE):
+                        logger.info("handled" if decision.outcome is Outcome.HANDLED else "duplicate: already handled, "
+                                    "acked without effect")  # fmt: skip
+                        to_ack.append(message)
+            for consumer in sorted({consumer for consumer, _ in arrived}):
+                fault_point(f"consumer.{consumer}.before_ack")
+            self._ack(to_ack)
+            self._count(deliveries, [o.value for o in outcomes], started)
+            metrics.consumer_batch(len(arrived))
+        finally:
+            # Whatever stopped the batch (the database, the broker), its spans end, as errors.
+            for span in unended.values():
+                telemetry.end_with_outcome(span, outcome="database_down", reason="interrupted")
+            if batch is not None:
+                batch.end()
+
+    def _settle_failure(self, consumer, message, delivery: Delivery, decision: Decision) -> Outcome:
+        """Retry or dead-letter a failed message (its ack comes with that); what was done."""
+        outcome = decision.outcome
+        if outcome in (Outcome.HANDLED, Outcome.DUPLICATE):
+            return outcome
+        if outcome is Outcome.RETRY and decision.event.attempt < self.max_attempts:
+            self._retry(consumer, message, delivery, decision)
+            return Outcome.RETRY
+        attempts = decision.event.attempt if decision.event else 1
+        self._dead_letter(consumer, message, delivery, decision, attempts)
+        return Outcome.DEAD_LETTER
+
+    def _count(self, deliveries: list[Delivery], outcomes: list[str], started: float) -> None:
+        seconds = (time.monotonic() - started) / max(1, len(deliveries))
+        for delivery, outcome in zip(deliveries, outcomes, strict=True):
+            metrics.consumer_message(
+                delivery.consumer, str(delivery.headers.get("event_type") or "-"), outcome, seconds
+            )
+
+    # --- settling: every ack, requeue and reject goes through here -----------------------------
+    def _ack(self, messages: list) -> None:
+        if not messages:
+            return
+        tags = {m.delivery_tag for m in messages}
+        last = max(messages, key=lambda m: m.delivery_tag)
+        if self.session.amqp and len(messages) > 1 and {t for t in self._unsettled if t <= last.delivery_tag} == tags:
+            last.ack(multiple=True)
+            self._unsettled -= tags
+            return
+        for message in messages:
+            message.ack()
+            self._unsettled.discard(message.delivery_tag)
+
+    def _requeue(self, message) -> None:
+        message.requeue()
+        self._unsettled.discard(message.delivery_tag)
+
+    def _reject(self, message) -> None:
+        message.reject(requeue=False)
+        self._unsettled.discard(message.delivery_tag)
+
+    def _retry(self, consumer, message, delivery: Delivery, decision: Decision) -> None:
+        attempt = decision.event.attempt
+        delay = broker.retry_delay_for(attempt)
+        target = broker.retry_queue_name(consumer, delay) if self.session.amqp else queue_name(consumer)
+        envelope = Envelope(
+            message_id=str(delivery.properties.get("message_id")),
+            exchange="",
+            routing_key=target,
+            body=delivery.body,
+            correlation_id=str(delivery.properties.get("correlation_id") or ""),
+            headers=retry_headers(delivery.headers, attempt, decision.error, delivery.routing_key),
+        )
+        try:
+            result = self._retry_publisher.publish([envelope])
+        except Exception:
+            self._requeue(message)
+            raise
+        if result.failed:
+            self._requeue(message)
+            raise RetryNotPublished(result.failed[envelope.message_id])
+        # Only RabbitMQ delays a retry (a delay queue's TTL); the filesystem broker has no TTL, so
+        # there the message is back in its queue at once, and the log says so.
+        when = f"in {delay:.1f}s" if self.session.amqp else "now (the embedded broker cannot delay it)"
+        logger.warning("handler failed, retry %d of %d %s: %s", attempt, self.max_attempts - 1, when, decision.error)
+        self._ack([message])
+
+
+# Headers of a failed delivery, not of the event: RabbitMQ writes its own again when the retry's
+# delay expires; carried over, x-death grows at every retry (one entry per delay queue).
+_DELIVERY_HEADERS = frozenset(
+    ("x-death", "x-first-death-exchange", "x-first-death-queue", "x-first-death-reason", "x-delivery-count")
+)
+# What a retry carries of the headers it arrived with, at most (AMQP-encoded): far below
+# RabbitMQ's frame_max (128 KiB), which a content header must fit in or the broker closes the
+# connection, at every attempt of the message.
+RETRY_HEADERS_BYTES = 16 * 1024
+
+
+def retry_headers(headers: dict, attempt: int, error: str, routing_key: str) -> dict:
+    """The headers of a retry: the bus's own replaced (never appended to), RabbitMQ's of the
+    failed delivery left out, and the others kept while they fit ``RETRY_HEADERS_BYTES``, the
+    largest left out first."""
+    first, original = headers.get("x-first-failed-at"), headers.get("x-original-routing-key")
+    own = {
+        ATTEMPT_HEADER: attempt + 1,
+        "x-first-failed-at": first if isinstance(first, str) and 0 < len(first) <= 64 else timezone.now().isoformat(),
+        "x-last-error": error[:500],
+        "x-original-routing-key": original if isinstance(original, str) and 0 < len(original) <= 255 else routing_key,
+    }
+    carried = {k: v for k, v in headers.items() if k not in own and k not in _DELIVERY_HEADERS}
+    sizes = {name: _encoded_size(name, value) for name, value in carried.items()}
+    room = RETRY_HEADERS_BYTES - sum(_encoded_size(name, value) for name, value in own.items())
+    total, left_out = sum(sizes.values()), []
+    for name in sorted(sizes, key=sizes.__getitem__, reverse=True):
+        if total <= room:
+            break
+        left_out.append(name)
+        total -= sizes[name]
+        del carried[name]
+    if left_out:
+        logger.warning(
+            "a retry leaves out %d headers over %d bytes: %s", len(left_out), RETRY_HEADERS_BYTES, left_out[:5]
+        )
+    return {**carried, **own}
+
+
+def _encoded_size(name: str, value) -> int:
+    try:
+        return len(amqp_encoded("F", [{name: value}]))
+    except Exception:  # noqa: BLE001 - a value AMQP cannot encode is left out
+        return RETRY_HEADERS_BYTES + 1
+
+
+def delivery_of(consumer: str, message, batch=None) -> Delivery:
+    """The delivery, with its CONSUMER span started (a child of the context the message carries)."""
+    properties = {k: v for k, v in message.properties.items() if k != "application_headers"}
+    # Over MAX_MESSAGE_BYTES: a prefix, marked, for the dead letter (never decoded nor parsed).
+    body, headers = bounded(raw_body(message), dict(message.headers or {}))
+    routing_key = message.delivery_info.get("routing_key", "")
+    span = telemetry.consumer_span(
+        headers=headers,
+        consumer=consumer,
+        event_type=str(headers.get("event_type") or routing_key),
+        exchange=message.delivery_info.get("exchange") or "amq.default",
+        routing_key=routing_key,
+        message_id=str(properties.get("message_id") or ""),
+        correlation_id=str(properties.get("correlation_id") or ""),
+        batch=batch,
+    )
+    return Delivery(
+        consumer=consumer,
+        body=body,
+        properties=properties,
+        headers=headers,
+        routing_key=routing_key,
+        span=span,
+    )
+
+
+def log_context(delivery: Delivery) -> dict:
+    return {
+        "consumer": delivery.consumer,
+        "message_id": str(delivery.properties.get("message_id") or "-"),
+        "event_type": str(delivery.headers.get("event_type") or "-"),
+        "correlation_id": str(delivery.properties.get("correlation_id") or "-"),
+        "trace_id": "-",
+        **(telemetry.ids_of(delivery.span) if delivery.span is not None else {}),
+    }
+
+
+def raw_body(message) -> bytes:
+    """The body as bytes: py-amqp hands over a str when it could decode the content encoding."""
+    body = message.body
+    return body.encode(message.content_encoding or "utf-8") if isinstance(body, str) else bytes(body)

@@ -1,0 +1,110 @@
+"""What a decision about a delivery is, and the steps every decision takes, alone or in a batch.
+
+The types (``Delivery`` in, ``Decision`` out, the ``Outcome``), the failures a handler raises
+(``InvalidPayload``, ``TransientError``), and the steps ``reliable_messaging._dispatch`` (one
+message) and ``reliable_messaging._batch_decisions`` (a batch's passes) share: running a handler,
+telling a duplicate from a reused message id, refusing to commit a transaction that cannot.
+"""
+
+import enum
+import traceback as tb
+from contextlib import nullcontext
+from dataclasses import dataclass
+from typing import Any
+
+from django.db import connection, transaction
+from psycopg import pq
+
+from reliable_messaging._db_errors import DEADLOCK_DETECTED, LOCK_NOT_AVAILABLE, QUERY_CANCELED  # noqa: F401 - re-exported
+from reliable_messaging._envelope import IncomingEvent
+from reliable_messaging._inbox import inbox_hashes
+from reliable_messaging._outbox import handling
+from reliable_messaging._telemetry import current
+
+
+class InvalidPayload(Exception):
+    """A handler found the payload unusable: missing or invalid fields. Never retried."""
+
+
+class TransientError(Exception):
+    """A failure that may pass (a remote service timing out, say): the message is retried later."""
+
+
+class Outcome(enum.Enum):
+    HANDLED = "handled"
+    DUPLICATE = "duplicate"
+    RETRY = "retry"
+    DEAD_LETTER = "dead_letter"
+    DATABASE_DOWN = "database_down"
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """One message as it arrived, for ``decide_batch``."""
+
+    consumer: str
+    body: bytes
+    properties: dict
+    headers: dict
+    routing_key: str
+    # The message's CONSUMER span (``telemetry.consumer_span``): its handler runs inside it.
+    span: Any = None
+
+
+@dataclass(frozen=True)
+class Decision:
+    outcome: Outcome
+    event: IncomingEvent | None = None
+    reason: str = ""
+    error: str = ""
+    traceback: str = ""
+
+
+def failure(outcome: Outcome, reason: str, exc: BaseException, event: IncomingEvent | None) -> Decision:
+    return Decision(
+        outcome,
+        event=event,
+        reason=reason,
+        error=f"{type(exc).__name__}: {exc}"[:4000],
+        traceback="".join(tb.format_exception(exc, limit=8))[-8000:],
+    )
+
+
+class BatchBroken(Exception):
+    """A member's failure could not be contained in its savepoint: the batch must roll back whole."""
+
+
+def run_handler(spec, event: IncomingEvent, span) -> None:
+    # Inside the message's span: what the handler publishes (and its queries) are its children.
+    with handling(event), current(span) if span is not None else nullcontext():
+        spec.handler(event)
+
+
+def stored_hash(consumer: str, event: IncomingEvent) -> str:
+    return inbox_hashes(consumer=consumer, message_ids=[event.message_id]).get(event.message_id, "")
+
+
+def duplicate_or_reused(consumer: str, event: IncomingEvent, handled_with: str) -> Decision:
+    """A message id handled before: a duplicate (acked without effect) when its content is what
+    was handled, else a reused id (a dead letter), never a silent drop. An inbox row of a release
+    before content hashes ("") can only say duplicate."""
+    if not handled_with or not event.content_hash or handled_with == event.content_hash:
+        return Decision(Outcome.DUPLICATE, event)
+    return Decision(
+        Outcome.DEAD_LETTER,
+        event,
+        "message_id_reused",
+        f"{consumer} handled message {event.message_id} with content sha256 {handled_with}; "
+        f"this delivery's content is sha256 {event.content_hash}",
+    )
+
+
+def ensure_committable() -> None:
+    """Refuse to go on to the COMMIT of a transaction that can no longer commit (a handler
+    swallowed a database error): PostgreSQL would answer it with a rollback, and the messages
+    would be acked for nothing."""
+    if transaction.get_rollback() or (
+        connection.vendor == "postgresql"
+        and connection.connection.info.transaction_status != pq.TransactionStatus.INTRANS
+    ):
+        raise BatchBroken("the transaction can no longer commit")

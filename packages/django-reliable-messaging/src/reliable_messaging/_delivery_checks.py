@@ -1,0 +1,76 @@
+"""The checks a delivery passes before its handler runs, with no transaction: a well-formed
+envelope, a producer allowed to publish its event type, a handler for it here, a schema version
+this deployment reads, a payload its schema accepts (brought to the newest version its reader
+knows). A delivery that fails one can never be handled: ``Refused``, with its dead letter."""
+
+from dataclasses import replace
+from typing import NamedTuple
+
+from reliable_messaging import _contracts as contracts
+from reliable_messaging import _registry as registry
+from reliable_messaging._decisions import Decision, Outcome, failure
+from reliable_messaging._envelope import IncomingEvent, InvalidMessage, parse_incoming
+from reliable_messaging._producers import UNAUTHENTICATED, producer_refusal
+
+
+class Refused(Exception):
+    """A message that can never be handled, with the decision about it (a dead letter)."""
+
+    def __init__(self, decision: Decision):
+        super().__init__(decision.reason)
+        self.decision = decision
+
+
+class Prepared(NamedTuple):
+    event: IncomingEvent
+    spec: registry.HandlerSpec
+
+
+def prepare(consumer: str, body: bytes, properties: dict, headers: dict, routing_key: str) -> Prepared:
+    """The event and its handler; ``Refused`` for a message that can never be handled."""
+    try:
+        event = parse_incoming(body, properties, headers, routing_key)
+    except InvalidMessage as exc:
+        raise Refused(Decision(Outcome.DEAD_LETTER, reason=exc.reason, error=exc.detail)) from None
+    if refusal := producer_refusal(event.event_type, properties.get("user_id")):
+        raise Refused(Decision(Outcome.DEAD_LETTER, event, UNAUTHENTICATED, refusal))
+    spec = registry.handler_for(consumer, event.event_type)
+    if spec is None:
+        raise Refused(
+            Decision(Outcome.DEAD_LETTER, event, "unknown_event_type", f"{consumer} does not handle {event.event_type}")
+        )
+    if spec.schema_versions and event.schema_version not in spec.schema_versions:
+        raise Refused(Decision(Outcome.DEAD_LETTER, event, "unsupported_schema_version", _unsupported(spec, event)))
+    if spec.reading is not None:
+        return _read(spec, event)
+    return Prepared(event, spec)
+
+
+def _unsupported(spec, event: IncomingEvent) -> str:
+    newest = max(spec.schema_versions)
+    if event.schema_version > newest:
+        return (
+            f"{event.event_type} v{event.schema_version} is newer than {spec.consumer} reads (v1..v{newest}): "
+            f"upgrade this deployment, then replay this dead letter (docs/evolving-events.md)"
+        )
+    return f"{event.event_type} has no version {event.schema_version}: {spec.consumer} reads v1..v{newest}"
+
+
+def _read(spec, event: IncomingEvent) -> Prepared:
+    """The message checked against its schema and brought to the newest version its reader knows
+    (what the handler sees); ``Refused`` with the dead letter that says why not."""
+    # The payload as parse_incoming decoded it; an upcaster's result below is checked by jsonschema.
+    if error := contracts.validation_error(event.event_type, event.schema_version, event.payload, decoded_json=True):
+        raise Refused(Decision(Outcome.DEAD_LETTER, event, "invalid_payload", error))
+    if event.schema_version == spec.reading.newest:
+        return Prepared(event, spec)
+    try:
+        payload = spec.reading.upcast(event.schema_version, event.payload)
+    except Exception as exc:  # noqa: BLE001 - an upcaster that cannot read a valid payload is a bug to fix, then replay
+        raise Refused(failure(Outcome.DEAD_LETTER, "upcast_failed", exc, event)) from None
+    upcast = replace(event, payload=payload, schema_version=spec.reading.newest)
+    if error := contracts.validation_error(upcast.event_type, upcast.schema_version, upcast.payload):
+        raise Refused(
+            Decision(Outcome.DEAD_LETTER, event, "upcast_failed", f"the upcast payload is not valid: {error}")
+        )
+    return Prepared(upcast, spec)
