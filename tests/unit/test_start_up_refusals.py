@@ -54,3 +54,26 @@ def test_the_default_step_deadlines_fit_in_the_saga_deadline_and_others_are_warn
         "SAGA_TIMEOUT (300 s): orders' deadline fails an unanswered order before the orchestrator gives its step "
         "up and compensates"
     ) in warned.stderr
+
+
+@pytest.mark.parametrize("missing", [("SECRET_KEY",), ("ALLOWED_HOSTS",), ("SECRET_KEY", "ALLOWED_HOSTS")])
+def test_make_serve_refuses_missing_settings_before_it_installs_anything(missing):
+    """``make serve`` without SECRET_KEY or ALLOWED_HOSTS exits 2 in one line naming them, and never
+    reaches nginx's installation (it ran apt-get first, then refused)."""
+    probe = (
+        "import sys; sys.path.insert(0, 'scripts'); import serve\n"
+        "serve.ensure_nginx = lambda: print('INSTALLING NGINX', flush=True)\n"
+        "sys.argv = ['serve.py']\n"
+        "serve.main()\n"
+    )
+    given = {"SECRET_KEY": "k" * 50, "ALLOWED_HOSTS": "shop.example.com"}
+    env = {k: v for k, v in os.environ.items() if k not in (*given, "DEBUG", "DJANGO_SETTINGS_MODULE")}
+    env.update({name: "" if name in missing else value for name, value in given.items()})
+    done = subprocess.run(
+        [sys.executable, "-c", probe], cwd=BASE_DIR, env=env, capture_output=True, text=True, timeout=60
+    )
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr.splitlines() == [
+        f"make serve: {' and '.join(missing)} not set: make serve runs with DEBUG off, which needs both, "
+        "e.g. SECRET_KEY=<50 random characters> ALLOWED_HOSTS=shop.example.com"
+    ]
