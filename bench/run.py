@@ -80,6 +80,7 @@ def child_env(db_url: str, var_dir: str) -> dict[str, str]:
         "SECRET_KEY": "bench-only-not-a-secret",
         "ALLOWED_HOSTS": "127.0.0.1,localhost",
         "BENCH_APP": "1",
+        "FAKE_GATEWAY": "1",  # the fake card gateway, a development service, with DEBUG off too
         "LOG_LEVEL": "WARNING",
         "CHECKOUT_THROTTLE": "off",
         "VAR_DIR": var_dir,

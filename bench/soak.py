@@ -62,7 +62,7 @@ MODES = {
 CATALOG = [("WIDGET", "Widget", "19.99", 10_000_000), ("RARE", "Rare print", "250.00", 50)]
 POOL_MAX = int(os.environ.get("DATABASE_POOL_MAX_SIZE", "4"))
 RELAY_PIPELINES = int(os.environ.get("RELAY_PIPELINES", "2"))
-GATEWAY_STORAGE_THREADS = 4  # payments/gateway_server.py, STORAGE_THREADS: a database connection each
+GATEWAY_STORAGE_THREADS = 4  # fake_gateway/server.py, STORAGE_THREADS: a database connection each
 GUNICORN_WORKERS = 2
 RSS_GROWTH_LIMIT = 0.20
 DRAIN_TIMEOUT = 300.0
@@ -282,6 +282,7 @@ def soak_mode(mode: str, args, base_env: dict[str, str], run_dir: Path) -> dict:
         "DATABASE_URL": db_url,
         "GATEWAY_DATABASE_URL": db_url,
         "DEBUG": "1" if mode == "runserver" else "0",
+        "FAKE_GATEWAY": "1",  # the fake card gateway, a development service, with DEBUG off too
         "SECRET_KEY": secrets.token_urlsafe(40),
         "ALLOWED_HOSTS": "127.0.0.1,localhost",
         "FAKE_GATEWAY_LATENCY": str(args.gateway_latency),

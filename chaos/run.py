@@ -59,7 +59,7 @@ from faultlib.scenarios import Outcome  # noqa: E402
 from faultlib.simulation import shuffled_sagas  # noqa: E402
 
 # Payments code run in this process (the shuffled scenario's gateway worker steps) charges the
-# in-process stand-in on the same ledger, as in the tests (tests/conftest.py); the processes the
+# in-process stand-in (fake_gateway/in_process.py) on the same ledger, as in the tests; the processes the
 # scenarios start reach the fake gateway's HTTP service. Without it, nothing listens at the
 # default GATEWAY_URL and every in-process call is refused.
 django_settings.GATEWAY_URL = "inprocess:"

@@ -25,6 +25,11 @@ BUS = "reliable_messaging"
 PUBLIC = ("api", "operator", "hosting", "models")
 # Its test harness: for tests and the test tooling (faultlib) only.
 TESTS_ONLY = "testing"
+# The fake card gateway: a development service of its own (not a context), installed by name only.
+# Nothing of the application imports it; of it, only its in-process stand-in of payments' client
+# imports a context: the client's results and exceptions (payments.gateway) and its settings.
+FAKE_GATEWAY = "fake_gateway"
+FAKE_GATEWAY_STAND_IN = {f"{FAKE_GATEWAY}.in_process": ("payments.gateway", "payments.conf")}
 # Tooling that reaches past the front door, each module with the bus's modules and why
 # (test_architecture fails on an entry no longer used).
 REACHES_INSIDE = {
@@ -46,6 +51,7 @@ def render(contexts: list[str]) -> str:
 
     tests_may_use = [f"{c}.tests.** -> {BUS}.{TESTS_ONLY}" for c in contexts]
     front_door = [f"** -> {BUS}.{module}" for module in PUBLIC]
+    stand_in = [f"{importer} -> {module}" for importer, modules in FAKE_GATEWAY_STAND_IN.items() for module in modules]
     faultlib_inside = [
         f"{importer} -> {BUS}.{module}"
         for importer, modules in REACHES_INSIDE.items()
@@ -55,7 +61,7 @@ def render(contexts: list[str]) -> str:
     return f"""{SECTION}
 # Generated from the installed contexts by `python manage.py import_contracts --write` (startcontext
 # runs it): do not edit by hand; config/import_contracts.py is the template.
-root_packages = {listed(["config", "operations", "kernel", BUS, *contexts, "faultlib"])}
+root_packages = {listed(["config", "operations", "kernel", BUS, *contexts, "faultlib", FAKE_GATEWAY])}
 include_external_packages = true
 
 [[tool.importlinter.contracts]]
@@ -113,13 +119,27 @@ allow_indirect_imports = true
 [[tool.importlinter.contracts]]
 name = "The application never imports the fault library (faultlib: tests, chaos and bench only)"
 type = "forbidden"
-source_modules = {listed(["config", "operations", "kernel", BUS, *contexts])}
+source_modules = {listed(["config", "operations", "kernel", BUS, *contexts, FAKE_GATEWAY])}
 forbidden_modules = ["faultlib"]
+
+[[tool.importlinter.contracts]]
+name = "The application knows the fake card gateway only by its HTTP API (installed by name in development)"
+type = "forbidden"
+source_modules = {listed(["config", "operations", "kernel", BUS, *contexts])}
+forbidden_modules = {listed([FAKE_GATEWAY])}
+
+[[tool.importlinter.contracts]]
+name = "The fake card gateway is a service of its own: only its in-process stand-in knows payments' client"
+type = "forbidden"
+source_modules = {listed([FAKE_GATEWAY])}
+forbidden_modules = {listed(["config", "operations", *contexts])}
+ignore_imports = {listed(stand_in)}
+unmatched_ignore_imports_alerting = "none"
 
 [[tool.importlinter.contracts]]
 name = "Only the bus talks to the broker (kombu, py-amqp)"
 type = "forbidden"
-source_modules = {listed(["config", "operations", "kernel", *contexts])}
+source_modules = {listed(["config", "operations", "kernel", *contexts, FAKE_GATEWAY])}
 forbidden_modules = ["kombu", "amqp"]
 allow_indirect_imports = true
 """

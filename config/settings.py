@@ -101,6 +101,12 @@ DEPLOYMENT_DATABASE_URLS = {
     if env.str(f"{name.upper()}_DATABASE_URL", default="")
 }
 
+# The fake card gateway (fake_gateway/: a development service of its own, not a context; payments knows
+# only its HTTP API): installed beside payments in development and the tests (DEBUG), or where
+# FAKE_GATEWAY=1 says so (the benchmarks run it with DEBUG off). A production deployment leaves it
+# out and sets GATEWAY_URL to its card gateway: it needs neither the app nor its database alias.
+FAKE_GATEWAY = env.bool("FAKE_GATEWAY", default=DEBUG) and "payments" in CONTEXTS
+
 # --- Applications -------------------------------------------------------------------------
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -117,6 +123,7 @@ INSTALLED_APPS = [
     "reliable_messaging",
     "operations",  # the operator's views of the saga, read through the bus (operations/apps.py)
     *(d.package for d in _DECLARATIONS if d.name in CONTEXTS),
+    *(["fake_gateway"] if FAKE_GATEWAY else []),
     "config.apps.ShopConfig",  # tracing (config.telemetry), set up once the contexts are; prepare_deployment
 ]
 
@@ -246,15 +253,16 @@ if env.str("TEST_DATABASE_NAME", default=""):
 _sqlite_name = str(DATABASES["default"]["NAME"]) if DATABASE_URL.startswith("sqlite") else ""
 _SQLITE_FOLDER = Path(_sqlite_name).resolve().parent if _sqlite_name not in ("", ":memory:") else None
 
-# The fake payment gateway keeps its ledger on a connection of its own, so a rollback of the
-# payments handler cannot undo a charge (as with a real card). On PostgreSQL it shares the
-# database (Django treats the identical alias as the same test database); on SQLite it gets
-# its own file, gateway.sqlite3 beside the database.
-_default_gateway_url = f"sqlite:///{_SQLITE_FOLDER / 'gateway.sqlite3'}" if _SQLITE_FOLDER else DATABASE_URL
-# Only the fake gateway's service and gateway_ledger use it, on dedicated connections: no second pool.
-DATABASES["gateway"] = _database(env.str("GATEWAY_DATABASE_URL", default=_default_gateway_url), pool=False)
-if "TEST" in DATABASES["default"] and DATABASES["gateway"]["NAME"] == DATABASES["default"]["NAME"]:
-    DATABASES["gateway"]["TEST"] = dict(DATABASES["default"]["TEST"])
+# The fake payment gateway (FAKE_GATEWAY) keeps its ledger on a database alias of its own, so a
+# rollback of a caller's transaction cannot undo a charge (as with a real card). On PostgreSQL it
+# shares the database (Django treats the identical alias as the same test database); on SQLite it
+# gets its own file, gateway.sqlite3 beside the database, which run_fake_gateway migrates.
+if FAKE_GATEWAY:
+    _default_gateway_url = f"sqlite:///{_SQLITE_FOLDER / 'gateway.sqlite3'}" if _SQLITE_FOLDER else DATABASE_URL
+    # Only the fake gateway's service and gateway_ledger use it, on dedicated connections: no second pool.
+    DATABASES["gateway"] = _database(env.str("GATEWAY_DATABASE_URL", default=_default_gateway_url), pool=False)
+    if "TEST" in DATABASES["default"] and DATABASES["gateway"]["NAME"] == DATABASES["default"]["NAME"]:
+        DATABASES["gateway"]["TEST"] = dict(DATABASES["default"]["TEST"])
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
@@ -342,10 +350,13 @@ IDEMPOTENCY_KEY_WAIT = parse_duration(env.str("IDEMPOTENCY_KEY_WAIT", default="2
 # The caller's wait for the payment gateway's answer; a later answer is a timeout (retried).
 GATEWAY_TIMEOUT = parse_duration(env.str("GATEWAY_TIMEOUT", default="10"))
 # Payments reaches the card gateway over HTTP (payments/gateway_client.py); by default the fake
-# gateway the Procfile runs (payments/gateway_server.py) on GATEWAY_PORT. "inprocess:" is the
-# in-process stand-in of the unit and integration tiers: no HTTP, the same ledger.
+# gateway the Procfile runs (fake_gateway/server.py) on GATEWAY_PORT. "inprocess:" is the
+# in-process stand-in of the unit and integration tiers (no HTTP, the same ledger): the object
+# GATEWAY_IN_PROCESS names, the fake gateway's where it is installed.
 GATEWAY_PORT = env.int("GATEWAY_PORT", default=8090)
 GATEWAY_URL = env.str("GATEWAY_URL", default=f"http://127.0.0.1:{GATEWAY_PORT}")
+if FAKE_GATEWAY:
+    GATEWAY_IN_PROCESS = "fake_gateway.in_process.gateway"
 # Gateway calls in the air at once per payments process: the HTTP client's connection pool and
 # the gateway worker's threads.
 GATEWAY_CONCURRENCY = env.int("GATEWAY_CONCURRENCY", default=128)
@@ -356,8 +367,8 @@ GATEWAY_CONCURRENCY = env.int("GATEWAY_CONCURRENCY", default=128)
 GATEWAY_CHARGE_ATTEMPTS = env.int("GATEWAY_CHARGE_ATTEMPTS", default=8)
 if GATEWAY_CHARGE_ATTEMPTS < 1:
     raise ImproperlyConfigured(f"GATEWAY_CHARGE_ATTEMPTS must be at least 1, not {GATEWAY_CHARGE_ATTEMPTS}")
-# The fake gateway's pace: its median answer time (ms, lognormal, p99 about 6x the median) and the
-# share of answers that never come (the operation done, the answer lost: a timeout for the caller).
+# The fake gateway's pace (fake_gateway/conf.py): its median answer time (ms, lognormal, p99 about
+# 6x the median) and the share of answers that never come (done, the answer lost: a timeout).
 FAKE_GATEWAY_LATENCY = env.float("FAKE_GATEWAY_LATENCY", default=0.0)
 FAKE_GATEWAY_TIMEOUT_RATE = env.float("FAKE_GATEWAY_TIMEOUT_RATE", default=0.0)
 # PostgreSQL limits on the relay's and the consumers' sessions (seconds; 0: not set, the

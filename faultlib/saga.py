@@ -7,11 +7,11 @@ from decimal import Decimal
 from django.test import Client
 from reliable_messaging.hosting import context_of, installed
 
+from fake_gateway.ledger import money_moved
 from faultlib.processes import wait_until
 from inventory.models import Product
 from inventory.services import product_upsert
 from orders.models import Order, StorefrontProduct
-from payments.gateway import gateway
 
 
 def asserted(event_types, *followers: str) -> list:
@@ -61,7 +61,7 @@ def wait_terminal(order_ids, timeout: float = 60) -> None:
 
 
 def ledger(order_id) -> list[tuple[str, Decimal]]:
-    return [(op.kind, op.amount) for op in gateway.ledger(order_id=str(order_id))]
+    return [(op.kind, op.amount) for op in money_moved(order_id=str(order_id))]
 
 
 def stock(sku: str) -> int:

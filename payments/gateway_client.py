@@ -1,5 +1,6 @@
-"""Payments' side of the card gateway: an HTTP client of ``GATEWAY_URL`` (payments/gateway_server.py
-is the fake one), with the in-process stand-in's interface and exceptions (payments/gateway.py).
+"""Payments' side of the card gateway: an HTTP client of ``GATEWAY_URL`` (its API: docs/payments-gateway.md;
+the fake gateway of development and tests, fake_gateway/, serves it), answering in payments' terms
+(payments/gateway.py: results and exceptions).
 
 Every answer is hostile until checked. An answer is believed only when its status is one the API
 has, its body a JSON object of at most ``MAX_ANSWER_BYTES`` (no encoding it was not asked for), and
@@ -15,7 +16,9 @@ connections. Only what cannot have reached the gateway is retried here (a refuse
 connect), and a look-up (a GET); a charge or refund whose answer is lost is retried by the worker
 with the same idempotency key, which the gateway answers from its first result.
 
-``GATEWAY_URL=inprocess:`` is the unit and integration tiers' stand-in: ``payments.gateway.gateway``.
+``GATEWAY_URL=inprocess:`` is the unit and integration tiers' stand-in, with no HTTP: the object
+``GATEWAY_IN_PROCESS`` names by its dotted path (config/settings.py names the fake gateway's where it is
+installed), with this client's methods, results and exceptions.
 """
 
 import email.utils
@@ -29,13 +32,15 @@ from decimal import Decimal
 
 import requests
 import urllib3
+from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
+from django.utils.module_loading import import_string
 from requests.adapters import HTTPAdapter
 from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 from urllib3.exceptions import ConnectTimeoutError, NewConnectionError
 from urllib3.util.retry import Retry
 
-from payments import gateway as stand_in
 from payments.conf import setting
 from payments.gateway import (
     ChargeNotRefundable,
@@ -44,6 +49,7 @@ from payments.gateway import (
     GatewayTimeout,
     GatewayUnavailable,
     IdempotencyKeyReused,
+    LedgerEntry,
     OutcomeUnknown,
     UnbelievableAnswer,
 )
@@ -53,6 +59,8 @@ IN_PROCESS = "inprocess:"
 CONNECT_TIMEOUT = 3.0
 # A charge, a refund or an error is a few hundred bytes: anything much bigger is not an answer.
 MAX_ANSWER_BYTES = 16 * 1024
+# The ledger (GET /v1/ledger, every operation: what the invariants read) is a few hundred bytes an operation.
+MAX_LEDGER_BYTES = 256 * 1024 * 1024
 # The gateway's Retry-After is honoured up to this long: a hostile one would park a call for ever.
 MAX_RETRY_AFTER = 300.0
 # What an id and a decline code may be: what payments' columns (100 characters) and events hold.
@@ -157,8 +165,8 @@ def _refuse_constant(name: str):
     raise ValueError(f"{name} is not a number")
 
 
-def _body(response: requests.Response) -> dict:
-    """The answer's JSON object, read whole (within the call's deadline) and bounded in size."""
+def _body(response: requests.Response, limit: int = MAX_ANSWER_BYTES) -> dict:
+    """The answer's JSON object, read whole (within the call's deadline) and at most ``limit`` bytes."""
     encoding = response.headers.get("Content-Encoding", "identity").strip().lower()
     if encoding != "identity":
         raise UnbelievableAnswer(f"an answer encoded {encoding[:40]!r}, which was not asked for")
@@ -166,11 +174,11 @@ def _body(response: requests.Response) -> dict:
     if kind != "application/json":
         raise UnbelievableAnswer(f"an answer ({response.status_code}) of type {kind[:60]!r}, not JSON")
     declared = response.headers.get("Content-Length", "")
-    if declared.isdigit() and int(declared) > MAX_ANSWER_BYTES:
-        raise UnbelievableAnswer(f"an answer of {declared[:20]} bytes (at most {MAX_ANSWER_BYTES})")
-    data = response.raw.read(MAX_ANSWER_BYTES + 1, decode_content=False)
-    if len(data) > MAX_ANSWER_BYTES:
-        raise UnbelievableAnswer(f"an answer of more than {MAX_ANSWER_BYTES} bytes")
+    if declared.isdigit() and int(declared) > limit:
+        raise UnbelievableAnswer(f"an answer of {declared[:20]} bytes (at most {limit})")
+    data = response.raw.read(limit + 1, decode_content=False)
+    if len(data) > limit:
+        raise UnbelievableAnswer(f"an answer of more than {limit} bytes")
     try:
         body = json.loads(data, parse_constant=_refuse_constant)
     except (ValueError, RecursionError):
@@ -245,7 +253,9 @@ class HttpGateway:
         adapter = _Adapter(pool_connections=1, pool_maxsize=pool_size, pool_block=True, max_retries=retry)
         self.session.mount(self.base_url + "/", adapter)
 
-    def _call(self, method: str, path: str, *, key: str = "", body: dict | None = None) -> tuple[int, dict]:
+    def _call(
+        self, method: str, path: str, *, key: str = "", body: dict | None = None, limit: int = MAX_ANSWER_BYTES
+    ) -> tuple[int, dict]:
         """The answer's status and JSON object, whole within GATEWAY_TIMEOUT. A 5xx, a 429, a redirect
         or anything unreadable raises: unavailable (nothing happened) or an unknown outcome."""
         headers = {"Accept": "application/json", "Accept-Encoding": "identity"}
@@ -263,7 +273,7 @@ class HttpGateway:
                     stream=True,
                 )
                 try:
-                    return response.status_code, self._answer(response)
+                    return response.status_code, self._answer(response, limit)
                 except UnbelievableAnswer:
                     if deadline.passed:  # cut short: what came was not the answer
                         raise self._lost(deadline, None) from None
@@ -283,7 +293,7 @@ class HttpGateway:
         return GatewayTimeout(f"the gateway's answer was lost: {type(exc).__name__}")
 
     @staticmethod
-    def _answer(response: requests.Response) -> dict:
+    def _answer(response: requests.Response, limit: int = MAX_ANSWER_BYTES) -> dict:
         status = response.status_code
         if status in (429, 503):
             retry_after = _retry_after(response.headers.get("Retry-After"))
@@ -292,7 +302,7 @@ class HttpGateway:
             raise GatewayTimeout(f"the gateway failed ({status})")
         if status not in (200, 400, 402, 404, 409):
             raise UnbelievableAnswer(f"an answer with status {status}" + (" (never followed)" if status < 400 else ""))
-        return _body(response)
+        return _body(response, limit)
 
     @staticmethod
     def _refused(status: int, body: dict) -> GatewayError:
@@ -372,6 +382,39 @@ class HttpGateway:
             return None
         raise self._refused(status, answer)
 
+    def ledger(self, *, order_id: str | None = None) -> list[LedgerEntry]:
+        """The money the gateway moved (``GET /v1/ledger``): successful charges and refunds, oldest first."""
+        query = "?" + urllib.parse.urlencode({"order_id": order_id}) if order_id else ""
+        status, answer = self._call("GET", "/v1/ledger" + query, limit=MAX_LEDGER_BYTES)
+        if status != 200:
+            raise self._refused(status, answer)
+        if not isinstance(answer.get("data"), list):
+            raise UnbelievableAnswer("a ledger with no data")
+        return [_ledger_entry(obj) for obj in answer["data"]]
+
+
+def _ledger_entry(obj) -> LedgerEntry:
+    """One operation of the ledger, if it reads as money moved for an order."""
+    if not isinstance(obj, dict) or not isinstance(obj.get("metadata"), dict):
+        raise UnbelievableAnswer("a ledger entry that is not an object with metadata")
+    kind, order_id, minor, code = (
+        obj.get("object"),
+        obj["metadata"].get("order_id"),
+        obj.get("amount"),
+        obj.get("currency"),
+    )
+    if kind not in ("charge", "refund") or not isinstance(order_id, str):
+        raise UnbelievableAnswer("a ledger entry that is not a charge or refund of an order")
+    if type(minor) is not int or minor <= 0 or not (isinstance(code, str) and len(code) == 3):
+        raise UnbelievableAnswer("a ledger entry with no readable amount")
+    return LedgerEntry(
+        order_id=order_id,
+        kind=kind,
+        amount=(Decimal(minor) / 100).quantize(Decimal("0.01")),
+        currency=code.upper(),
+        idempotency_key=str(obj.get("idempotency_key") or ""),
+    )
+
 
 _lock = threading.Lock()
 _clients: dict[tuple, HttpGateway] = {}
@@ -382,12 +425,22 @@ def current():
     process and URL, or the in-process stand-in."""
     url = setting("GATEWAY_URL")
     if url == IN_PROCESS:
-        return stand_in.gateway
+        return _in_process()
     config = (url, setting("GATEWAY_TIMEOUT"), setting("GATEWAY_CONCURRENCY"))
     with _lock:
         if config not in _clients:
             _clients[config] = HttpGateway(url, timeout=config[1], pool_size=config[2])
         return _clients[config]
+
+
+def _in_process():
+    path = getattr(settings, "GATEWAY_IN_PROCESS", "")
+    if not path:
+        raise ImproperlyConfigured(
+            "GATEWAY_URL=inprocess: needs GATEWAY_IN_PROCESS, the dotted path of an in-process gateway "
+            "(config/settings.py sets it where the fake gateway is installed)"
+        )
+    return import_string(path)
 
 
 class _Current:

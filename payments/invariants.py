@@ -1,11 +1,12 @@
 """Payments' invariants (kernel/invariants.py): the money the gateway's own ledger moved follows
-each order's outcome, and payments' record agrees with it."""
+each order's outcome, and payments' record agrees with it. The ledger is the gateway's, asked through
+payments' client of it (``GET /v1/ledger``; in process, the stand-in's own)."""
 
 from collections import defaultdict
 from decimal import Decimal
 
 from kernel.invariants import SagaFacts
-from payments.gateway import gateway
+from payments.gateway_client import gateway
 from payments.models import Payment
 
 TERMINAL = {"CONFIRMED", "FAILED", "CANCELLED"}

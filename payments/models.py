@@ -66,33 +66,3 @@ class Payment(models.Model):
 
     def __str__(self) -> str:
         return f"{self.order_id}: {self.status}"
-
-
-class GatewayOperation(models.Model):
-    """The fake gateway's own ledger. It lives on the ``gateway`` database connection, outside
-    any handler's transaction, like a real card processor's records."""
-
-    class Kind(models.TextChoices):
-        CHARGE = "charge"
-        REFUND = "refund"
-
-    class Outcome(models.TextChoices):
-        SUCCEEDED = "succeeded"
-        DECLINED = "declined"
-
-    idempotency_key = models.CharField(max_length=255, unique=True)
-    kind = models.CharField(max_length=10, choices=Kind.choices)
-    outcome = models.CharField(max_length=10, choices=Outcome.choices)
-    order_id = models.CharField(max_length=100, db_index=True)
-    amount = models.DecimalField(max_digits=12, decimal_places=2)
-    currency = models.CharField(max_length=3)
-    decline_code = models.CharField(max_length=100, blank=True)
-    refunded_charge_key = models.CharField(max_length=255, blank=True, null=True, unique=True)
-    created_at = models.DateTimeField(auto_now_add=True)
-
-    class Meta:
-        db_table = "fake_gateway_operation"
-        ordering = ["id"]
-
-    def __str__(self) -> str:
-        return f"{self.kind} {self.outcome} {self.amount} ({self.idempotency_key})"

@@ -45,7 +45,7 @@ from reliable_messaging.operator import timeline_for, timeline_waiting  # noqa: 
 from operations.swimlane import saga_swimlane  # noqa: E402
 
 if "payments" in settings.CONTEXTS:
-    from payments.gateway import gateway
+    from fake_gateway.in_process import gateway
 else:  # a split: the ledger is in the payments deployment, asked through its own command
     gateway = None
 

@@ -5,8 +5,8 @@
   always off here.
 - Renders ``deploy/nginx/nginx.conf.template`` into ``$VAR_DIR/serve/`` (the port, gunicorn's
   socket, the temporary and log folders, the body limit ``API_MAX_BODY_BYTES``) and checks it
-  with ``nginx -t``; then migrates (both databases) and collects the static files, as a
-  deployment would.
+  with ``nginx -t``; then migrates (and the fake gateway's database where ``FAKE_GATEWAY`` installs
+  it) and collects the static files, as a deployment would.
 - Runs gunicorn on a unix socket in a folder only nginx's workers may enter, and nginx
   (``daemon off``, ``-p``/``-c``) on ``--host``:``--port``.
 - SIGINT or SIGTERM (Ctrl-C): nginx stops taking connections and finishes what it serves,
@@ -233,7 +233,8 @@ def main() -> int:
     if checked.returncode:
         die(f"nginx refused its configuration {prefix / 'nginx.conf'}:\n{checked.stderr.strip()}")
     manage("migrate", "--noinput", "-v0")
-    manage("migrate", "--database", "gateway", "--noinput", "-v0")
+    if "gateway" in settings.DATABASES:  # the fake card gateway's ledger (FAKE_GATEWAY), if it is installed
+        manage("migrate", "--database", "gateway", "--noinput", "-v0")
     manage("collectstatic", "--noinput", "-v0")
     sock.unlink(missing_ok=True)
 

@@ -12,24 +12,32 @@ class Migration(migrations.Migration):
     ]
 
     operations = [
-        migrations.CreateModel(
-            name='GatewayOperation',
-            fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('idempotency_key', models.CharField(max_length=255, unique=True)),
-                ('kind', models.CharField(choices=[('charge', 'Charge'), ('refund', 'Refund')], max_length=10)),
-                ('outcome', models.CharField(choices=[('succeeded', 'Succeeded'), ('declined', 'Declined')], max_length=10)),
-                ('order_id', models.CharField(db_index=True, max_length=100)),
-                ('amount', models.DecimalField(decimal_places=2, max_digits=12)),
-                ('currency', models.CharField(max_length=3)),
-                ('decline_code', models.CharField(blank=True, max_length=100)),
-                ('refunded_charge_key', models.CharField(blank=True, max_length=255, null=True, unique=True)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
+        # The fake gateway's ledger, in payments' state until 0006. Its table is fake_gateway's own
+        # (fake_gateway/migrations/0001 creates it, or adopts the one this migration created before
+        # the fake gateway left payments): a database migrated from now on never gets it from here.
+        migrations.SeparateDatabaseAndState(
+            state_operations=[
+                migrations.CreateModel(
+                    name='GatewayOperation',
+                    fields=[
+                        ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
+                        ('idempotency_key', models.CharField(max_length=255, unique=True)),
+                        ('kind', models.CharField(choices=[('charge', 'Charge'), ('refund', 'Refund')], max_length=10)),
+                        ('outcome', models.CharField(choices=[('succeeded', 'Succeeded'), ('declined', 'Declined')], max_length=10)),
+                        ('order_id', models.CharField(db_index=True, max_length=100)),
+                        ('amount', models.DecimalField(decimal_places=2, max_digits=12)),
+                        ('currency', models.CharField(max_length=3)),
+                        ('decline_code', models.CharField(blank=True, max_length=100)),
+                        ('refunded_charge_key', models.CharField(blank=True, max_length=255, null=True, unique=True)),
+                        ('created_at', models.DateTimeField(auto_now_add=True)),
+                    ],
+                    options={
+                        'db_table': 'fake_gateway_operation',
+                        'ordering': ['id'],
+                    },
+                ),
             ],
-            options={
-                'db_table': 'fake_gateway_operation',
-                'ordering': ['id'],
-            },
+            database_operations=[],
         ),
         migrations.CreateModel(
             name='Payment',

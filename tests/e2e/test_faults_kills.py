@@ -9,6 +9,7 @@ from decimal import Decimal
 import pytest
 from reliable_messaging.models import InboxMessage, OutboxMessage
 
+from fake_gateway.in_process import gateway
 from faultlib.faults import backends_waiting_on_a_lock
 from faultlib.invariants import check_invariants, wait_quiet
 from faultlib.load import CATALOG, INITIAL_STOCK
@@ -18,7 +19,6 @@ from faultlib.scenarios import FAST_RETRIES, batch_kills, consumer_kills, proces
 from orders.models import Order
 from orders.services.checkout import Line, order_place
 from orders.services.saga import order_cancel
-from payments.gateway import gateway
 from payments.models import Payment
 from tests.conftest import ALL_DATABASES
 from tests.support import fault_fixtures

@@ -13,12 +13,13 @@ import uuid
 import pytest
 from reliable_messaging.models import DeadLetter, InboxMessage
 
+from fake_gateway.models import GatewayOperation
 from faultlib.broker import publish_raw
 from faultlib.faults import terminate_database_backends
 from faultlib.invariants import broker_queue_depths
 from faultlib.load import order_created_payload
 from faultlib.processes import wait_until
-from payments.models import GatewayOperation, Payment
+from payments.models import Payment
 from tests.conftest import ALL_DATABASES
 from tests.support import fault_fixtures
 

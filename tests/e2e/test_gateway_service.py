@@ -10,8 +10,8 @@ from decimal import Decimal
 
 import pytest
 
+from fake_gateway.in_process import gateway as stored
 from payments.gateway import ChargeNotRefundable, GatewayTimeout, GatewayUnavailable, IdempotencyKeyReused
-from payments.gateway import gateway as stored
 from payments.gateway_client import HttpGateway
 from tests.conftest import ALL_DATABASES
 

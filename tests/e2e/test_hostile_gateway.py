@@ -12,6 +12,7 @@ from decimal import Decimal
 
 import pytest
 
+from fake_gateway.in_process import gateway as stored
 from faultlib.hostile_gateway import MANGLES, HostileGateway
 from faultlib.invariants import check_invariants, wait_quiet
 from faultlib.load import CATALOG, INITIAL_STOCK
@@ -22,7 +23,6 @@ from orders.models import Order
 from orders.services.checkout import Line, order_place
 from orders.services.saga import order_cancel
 from payments.gateway import GatewayTimeout, GatewayUnavailable, OutcomeUnknown, UnbelievableAnswer
-from payments.gateway import gateway as stored
 from payments.gateway_client import MAX_RETRY_AFTER, HttpGateway, _retry_after
 from payments.models import Payment
 from tests.conftest import ALL_DATABASES

@@ -13,11 +13,11 @@ from reliable_messaging._relay import OutboxRelay
 from reliable_messaging.api import OutsideTransactionError, publish
 from reliable_messaging.models import EventLogEntry, InboxMessage, OutboxMessage
 
+from fake_gateway.in_process import gateway
 from faultlib import broker as broker_support
 from faultlib.processes import wait_until
 from orders.models import StorefrontProduct
 from orders.services.checkout import Line, order_place
-from payments.gateway import gateway
 from tests.conftest import ALL_DATABASES
 from tests.support.outbox import unchecked_publishing
 

@@ -15,13 +15,13 @@ from django.utils import timezone
 from reliable_messaging._dispatch import Outcome, decide
 from reliable_messaging.models import OutboxMessage
 
+from fake_gateway.in_process import gateway
 from faultlib.saga import ledger
 from inventory.models import Product, Reservation
 from inventory.services import product_upsert
 from orders.models import Order, StorefrontProduct
 from orders.services.checkout import Line, order_place
 from orders.services.saga import orders_expire
-from payments.gateway import gateway
 from payments.gateway_calls import run_due_calls
 from payments.models import Payment
 from payments.services import charge_key

@@ -17,9 +17,10 @@ from reliable_messaging._dispatch import Delivery, Outcome, decide, decide_batch
 from reliable_messaging._lifecycle import drop_broken_db_connections
 from reliable_messaging.models import InboxMessage
 
+from fake_gateway.models import GatewayOperation
 from faultlib.load import order_created_payload
 from payments.gateway_calls import run_due_calls
-from payments.models import GatewayOperation, Payment
+from payments.models import Payment
 from tests.conftest import ALL_DATABASES
 
 pytestmark = pytest.mark.django_db(transaction=True, databases=ALL_DATABASES)

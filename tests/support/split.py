@@ -106,8 +106,10 @@ class Deployment:
         )
 
     def start(self, group: ProcessGroup, name: str, *args: str, env: dict[str, str] | None = None):
-        # A tree with today's payments reaches the fake gateway over HTTP: its consumers start it.
-        if (self.tree / "payments" / "gateway_server.py").exists():
+        # A tree whose payments reaches the fake gateway over HTTP (fake_gateway/server.py; in a tree
+        # from before it left payments, payments' gateway_server module): its consumers start it.
+        servers = (self.tree / "fake_gateway" / "server.py", self.tree / "payments" / "gateway_server.py")
+        if any(server.exists() for server in servers):
             if "GATEWAY_PORT" not in self.env:
                 port = str(free_port())
                 self.env.update(GATEWAY_PORT=port, GATEWAY_URL=f"http://127.0.0.1:{port}")

@@ -1,5 +1,5 @@
 """The fake card gateway as an HTTP service of its own (``manage.py run_fake_gateway``, the Procfile's
-``gateway``), Stripe-shaped, over the ledger and rules of ``payments/gateway.py``.
+``gateway``), Stripe-shaped, over the ledger and rules of ``fake_gateway/ledger.py``.
 
     POST /v1/charges       {"amount": 1250, "currency": "usd", "source": "tok_visa", "metadata": {"order_id": ...}}
     POST /v1/refunds       {"charge": "ch_12", "amount": 1250}
@@ -35,16 +35,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from django.db import DatabaseError, InterfaceError, OperationalError, connections
 
-from payments.conf import setting
-from payments.gateway import (
-    ChargeNotRefundable,
-    GatewayUnavailable,
-    IdempotencyKeyReused,
-    gateway,
-    operation_id,
-    slow_delay,
-)
-from payments.models import GatewayOperation
+from fake_gateway import ledger as fake_ledger
+from fake_gateway.conf import setting
+from fake_gateway.ledger import KeyReused, NotRefundable, Unavailable, operation_id, slow_delay
+from fake_gateway.models import GatewayOperation
 
 logger = logging.getLogger(__name__)
 
@@ -122,10 +116,10 @@ def create_charge(key: str, body: dict) -> tuple[int, dict]:
     if len(currency) != 3 or not order_id:
         raise ValueError("currency (3 letters) and metadata.order_id are required")
     try:
-        op, made_now = gateway.record_charge(
+        op, made_now = fake_ledger.record_charge(
             idempotency_key=key, order_id=order_id, amount=amount, currency=currency, token=token
         )
-    except GatewayUnavailable as exc:
+    except Unavailable as exc:
         return error(503, "api_error", "unavailable", str(exc))
     if made_now and token == "tok_timeout":
         raise Unanswered("drop")
@@ -142,22 +136,21 @@ def create_refund(key: str, body: dict) -> tuple[int, dict]:
     amount = from_minor(body.get("amount"))
     charge_id = str(body.get("charge") or "")
     try:
-        result = gateway.refund(idempotency_key=key, charge_key="", charge_id=charge_id, amount=amount)
-    except ChargeNotRefundable as exc:
+        op = fake_ledger.record_refund(idempotency_key=key, charge_id=charge_id, amount=amount)
+    except NotRefundable as exc:
         return error(400, "invalid_request_error", "charge_not_refundable", str(exc))
-    op = GatewayOperation.objects.using("gateway").get(pk=int(result.operation_id[3:]))
     return 200, as_object(op)
 
 
 def look_up(key: str) -> tuple[int, dict]:
-    op = GatewayOperation.objects.using("gateway").filter(idempotency_key=key).first()
+    op = fake_ledger.look_up(key)
     if op is None:
         return error(404, "invalid_request_error", "resource_missing", f"no operation under {key}")
     return 200, as_object(op)
 
 
 def ledger(order_id: str | None) -> tuple[int, dict]:
-    return 200, {"object": "list", "data": [as_object(op) for op in gateway.ledger(order_id=order_id)]}
+    return 200, {"object": "list", "data": [as_object(op) for op in fake_ledger.money_moved(order_id=order_id)]}
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -208,7 +201,7 @@ class Handler(BaseHTTPRequestHandler):
                 self.hold()
             self.close_connection = True
             return
-        except IdempotencyKeyReused as exc:
+        except KeyReused as exc:
             status, body = error(400, "idempotency_error", "idempotency_key_reused", str(exc))
         except (ValueError, TypeError) as exc:
             status, body = error(400, "invalid_request_error", "parameter_invalid", str(exc))

@@ -2,7 +2,7 @@ import json
 
 from django.core.management.base import BaseCommand
 
-from payments.gateway import gateway
+from fake_gateway.ledger import ensure_storage, money_moved
 
 
 class Command(BaseCommand):
@@ -12,7 +12,8 @@ class Command(BaseCommand):
         parser.add_argument("--order", default=None, help="only this order id")
 
     def handle(self, *args, order=None, **options):
-        for op in gateway.ledger(order_id=order):
+        ensure_storage()
+        for op in money_moved(order_id=order):
             line = {
                 "order_id": op.order_id,
                 "kind": op.kind,

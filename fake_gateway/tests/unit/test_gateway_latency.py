@@ -5,7 +5,7 @@ import statistics
 
 from django.test import override_settings
 
-from payments import gateway_server
+from fake_gateway import server as gateway_server
 
 
 def samples(median_ms: float, count: int) -> list[float]:
