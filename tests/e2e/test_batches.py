@@ -187,8 +187,9 @@ def test_two_consumer_processes_whose_batches_lock_the_same_products_never_deadl
     # Orders of one SKU each, alternating between two hot products: two batches can each hold one
     # product and want the other. PostgreSQL breaks such a cycle (40P01) and the loser is decided
     # again. Whether a run meets one is timing (none in some runs here), so this test holds the
-    # invariants under whatever contention comes; tests/integration/test_batch_deadlocks.py forces
-    # the deadlocks and proves the loser's path.
+    # invariants under whatever contention comes; the bus's own
+    # packages/django-reliable-messaging/tests/test_batch_deadlocks.py forces the deadlocks and
+    # proves the loser's path.
     Product.objects.bulk_create(
         [Product(sku="HOT-A", name="A", price=Decimal("1.00"), stock=10_000),
          Product(sku="HOT-B", name="B", price=Decimal("1.00"), stock=10_000)]

@@ -1,7 +1,6 @@
-"""Bulk handlers in a batch (reliable_messaging._bulk), on PostgreSQL: the bus hands a consumer's
-consecutive members to the bulk handler that marks their handlers, in the batch's order, and
-falls back to each member's own handler when the bulk one fails; the contexts' bulk handlers
-leave what their single handlers would have left, one after another."""
+"""The contexts' bulk handlers in a batch, on PostgreSQL: each leaves what its single handler would
+have left, one after another (how the bus hands a batch's runs to them: the bus's own tests,
+test_bulk.py)."""
 
 import dataclasses
 import json
@@ -11,9 +10,7 @@ from decimal import Decimal
 import pytest
 from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
-from reliable_messaging import _registry as registry
 from reliable_messaging._dispatch import Delivery, Outcome, decide_batch
-from reliable_messaging.api import in_bulk, in_turn, publish
 from reliable_messaging.models import InboxMessage, OutboxMessage
 
 from inventory.models import Product, Reservation
@@ -25,7 +22,7 @@ from shipping.models import Shipment
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-CREATED, CANCELLED = "orders.order.created", "orders.order.cancelled"
+CREATED = "orders.order.created"
 
 
 def delivery(
@@ -49,71 +46,6 @@ def order_ids(count: int) -> list[str]:
 def caused(event_type: str) -> dict[str, str]:
     """aggregate id -> causation id of each ``event_type`` in the outbox."""
     return dict(OutboxMessage.objects.filter(event_type=event_type).values_list("aggregate_id", "causation_id"))
-
-
-# --- the bus -------------------------------------------------------------------------------------
-@pytest.fixture
-def calls(monkeypatch) -> list:
-    """The payments consumer's handlers swapped for recording ones: ``orders.order.created`` marked
-    with a bulk handler (that fails when a payload asks it to), ``orders.order.cancelled`` not."""
-    seen: list = []
-
-    def one(event) -> None:
-        seen.append(("one", event.payload["order_id"]))
-
-    @in_bulk(one)
-    def many(events) -> None:
-        seen.append(("many", [event.payload["order_id"] for event in events]))
-        if any(event.payload.get("fail_in_bulk") for event in events):
-            raise RuntimeError("the bulk handler gave up")
-        for event in events:
-            with in_turn(event):
-                publish(
-                    event_type="payments.payment.failed",
-                    aggregate_type="payment",
-                    aggregate_id=event.payload["order_id"],
-                    payload={"order_id": event.payload["order_id"], "reason": "payment_declined", "decline_code": "x"},
-                )
-
-    specs = {
-        CREATED: registry.HandlerSpec("payments", CREATED, one, (1,), bulk_handler=many),
-        CANCELLED: registry.HandlerSpec("payments", CANCELLED, one, (1,)),
-    }
-    monkeypatch.setitem(registry._handlers, "payments", specs)
-    return seen
-
-
-def test_a_run_ends_where_a_member_without_the_bulk_handler_comes_and_order_is_kept(calls):
-    a, b, c, d = order_ids(4)
-    batch = [
-        delivery("payments", CREATED, {"order_id": d}, message_id="msg-d"),
-        delivery("payments", CANCELLED, {"order_id": c}, message_id="msg-c"),
-        delivery("payments", CREATED, {"order_id": b}, message_id="msg-b"),
-        delivery("payments", CREATED, {"order_id": a}, message_id="msg-a"),
-    ]
-
-    decisions = decide_batch(batch)
-
-    assert [d.outcome for d in decisions] == [Outcome.HANDLED] * 4
-    assert calls == [("many", [a, b]), ("one", c), ("many", [d])]
-    # What each member's turn published names that member as its cause.
-    assert caused("payments.payment.failed") == {a: "msg-a", b: "msg-b", d: "msg-d"}
-    assert InboxMessage.objects.filter(consumer="payments").count() == 4
-
-
-def test_a_failing_bulk_handler_leaves_each_member_to_its_own_handler(calls):
-    a, b = order_ids(2)
-    batch = [
-        delivery("payments", CREATED, {"order_id": a}),
-        delivery("payments", CREATED, {"order_id": b, "fail_in_bulk": True}),
-    ]
-
-    decisions = decide_batch(batch)
-
-    assert [d.outcome for d in decisions] == [Outcome.HANDLED, Outcome.HANDLED]
-    assert calls == [("many", [a, b]), ("one", a), ("one", b)]
-    assert OutboxMessage.objects.filter(event_type="payments.payment.failed").count() == 0  # rolled back
-    assert InboxMessage.objects.filter(consumer="payments").count() == 2
 
 
 # --- the contexts' bulk handlers ---------------------------------------------------------------------

@@ -1,4 +1,5 @@
-"""The operator overview's charts and the figures behind them, over the last hour."""
+"""The operator overview's charts and the figures behind them, over the last hour (the outbox's
+backlog history itself: the bus's own tests, test_backlog_history.py)."""
 
 import xml.etree.ElementTree as ET
 from datetime import timedelta
@@ -10,7 +11,6 @@ from django.test import Client
 from django.utils import timezone
 from reliable_messaging._dead_letters import dead_letter_record
 from reliable_messaging.models import OutboxMessage
-from reliable_messaging.operator import outbox_backlog_history
 
 from orders.models import Order
 from orders.monitoring import orders_per_minute
@@ -30,26 +30,6 @@ def row(created, published=None, parked=None) -> OutboxMessage:
         published_at=published,
         parked_at=parked,
     )
-
-
-def test_the_backlog_history_counts_what_waited_at_each_minute_and_the_oldest_ones_age():
-    now = timezone.now().replace(second=30, microsecond=0)
-    minute = timedelta(minutes=1)
-    row(now - 30 * minute, published=now - 20 * minute)  # waited from -30 to -20 minutes
-    row(now - 10 * minute)  # still pending
-    row(now - 5 * minute, parked=now - 4 * minute)  # parked: still waiting
-    row(now - 50 * minute, published=now - 50 * minute)  # published the moment it was written
-
-    history = outbox_backlog_history(until=now)
-
-    assert len(history) == 60 and history[-1].at == now
-    # Points sit on minute boundaries, k minutes before the current minute; the last one is now.
-    by_minutes_ago = {int((now - p.at).total_seconds() // 60): p for p in history}
-    assert [by_minutes_ago[m].waiting for m in (45, 25, 15, 8, 0)] == [0, 1, 0, 1, 2]
-    assert by_minutes_ago[25].oldest_age == pytest.approx(4.5 * 60, abs=1)  # created 30.5 min before that point
-    assert by_minutes_ago[8].oldest_age == pytest.approx(1.5 * 60, abs=1)
-    assert history[-1].oldest_age == pytest.approx(10 * 60, abs=1)
-    assert by_minutes_ago[45].oldest_age == 0.0
 
 
 def test_orders_per_minute_counts_each_minute_of_checkout_by_the_status_now():

@@ -1,11 +1,9 @@
-"""The parsers behind the settings: durations and the CONTEXTS a deployment hosts."""
+"""The parsers behind the settings: durations and the database URL (the CONTEXTS a deployment
+hosts: the bus's own tests, test_declarations.py)."""
 
 import pytest
-from reliable_messaging._declarations import parse_contexts
 
 from kernel.durations import parse_duration
-
-INSTALLED = ["orders", "payments", "inventory", "shipping"]
 
 
 @pytest.mark.parametrize(
@@ -20,24 +18,6 @@ def test_a_duration_is_read_in_seconds(value, seconds):
 def test_anything_else_is_refused_with_examples(value):
     with pytest.raises(ValueError, match=r"not a duration: .* \(use e\.g\. 300, 90s, 15m, 24h, 7d\)"):
         parse_duration(value)
-
-
-def test_contexts_come_back_checked_and_in_the_installed_order():
-    assert parse_contexts([" shipping", "orders ", "", "orders"], INSTALLED) == ["orders", "shipping"]
-
-
-def test_an_unknown_context_is_named_with_the_choice():
-    with pytest.raises(ValueError) as refused:
-        parse_contexts(["orders", "billing"], INSTALLED)
-
-    assert str(refused.value) == (
-        "CONTEXTS names unknown contexts ['billing']; choose among orders, payments, inventory, shipping"
-    )
-
-
-def test_no_context_at_all_is_refused():
-    with pytest.raises(ValueError, match=r"^CONTEXTS is empty; choose among orders, payments, inventory, shipping$"):
-        parse_contexts([" ", ""], INSTALLED)
 
 
 def test_a_multi_host_database_url_reaches_libpq_whole():

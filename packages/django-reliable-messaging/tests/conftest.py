@@ -7,7 +7,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from urllib.parse import quote
+from urllib.parse import quote, unquote, urlsplit
 
 import pytest
 from django.db import connection
@@ -28,6 +28,25 @@ def database_url() -> str:
     password = f":{quote(given['PASSWORD'], safe='')}" if given["PASSWORD"] else ""
     host = f"{given['HOST'] or 'localhost'}:{given['PORT'] or 5432}"
     return f"postgres://{quote(given['USER'], safe='')}{password}@{host}/{given['NAME']}"
+
+
+def drained(queue: str) -> list[tuple[str, dict, str | bytes]]:
+    """Every message waiting in ``queue`` on RabbitMQ: its message id, headers and body (taken with
+    py-amqp, so the queue's own arguments are never redeclared)."""
+    import amqp as py_amqp
+
+    parts = urlsplit(os.environ["BROKER_URL"].split(";")[0])
+    received = []
+    with py_amqp.Connection(
+        host=f"{parts.hostname}:{parts.port or 5672}",
+        userid=unquote(parts.username or "guest"),
+        password=unquote(parts.password or "guest"),
+        virtual_host=unquote(parts.path[1:]) or "/",
+    ) as connection:
+        channel = connection.channel()
+        while (message := channel.basic_get(queue, no_ack=True)) is not None:
+            received.append((message.properties["message_id"], message.headers, message.body))
+    return received
 
 
 @pytest.fixture

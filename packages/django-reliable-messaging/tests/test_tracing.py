@@ -46,3 +46,14 @@ def test_anything_else_starts_a_new_trace(header):
 
 def test_a_future_version_is_read_as_version_00():
     assert continue_trace(f"01-{TRACE_ID}-00f067aa0ba902b7-00-more").split("-")[1:4:2] == [TRACE_ID, "00"]
+
+
+def test_a_span_holding_an_oversized_tracestate_passes_on_its_trace_without_it():
+    """A host's instrumentation may extract a caller's tracestate itself (OpenTelemetry takes up to
+    8,192 characters); the outbox's column holds 512: the trace goes on, the state is dropped."""
+    from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags, TraceState
+
+    # Three valid members, 519 characters in all: valid for OpenTelemetry, not for the row.
+    state = TraceState([("a", "x" * 255), ("b", "y" * 255), ("c", "z")])
+    span = NonRecordingSpan(SpanContext(int(TRACE_ID, 16), 0xB7AD6B7169203331, True, TraceFlags(1), state))
+    assert trace_headers(span) == {"traceparent": f"00-{TRACE_ID}-b7ad6b7169203331-01"}

@@ -20,3 +20,8 @@ def on_note_written(event: IncomingEvent) -> None:
         aggregate_id=event.payload["note_id"],
         correlation_id=event.correlation_id,
     )
+
+
+def on_note_priced(event: IncomingEvent) -> None:
+    """Any version, read as v2 (archive/upcasters.py)."""
+    logger.info("priced: %d words", event.payload["words"])

@@ -1,27 +1,72 @@
-"""The relay wakes on NOTIFY (PostgreSQL), re-LISTENs after losing its connection, and claims
-through the partial index."""
+"""On PostgreSQL the relay wakes on NOTIFY (one per transaction, sent at its commit), LISTENs again
+after losing its connection, and claims through the partial index."""
+
+import signal
+import subprocess
+import sys
+import time
+import uuid
 
 import psycopg
 import pytest
 from django.db import connection, transaction
 from django.utils import timezone
+from notes.services import write_note
 from reliable_messaging._relay import APPLICATION_NAME, NOTIFY_CHANNEL, _claim_sql
 from reliable_messaging.api import publish
 from reliable_messaging.models import OutboxMessage
 
-from faultlib.processes import wait_until
-from tests.conftest import ALL_DATABASES, database_url
-from tests.support.outbox import unchecked_publishing
+from conftest import HERE, database_url
 
-transactional = pytest.mark.django_db(transaction=True, databases=ALL_DATABASES)
-
+pytestmark = [
+    pytest.mark.skipif(connection.vendor != "postgresql", reason="LISTEN/NOTIFY and partial indexes: PostgreSQL's"),
+    pytest.mark.django_db(transaction=True),
+]
 # Far longer than any wait below: a row relayed in time was relayed because of NOTIFY.
-LONG_POLL = {"RELAY_POLL_INTERVAL": "30", "RELAY_PIPELINES": "1"}  # one loop: one LISTENing backend
+LONG_POLL = {"RELAY_POLL_INTERVAL": 30, "RELAY_PIPELINES": 1}  # one loop: one LISTENing backend
 
 
-def publish_one(n: int = 0) -> str:
-    with unchecked_publishing(), transaction.atomic():
-        return str(publish(event_type="test.thing.happened", payload={"n": n}, aggregate_type="thing", aggregate_id=n))
+def wait_until(condition, *, timeout: float, message: str, interval: float = 0.1) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {message}"
+        time.sleep(interval)
+
+
+@pytest.fixture
+def relay(manage, with_settings):
+    """``run_outbox_relay`` with a long poll interval, a process of its own; SIGTERM at the end."""
+    started = []
+
+    def start() -> subprocess.Popen:
+        command = with_settings(**LONG_POLL)
+        process = subprocess.Popen(
+            [sys.executable, str(HERE / "manage.py"), "run_outbox_relay"],
+            cwd=command.cwd,
+            env=command.env(),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        started.append(process)
+        return process
+
+    yield start
+    for process in started:
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+            process.communicate(timeout=30)
+
+
+def stop(process: subprocess.Popen) -> int:
+    process.send_signal(signal.SIGTERM)
+    process.communicate(timeout=30)
+    return process.returncode
+
+
+def publish_one() -> str:
+    write_note("hello")
+    return str(OutboxMessage.objects.latest("id").event_id)
 
 
 def is_published(message_id: str) -> bool:
@@ -61,18 +106,16 @@ def wait_for_idle_relay(exclude: tuple[int, ...] = ()) -> int:
     return found[0]
 
 
-@transactional
-def test_a_relay_with_a_long_poll_interval_publishes_a_new_row_when_notified(processes, quiet_broker):
-    relay = processes.start("relay", "run_outbox_relay", env=LONG_POLL)
+def test_a_relay_with_a_long_poll_interval_publishes_a_new_row_when_notified(relay):
+    process = relay()
     wait_for_idle_relay()
     message_id = publish_one()
     wait_until(lambda: is_published(message_id), timeout=10, message="the row published on NOTIFY")
-    assert processes.stop(relay) == 0
+    assert stop(process) == 0
 
 
-@transactional
-def test_the_relay_listens_again_after_its_database_connection_is_killed(processes, quiet_broker):
-    relay = processes.start("relay", "run_outbox_relay", env=LONG_POLL)
+def test_the_relay_listens_again_after_its_database_connection_is_killed(relay):
+    process = relay()
     old_pid = wait_for_idle_relay()
     with connection.cursor() as cursor:
         cursor.execute("SELECT pg_terminate_backend(%s)", [old_pid])
@@ -80,21 +123,25 @@ def test_the_relay_listens_again_after_its_database_connection_is_killed(process
     wait_for_idle_relay(exclude=(old_pid,))
     message_id = publish_one()
     wait_until(lambda: is_published(message_id), timeout=10, message="the row published on NOTIFY after reconnect")
-    assert processes.stop(relay) == 0
+    assert stop(process) == 0
 
 
-@transactional
 def test_a_transaction_writing_several_events_notifies_once():
     with psycopg.connect(database_url(), autocommit=True) as listener:
         listener.execute(f"LISTEN {NOTIFY_CHANNEL}")
-        with unchecked_publishing(), transaction.atomic():
+        with transaction.atomic():
             for n in range(3):
-                publish(event_type="test.thing.happened", payload={"n": n}, aggregate_type="thing", aggregate_id=n)
+                publish(
+                    event_type="notes.note.written",
+                    payload={"note_id": str(uuid.uuid4()), "text": "hi"},
+                    aggregate_type="note",
+                    aggregate_id=n,
+                )
             assert list(listener.notifies(timeout=0.5)) == []  # nothing before the commit
-        assert len(list(listener.notifies(timeout=2))) == 1
+        assert len(list(listener.notifies(timeout=10, stop_after=1))) == 1  # at the commit
+        assert list(listener.notifies(timeout=0.5)) == []  # and only one
 
 
-@transactional
 def test_the_claim_reads_the_partial_index_with_many_published_rows():
     with connection.cursor() as cursor:
         cursor.execute(
@@ -102,7 +149,7 @@ def test_the_claim_reads_the_partial_index_with_many_published_rows():
             INSERT INTO messaging_outbox (event_id, source, aggregate_type, aggregate_id, event_type,
                 schema_version, correlation_id, causation_id, traceparent, payload, created_at,
                 published_at, attempts, last_error)
-            SELECT gen_random_uuid(), 'test', 'thing', n::text, 'test.thing.happened', 1, n::text, '', '',
+            SELECT gen_random_uuid(), 'notes', 'note', n::text, 'notes.note.written', 1, n::text, '', '',
                 '{}'::jsonb, now() - interval '1 day' + n * interval '1 ms', now(), 0, ''
             FROM generate_series(1, 50000) AS n
             """

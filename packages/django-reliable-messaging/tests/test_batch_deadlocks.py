@@ -1,8 +1,8 @@
 """A batch that loses PostgreSQL deadlocks, forced step by step rather than left to timing.
 
-Two inventory orders decided in one batch: ``x`` wants HOT-A, ``y`` wants HOT-B. The first
-attempt takes them in bulk (``inventory.handlers.on_payments_succeeded``): both orders'
-reservation rows, then the products by SKU; the second runs each member's own handler in a
+Two notes decided in one batch by the archive's handlers (swapped here for ones that lock rows):
+``x`` wants a unit of the tally HOT-A, ``y`` one of HOT-B. The first attempt takes them in bulk:
+both notes' filed rows, then the tallies; the second runs each member's own handler in a
 savepoint, ``x`` first (a batch goes in correlation-id order). A rival transaction, standing for
 another consumer's batch, holds HOT-B and asks for what the batch holds: when the batch then
 asks for HOT-B, the circle closes.
@@ -11,32 +11,76 @@ PostgreSQL looks for a deadlock once per lock wait, ``deadlock_timeout`` (1 s) a
 began, and fails the statement of the backend that finds one. Two things make that backend the
 batch's, every time: the rival never looks (its ``deadlock_timeout`` is an hour), and the
 batch's wait for HOT-B begins only after the rival's wait. For the second, a third session,
-the gate, holds ``y``'s reservation row, which the batch locks just before HOT-B, and lets go
+the gate, holds ``y``'s filed row, which the batch locks just before HOT-B, and lets go
 once the rival waits. Each step waits for the lock wait it needs (``pg_blocking_pids``), never
 for a clock.
 """
 
 import json
 import logging
+import time
 import uuid
 from concurrent.futures import Future, ThreadPoolExecutor
-from decimal import Decimal
 
 import psycopg
 import pytest
+from archive.models import Filed, Tally
 from django.db import connection, connections
+from django.db.models import F
+from reliable_messaging import _registry as registry
 from reliable_messaging._dispatch import Delivery, Outcome, decide_batch
+from reliable_messaging.api import in_bulk, in_turn, publish
 from reliable_messaging.models import InboxMessage, OutboxMessage
 
-from faultlib.processes import database_url, wait_until
-from inventory.models import Product, Reservation
+from conftest import database_url
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [
+    pytest.mark.skipif(connection.vendor != "postgresql", reason="row locks and deadlocks: PostgreSQL's"),
+    pytest.mark.django_db(transaction=True),
+]
 
-EVENT = "payments.payment.succeeded"
+EVENT = "notes.note.written"
 WAIT = 30  # seconds: the bound of every step, far beyond the 1 s a deadlock takes to be found
-LOCK_PRODUCT = "SELECT 1 FROM inventory_product WHERE sku = %s FOR UPDATE"
-LOCK_RESERVATION = "SELECT 1 FROM inventory_reservation WHERE order_id = %s FOR UPDATE"
+HOT = {"HOT-A": uuid.UUID(int=1), "HOT-B": uuid.UUID(int=2)}  # the tallies' keys
+LOCK_TALLY = "SELECT 1 FROM archive_tally WHERE note_id = %s FOR UPDATE"
+LOCK_FILED = "SELECT 1 FROM archive_filed WHERE note_id = %s FOR UPDATE"
+
+
+def wait_until(condition, *, timeout: float, message: str, interval: float = 0.1) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {message}"
+        time.sleep(interval)
+
+
+def take(event) -> None:
+    """A unit of the tally the note names (its text), the note marked, and the note filed said."""
+    note_id = event.payload["note_id"]
+    Tally.objects.select_for_update().get(pk=HOT[event.payload["text"]])
+    Tally.objects.filter(pk=HOT[event.payload["text"]]).update(attempts=F("attempts") - 1)
+    Filed.objects.filter(note_id=note_id).update(text="taken")
+    filed = {"note_id": note_id, "filed": 1}
+    publish(event_type="archive.note.filed", payload=filed, aggregate_type="note", aggregate_id=note_id)
+
+
+def one(event) -> None:
+    Filed.objects.select_for_update().get(note_id=event.payload["note_id"])
+    take(event)
+
+
+@in_bulk(one)
+def many(events) -> None:
+    for event in events:  # every member's filed row first, then the tallies
+        Filed.objects.select_for_update().get(note_id=event.payload["note_id"])
+    for event in events:
+        with in_turn(event):
+            take(event)
+
+
+@pytest.fixture(autouse=True)
+def handlers(monkeypatch):
+    spec = registry.HandlerSpec("archive", EVENT, one, (1,), bulk_handler=many)
+    monkeypatch.setitem(registry._handlers, "archive", {EVENT: spec})
 
 
 class Session:
@@ -113,19 +157,13 @@ def waits_for(waiting: int, holder: int, what: str) -> None:
     wait_until(lambda: blocked() == {waiting}, timeout=WAIT, interval=0.02, message=what)
 
 
-def delivery(order_id: str, sku: str) -> Delivery:
-    """A payments.payment.succeeded v1 message for one unit of ``sku``."""
-    payload = {
-        "order_id": order_id,
-        "amount": "1.00",
-        "currency": "USD",
-        "charge_id": f"ch_{order_id}",
-        "items": [{"sku": sku, "quantity": 1}],
-    }
+def delivery(note_id: str, tally: str) -> Delivery:
+    """A notes.note.written v1 message for one unit of ``tally``."""
+    payload = {"note_id": note_id, "text": tally}
     return Delivery(
-        consumer="inventory",
+        consumer="archive",
         body=json.dumps(payload).encode(),
-        properties={"message_id": f"msg-{order_id}", "correlation_id": order_id},
+        properties={"message_id": f"msg-{note_id}", "correlation_id": note_id},
         headers={"event_type": EVENT, "schema_version": 1, "occurred_at": "2026-01-01T00:00:00+00:00"},
         routing_key=EVENT,
     )
@@ -133,32 +171,29 @@ def delivery(order_id: str, sku: str) -> Delivery:
 
 def test_a_batch_that_loses_deadlocks_decides_each_loser_again_and_every_member_once(rival, gate, caplog):
     caplog.set_level(logging.INFO, logger="reliable_messaging.dispatch")
-    Product.objects.bulk_create(
-        [Product(sku="HOT-A", name="A", price=Decimal("1.00"), stock=10),
-         Product(sku="HOT-B", name="B", price=Decimal("1.00"), stock=10)]
-    )  # fmt: skip
+    Tally.objects.bulk_create([Tally(note_id=HOT["HOT-A"], attempts=10), Tally(note_id=HOT["HOT-B"], attempts=10)])
     x, y = sorted(str(uuid.uuid4()) for _ in range(2))
-    for order_id in (x, y):  # as the handlers would create them, for the rival and the gate to lock
-        Reservation.objects.create(order_id=order_id)
+    for note_id in (x, y):  # as the notes' own would be, for the rival and the gate to lock
+        Filed.objects.create(note_id=note_id, text="")
     rival.run("SET deadlock_timeout = '1h'")
-    rival.run(LOCK_PRODUCT, "HOT-B")
+    rival.run(LOCK_TALLY, HOT["HOT-B"])
     rival.run("SAVEPOINT wants_more")
-    gate.run(LOCK_RESERVATION, y)
+    gate.run(LOCK_FILED, y)
 
-    # 1. The first attempt, in bulk, no savepoints: x's reservation taken, y's waits at the gate.
+    # 1. The first attempt, in bulk, no savepoints: x's filed row taken, y's waits at the gate.
     batch = BatchInThread([delivery(x, "HOT-A"), delivery(y, "HOT-B")])
-    waits_for(batch.pid, gate.pid, "the bulk handler to wait at the gate, holding x's reservation")
-    wants_x = rival.start(LOCK_RESERVATION, x)
-    waits_for(rival.pid, batch.pid, "the rival to wait for x's reservation")
+    waits_for(batch.pid, gate.pid, "the bulk handler to wait at the gate, holding x's filed row")
+    wants_x = rival.start(LOCK_FILED, x)
+    waits_for(rival.pid, batch.pid, "the rival to wait for x's filed row")
     gate.rollback()  # the batch takes HOT-A, asks for HOT-B: the circle closes, and the batch finds it
     wants_x.result(timeout=WAIT)  # granted: the whole first attempt rolled back
 
-    # 2. The second attempt, a savepoint per member: x waits for its reservation, then y at the gate.
-    gate.run(LOCK_RESERVATION, y)
-    waits_for(batch.pid, rival.pid, "x, in its savepoint, to wait for its reservation")
-    rival.run("ROLLBACK TO SAVEPOINT wants_more")  # x's reservation given back, HOT-B kept
+    # 2. The second attempt, a savepoint per member: x waits for its filed row, then y at the gate.
+    gate.run(LOCK_FILED, y)
+    waits_for(batch.pid, rival.pid, "x, in its savepoint, to wait for its filed row")
+    rival.run("ROLLBACK TO SAVEPOINT wants_more")  # x's filed row given back, HOT-B kept
     waits_for(batch.pid, gate.pid, "y, in its savepoint, to wait at the gate, x holding HOT-A")
-    wants_a = rival.start(LOCK_PRODUCT, "HOT-A")
+    wants_a = rival.start(LOCK_TALLY, HOT["HOT-A"])
     waits_for(rival.pid, batch.pid, "the rival to wait for HOT-A")
     gate.rollback()  # the circle closes again: y's savepoint rolls back, x stays in the batch
     wants_a.result(timeout=WAIT)  # granted: the batch committed x
@@ -168,15 +203,12 @@ def test_a_batch_that_loses_deadlocks_decides_each_loser_again_and_every_member_
     decisions = batch.decisions.result(timeout=WAIT)
 
     assert [d.outcome for d in decisions] == [Outcome.HANDLED, Outcome.HANDLED]
-    assert sorted(Product.objects.values_list("sku", "stock")) == [("HOT-A", 9), ("HOT-B", 9)]
-    assert sorted(Reservation.objects.values_list("order_id", "status")) == [
-        (uuid.UUID(x), Reservation.Status.RESERVED),
-        (uuid.UUID(y), Reservation.Status.RESERVED),
-    ]
-    inbox = InboxMessage.objects.filter(consumer="inventory").values_list("message_id", flat=True)
+    assert sorted(Tally.objects.values_list("note_id", "attempts")) == [(HOT["HOT-A"], 9), (HOT["HOT-B"], 9)]
+    assert sorted(Filed.objects.values_list("note_id", "text")) == [(uuid.UUID(x), "taken"), (uuid.UUID(y), "taken")]
+    inbox = InboxMessage.objects.filter(consumer="archive").values_list("message_id", flat=True)
     assert sorted(inbox) == [f"msg-{x}", f"msg-{y}"]
-    reserved = OutboxMessage.objects.filter(event_type="inventory.stock.reserved")
-    assert sorted(reserved.values_list("aggregate_id", flat=True)) == [x, y]
+    filed = OutboxMessage.objects.filter(event_type="archive.note.filed")
+    assert sorted(filed.values_list("aggregate_id", flat=True)) == [x, y]
     # Each deadlock was lost where it was forced: the first attempt (all of it again, in
     # savepoints), then y's savepoint (y alone, after the batch's commit).
     said = [(r.getMessage().splitlines()[0], getattr(r, "message_id", None)) for r in caplog.records]

@@ -13,18 +13,16 @@ from reliable_messaging._consumer import DatabaseDown, store_dead_letter
 from reliable_messaging._dead_letters import dead_letter_record
 from reliable_messaging.models import DeadLetter
 
-from tests.conftest import ALL_DATABASES
-
-pytestmark = pytest.mark.django_db(transaction=True, databases=ALL_DATABASES)
+pytestmark = pytest.mark.django_db
 
 
 def letter(**overrides) -> dict:
     return {
-        "consumer": "payments",
+        "consumer": "archive",
         "body": b"{\x00}",
         "properties": {"message_id": "m-1", "correlation_id": "c-1"},
-        "headers": {"event_type": "orders.order.created"},
-        "routing_key": "orders.order.created",
+        "headers": {"event_type": "notes.note.written"},
+        "routing_key": "notes.note.written",
         "reason": "unknown_event_type",
         "error": "no handler",
         **overrides,
@@ -35,7 +33,7 @@ def test_nul_characters_are_kept_visible_and_the_row_is_stored():
     stored = dead_letter_record(
         **letter(
             properties={"message_id": "nul\x00id", "correlation_id": "c\x00"},
-            headers={"event_type": "orders.\x00", "x-note\x00": ["a\x00", {"b": b"c\x00"}]},
+            headers={"event_type": "notes.\x00", "x-note\x00": ["a\x00", {"b": b"c\x00"}]},
             error="failed on \x00",
         )
     )
@@ -43,8 +41,8 @@ def test_nul_characters_are_kept_visible_and_the_row_is_stored():
     row = DeadLetter.objects.get(pk=stored.pk)
     assert row.message_id == "nul\\x00id"
     assert row.correlation_id == "c\\x00"
-    assert row.event_type == "orders.\\x00"
-    assert row.headers == {"event_type": "orders.\\x00", "x-note\\x00": ["a\\x00", {"b": "c\\x00"}]}
+    assert row.event_type == "notes.\\x00"
+    assert row.headers == {"event_type": "notes.\\x00", "x-note\\x00": ["a\\x00", {"b": "c\\x00"}]}
     assert row.properties == {"message_id": "nul\\x00id", "correlation_id": "c\\x00"}
     assert row.error == "failed on \\x00"
     assert bytes(row.body) == b"{\x00}"  # the body is bytes: kept exactly
@@ -81,7 +79,7 @@ def test_a_row_the_database_refuses_while_it_answers_is_stored_without_headers(m
     row = DeadLetter.objects.get()
     assert len(calls) == 2
     assert (row.consumer, row.message_id, row.reason, row.headers, row.properties) == (
-        "payments",
+        "archive",
         "",
         "unknown_event_type",
         {},

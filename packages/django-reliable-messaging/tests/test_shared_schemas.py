@@ -15,20 +15,20 @@ def write(folder, name: str, content) -> None:
 
 
 def test_each_event_with_every_version_from_1_and_a_declared_producers_own_schemas_first(tmp_path):
-    write(tmp_path, "orders.order.confirmed.v1.json", OBJECT)
-    write(tmp_path, "orders.order.created.v1.json", OBJECT)
-    write(tmp_path, "orders.order.created.v2.json", OBJECT)
-    found = read_shared_schemas(tmp_path, declared={"orders.order.confirmed"})
-    assert sorted(found) == [("orders.order.created", 1), ("orders.order.created", 2)]
+    write(tmp_path, "notes.note.filed.v1.json", OBJECT)
+    write(tmp_path, "notes.note.written.v1.json", OBJECT)
+    write(tmp_path, "notes.note.written.v2.json", OBJECT)
+    found = read_shared_schemas(tmp_path, declared={"notes.note.filed"})
+    assert sorted(found) == [("notes.note.written", 1), ("notes.note.written", 2)]
 
 
 @pytest.mark.parametrize(
     ("name", "content", "problem"),
     [
-        ("orders.order.created.v2.json", OBJECT, "orders.order.created needs a schema for each version from 1"),
-        ("orders.order.created.v1.json", "{not json", "orders.order.created.v1.json: not a valid JSON Schema"),
-        ("orders.order.created.v1.json", {"type": 12}, "orders.order.created.v1.json: not a valid JSON Schema"),
-        ("created.json", OBJECT, "created.json: not <event type>.v<N>.json (EVENT_SCHEMAS_DIR)"),
+        ("notes.note.written.v2.json", OBJECT, "notes.note.written needs a schema for each version from 1"),
+        ("notes.note.written.v1.json", "{not json", "notes.note.written.v1.json: not a valid JSON Schema"),
+        ("notes.note.written.v1.json", {"type": 12}, "notes.note.written.v1.json: not a valid JSON Schema"),
+        ("written.json", OBJECT, "written.json: not <event type>.v<N>.json (EVENT_SCHEMAS_DIR)"),
     ],
 )
 def test_a_gap_a_broken_file_or_a_stranger_stops_the_deployment(tmp_path, name, content, problem):

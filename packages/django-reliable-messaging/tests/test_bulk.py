@@ -1,0 +1,103 @@
+"""Bulk handlers in a batch (reliable_messaging._bulk): the bus hands a consumer's consecutive
+members to the bulk handler that marks their handlers, in the batch's order, and falls back to each
+member's own handler when the bulk one fails; what each member's turn publishes names it as its cause."""
+
+import json
+import uuid
+
+import pytest
+from reliable_messaging import _registry as registry
+from reliable_messaging._dispatch import Delivery, Outcome, decide_batch
+from reliable_messaging.api import in_bulk, in_turn, publish
+from reliable_messaging.models import InboxMessage, OutboxMessage
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+WRITTEN, FILED = "notes.note.written", "archive.note.filed"
+FAIL_IN_BULK = "the bulk handler gives up on this one"
+
+
+def delivery(event_type: str, payload: dict, *, message_id: str | None = None) -> Delivery:
+    note_id = payload["note_id"]
+    return Delivery(
+        consumer="archive",
+        body=json.dumps(payload).encode(),
+        properties={"message_id": message_id or f"msg-{uuid.uuid4()}", "correlation_id": note_id},
+        headers={"event_type": event_type, "schema_version": 1, "occurred_at": "2026-01-01T00:00:00+00:00"},
+        routing_key=event_type,
+    )
+
+
+def written(note_id: str, text: str = "hello") -> dict:
+    return {"note_id": note_id, "text": text}
+
+
+def note_ids(count: int) -> list[str]:
+    """Fresh note ids in the order a batch takes them (correlation id, then arrival)."""
+    return sorted(str(uuid.uuid4()) for _ in range(count))
+
+
+def caused(event_type: str) -> dict[str, str]:
+    """aggregate id -> causation id of each ``event_type`` in the outbox."""
+    return dict(OutboxMessage.objects.filter(event_type=event_type).values_list("aggregate_id", "causation_id"))
+
+
+@pytest.fixture
+def calls(monkeypatch) -> list:
+    """The archive consumer's handlers swapped for recording ones: ``notes.note.written`` marked
+    with a bulk handler (that fails when a note asks it to), ``archive.note.filed`` not."""
+    seen: list = []
+
+    def one(event) -> None:
+        seen.append(("one", event.payload["note_id"]))
+
+    @in_bulk(one)
+    def many(events) -> None:
+        seen.append(("many", [event.payload["note_id"] for event in events]))
+        if any(event.payload["text"] == FAIL_IN_BULK for event in events):
+            raise RuntimeError("the bulk handler gave up")
+        for event in events:
+            with in_turn(event):
+                publish(
+                    event_type=FILED,
+                    aggregate_type="note",
+                    aggregate_id=event.payload["note_id"],
+                    payload={"note_id": event.payload["note_id"], "filed": 1},
+                )
+
+    specs = {
+        WRITTEN: registry.HandlerSpec("archive", WRITTEN, one, (1,), bulk_handler=many),
+        FILED: registry.HandlerSpec("archive", FILED, one, (1,)),
+    }
+    monkeypatch.setitem(registry._handlers, "archive", specs)
+    return seen
+
+
+def test_a_run_ends_where_a_member_without_the_bulk_handler_comes_and_order_is_kept(calls):
+    a, b, c, d = note_ids(4)
+    batch = [
+        delivery(WRITTEN, written(d), message_id="msg-d"),
+        delivery(FILED, {"note_id": c, "filed": 1}, message_id="msg-c"),
+        delivery(WRITTEN, written(b), message_id="msg-b"),
+        delivery(WRITTEN, written(a), message_id="msg-a"),
+    ]
+
+    decisions = decide_batch(batch)
+
+    assert [d.outcome for d in decisions] == [Outcome.HANDLED] * 4
+    assert calls == [("many", [a, b]), ("one", c), ("many", [d])]
+    # What each member's turn published names that member as its cause.
+    assert caused(FILED) == {a: "msg-a", b: "msg-b", d: "msg-d"}
+    assert InboxMessage.objects.filter(consumer="archive").count() == 4
+
+
+def test_a_failing_bulk_handler_leaves_each_member_to_its_own_handler(calls):
+    a, b = note_ids(2)
+    batch = [delivery(WRITTEN, written(a)), delivery(WRITTEN, written(b, FAIL_IN_BULK))]
+
+    decisions = decide_batch(batch)
+
+    assert [d.outcome for d in decisions] == [Outcome.HANDLED, Outcome.HANDLED]
+    assert calls == [("many", [a, b]), ("one", a), ("one", b)]
+    assert OutboxMessage.objects.filter(event_type=FILED).count() == 0  # rolled back
+    assert InboxMessage.objects.filter(consumer="archive").count() == 2
