@@ -47,6 +47,7 @@ MESSAGING_TABLES = {
     "messaging_inbox",
     "messaging_event_log",
     "messaging_dead_letter",
+    "messaging_dead_letter_edit",
 }
 OWN_TABLES = {
     "orders": {"orders_order", "orders_order_line", "orders_storefront_product", "orders_checkout_request"},

@@ -191,3 +191,31 @@ class DeadLetter(models.Model):
 
     def __str__(self) -> str:
         return f"{self.consumer}: {self.reason} ({self.message_id or '-'})"
+
+
+class DeadLetterEdit(models.Model):
+    """An operator's edit of a dead letter's payload, and its audit record.
+
+    The dead letter keeps the body it was received with; its newest edit is what a replay
+    publishes, as a new message (``replayed_as``). ``diff`` lists the changes from the payload
+    before this edit (sensitive fields masked); ``body`` is the edited payload exactly as it was
+    validated and as it is published. Deleted with its dead letter.
+    """
+
+    dead_letter = models.ForeignKey(DeadLetter, on_delete=models.CASCADE, related_name="edits")
+    edited_by = models.CharField(max_length=150, help_text="The admin user, or the OS user (or --by) of the command.")
+    via = models.CharField(max_length=20, help_text="admin or command")
+    edited_at = models.DateTimeField(default=timezone.now)
+    body = models.BinaryField(help_text="The edited payload, as validated and as a replay publishes it.")
+    diff = models.JSONField(default=list, help_text="The changes, as JSON pointers: op, path, old, new (masked).")
+    replayed_as = models.CharField(
+        max_length=255, blank=True, help_text="The message id its replay was published with."
+    )
+    replayed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        db_table = "messaging_dead_letter_edit"
+        ordering = ["id"]
+
+    def __str__(self) -> str:
+        return f"edit #{self.pk} of dead letter #{self.dead_letter_id} by {self.edited_by}"
