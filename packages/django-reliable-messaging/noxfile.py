@@ -4,6 +4,7 @@
     nox -s "tests(3.12-django6.0)"
     nox -s embedded           # the embedded default (SQLite, filesystem broker) whatever the environment says
     nox -s release            # sdist and wheel built, twine check --strict (also in a plain `nox`)
+    nox -s types              # mypy --strict on the package (py.typed in its wheel; also in a plain `nox`)
 
 Each session builds the wheel, installs it alone in a new virtual environment with the test tools,
 and runs a copy of ``tests/`` in the session's own folder: only the wheel's copy of the package is
@@ -12,12 +13,13 @@ importable (each run prints where it was imported from).
 
 import os
 import shutil
+import zipfile
 from pathlib import Path
 
 import nox
 
 nox.options.default_venv_backend = "uv|venv"  # uv installs in seconds; venv where it is missing
-nox.options.sessions = ["tests", "embedded", "release"]
+nox.options.sessions = ["tests", "embedded", "release", "types"]
 nox.options.error_on_missing_interpreters = True  # a cell that cannot run fails, never passes skipped
 
 HERE = Path(__file__).resolve().parent
@@ -31,6 +33,22 @@ for _minor in sorted({python for python, _ in CELLS}):
         os.environ["PATH"] = os.pathsep.join([str(_found[-1]), os.environ["PATH"]])
 EVERY_EXTRA = "[fast,metrics,otel]"
 TOOLS = ["pytest==9.2.0", "pytest-django==4.14.0", "pytest-timeout==2.4.0"]
+# The type check's checker and stubs, and the dependencies whose own annotations it reads, exactly:
+# a new release of one of them cannot fail `make test` by itself. Bump them together, on purpose.
+TYPING = [
+    "mypy==2.4.1",
+    "django-stubs==6.1.2",  # with its mypy plugin; the series of the Django below
+    "types-PyYAML==6.0.12.20261122",
+    "types-jsonschema==4.26.0.20261006",
+    "Django==6.1.3",
+    "kombu==5.7.0",
+    "psycopg[binary]==3.3.9",
+    "structlog==26.1.0",
+    "opentelemetry-api==1.45.2",
+    "opentelemetry-sdk==1.45.2",
+    "prometheus-client==0.26.0",
+    "jsonschema-rs==0.61.0",
+]
 
 
 def build(session: nox.Session, *kinds: str) -> Path:
@@ -79,3 +97,15 @@ def release(session: nox.Session) -> None:
     dist = build(session)
     session.install("twine==7.0.0")
     session.run("twine", "check", "--strict", *map(str, sorted([*dist.glob("*.whl"), *dist.glob("*.tar.gz")])))
+
+
+@nox.session(python=CELLS[-1][0])
+def types(session: nox.Session) -> None:
+    """mypy --strict on the package's sources, as [tool.mypy] in pyproject.toml sets it, with every
+    extra installed from the wheel (whose py.typed tells a user's type checker to read the package)."""
+    (wheel,) = build(session, "--wheel").glob("django_reliable_messaging-*.whl")
+    with zipfile.ZipFile(wheel) as archive:
+        if "reliable_messaging/py.typed" not in archive.namelist():
+            session.error(f"{wheel.name} has no reliable_messaging/py.typed")
+    session.install(f"django-reliable-messaging{EVERY_EXTRA} @ {wheel.resolve().as_uri()}", *TYPING)
+    session.run("mypy", "--strict", "--cache-dir", str(Path(session.create_tmp()) / "mypy_cache"), *session.posargs)

@@ -67,6 +67,7 @@ def test_a_target_down_silences_the_alerts_it_explains_and_no_others():
         "OrchestratedSagaStuck": "shop-consumers",  # the orchestrator's consumer runs there
         "GatewayCallsOverdue": None,  # the gateway worker has no scrape target to be down
         "GatewayCallsFailing": None,  # the gateway refuses or garbles: no stopped worker explains it
+        "HandlerBreakerOpen": None,  # a handler's dependency fails; a stopped consumer reports nothing
         "ShopWorkerDown": None,  # from its job, by label_replace in the expression
         "ShopWebDown": None,
         "ShopDatabaseDown": None,

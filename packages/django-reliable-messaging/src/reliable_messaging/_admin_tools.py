@@ -6,15 +6,23 @@ POST from that page runs it, so a stray link or a crawler cannot replay or purge
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from django.core.exceptions import PermissionDenied
-from django.http import Http404, HttpResponseRedirect
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
-from django.urls import path, reverse
+from django.urls import URLPattern, path, reverse
 from django.utils.html import format_html
 
 from reliable_messaging._links import correlation_url
 from reliable_messaging.templatetags.messaging_display import compact_time  # noqa: F401 - the lists here use it
+
+if TYPE_CHECKING:
+    from reliable_messaging._admin_base import ModelAdmin
+
+    _Mixed = ModelAdmin  # the mixin is always mixed into a ModelAdmin
+else:
+    _Mixed = object
 
 
 @dataclass(frozen=True)
@@ -23,22 +31,23 @@ class ObjectAction:
     label: str  # the button and the confirmation
     explanation: str  # what happens, said on the confirmation page
     permission: str  # "operate" or "purge": the admin's has_<permission>_permission
-    run: Callable  # (model_admin, request, obj) -> (level, message); the object may be gone afterwards
+    # (model_admin, request, obj) -> (level, message); the object may be gone afterwards
+    run: Callable[[Any, HttpRequest, Any], tuple[int, str]]
     back_to_list: bool = False  # after running, show the list (the object was deleted)
 
 
-class ObjectActionsMixin:
+class ObjectActionsMixin(_Mixed):
     object_actions: list[ObjectAction] = []
 
-    def has_operate_permission(self, request) -> bool:
+    def has_operate_permission(self, request: HttpRequest) -> bool:
         """Actions (retry, replay, purge) need the model's change permission, not only view."""
         opts = self.model._meta
         return request.user.has_perm(f"{opts.app_label}.change_{opts.model_name}")
 
-    def allowed_object_actions(self, request) -> list[ObjectAction]:
+    def allowed_object_actions(self, request: HttpRequest) -> list[ObjectAction]:
         return [a for a in self.object_actions if getattr(self, f"has_{a.permission}_permission")(request)]
 
-    def get_urls(self):
+    def get_urls(self) -> list[URLPattern]:
         info = self.model._meta.app_label, self.model._meta.model_name
         own = [
             path(
@@ -50,8 +59,8 @@ class ObjectActionsMixin:
         ]
         return own + super().get_urls()
 
-    def _object_action_view(self, action: ObjectAction):
-        def view(request, object_id):
+    def _object_action_view(self, action: ObjectAction) -> Callable[[HttpRequest, str], HttpResponse]:
+        def view(request: HttpRequest, object_id: str) -> HttpResponse:
             if action not in self.allowed_object_actions(request):
                 raise PermissionDenied
             obj = self.get_object(request, object_id)
@@ -75,7 +84,9 @@ class ObjectActionsMixin:
 
         return view
 
-    def change_view(self, request, object_id, form_url="", extra_context=None):
+    def change_view(
+        self, request: HttpRequest, object_id: str, form_url: str = "", extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
         extra_context = {**(extra_context or {}), "object_actions": self.allowed_object_actions(request)}
         return super().change_view(request, object_id, form_url, extra_context)
 

@@ -20,6 +20,7 @@ would act on, is moved aside as ``COMPRESSED`` (a dead letter ``invalid_headers`
 
 import hashlib
 import struct
+from typing import Any
 
 from amqp import basic_message
 from amqp.exceptions import FrameSyntaxError
@@ -38,9 +39,10 @@ _inbound_header = GenericContent.inbound_header
 _inbound_body = GenericContent.inbound_body
 
 
-def _load_properties_or_mark(self, class_id, buf, offset):
+def _load_properties_or_mark(self: Any, class_id: int, buf: bytes, offset: int) -> int:
     try:
-        return _load_properties(self, class_id, buf, offset)
+        end: int = _load_properties(self, class_id, buf, offset)
+        return end
     except _DECODING_ERRORS as exc:
         self.properties = {"application_headers": {UNDECODABLE: f"{type(exc).__name__}: {exc}"[:500]}}
         return offset
@@ -51,7 +53,7 @@ def too_large(size: int, sha256: str, limit: int) -> str:
     return f"the body is {size} bytes (sha256 {sha256}), over MAX_MESSAGE_BYTES ({limit}): its first {kept} kept"
 
 
-def bounded(body: bytes, headers: dict) -> tuple[bytes, dict]:
+def bounded(body: bytes, headers: dict[str, Any]) -> tuple[bytes, dict[str, Any]]:
     """A body over the limit that a transport assembled whole (the embedded broker; py-amqp's are
     cut while they arrive): its prefix, and the headers marked ``OVERSIZED``."""
     limit = max_message_bytes()
@@ -63,7 +65,7 @@ def bounded(body: bytes, headers: dict) -> tuple[bytes, dict]:
     }
 
 
-def _inbound_header_bounded(self, buf, offset=0):
+def _inbound_header_bounded(self: Any, buf: bytes, offset: int = 0) -> int:
     offset = _inbound_header(self, buf, offset)
     headers = self.properties.get("application_headers")
     if isinstance(headers, dict) and "compression" in headers:
@@ -75,11 +77,12 @@ def _inbound_header_bounded(self, buf, offset=0):
     return offset
 
 
-def _inbound_body_bounded(self, buf):
+def _inbound_body_bounded(self: Any, buf: bytes) -> None:
     """As py-amqp's, except that an oversized body's frames are hashed and dropped as they come."""
     oversized = self.__dict__.get("_oversized")
     if oversized is None:
-        return _inbound_body(self, buf)
+        _inbound_body(self, buf)
+        return
     limit, digest, kept = oversized
     digest.update(buf)
     kept += buf[: KEPT_OF_OVERSIZED - len(kept)]

@@ -9,6 +9,7 @@ reader accepts. ``docs/asyncapi.yaml`` is the whole system's (a test keeps it in
 """
 
 import copy
+from typing import Any
 
 import yaml
 
@@ -19,7 +20,7 @@ from reliable_messaging._declarations import hosted, installed
 ASYNCAPI_VERSION = "3.0.0"
 
 
-def _headers(event_type: str, version: int) -> dict:
+def _headers(event_type: str, version: int) -> dict[str, Any]:
     """The AMQP headers of every message (reliable_messaging/_envelope.py); the properties beside them are
     message_id (the event's id), correlation_id (the saga's id), content_type application/json."""
     return {
@@ -37,14 +38,14 @@ def _headers(event_type: str, version: int) -> dict:
     }
 
 
-def _payload(schema: dict) -> dict:
+def _payload(schema: dict[str, Any]) -> dict[str, Any]:
     # The schemas keep to what JSON Schema 2020-12 and AsyncAPI's schema format (draft-07) share.
     payload = copy.deepcopy(schema)
     payload.pop("$schema", None)
     return payload
 
 
-def _message(event_type: str, version: int, schema: dict) -> dict:
+def _message(event_type: str, version: int, schema: dict[str, Any]) -> dict[str, Any]:
     return {
         "name": f"{event_type}.v{version}",
         "title": f"{event_type} version {version}",
@@ -56,11 +57,11 @@ def _message(event_type: str, version: int, schema: dict) -> dict:
     }
 
 
-def _ref(*path: str) -> dict:
+def _ref(*path: str) -> dict[str, Any]:
     return {"$ref": "#/" + "/".join(path)}
 
 
-def document() -> dict:
+def document() -> dict[str, Any]:
     known = schemas()
     here = {d.name for d in hosted()}
     senders = {e: d.name for d in installed() for e in d.publishes}

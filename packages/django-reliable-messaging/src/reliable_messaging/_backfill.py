@@ -16,6 +16,7 @@ run it with that user's ``BROKER_URL``.
 from dataclasses import dataclass
 from datetime import datetime
 
+from django.db.models import QuerySet
 from django.utils import timezone
 from kombu.exceptions import OperationalError
 
@@ -81,7 +82,7 @@ def backfill(
     return BackfillResult(queue, sent, failed)
 
 
-def _holds_any(data, keys: set[str]) -> bool:
+def _holds_any(data: object, keys: set[str]) -> bool:
     """Whether ``data`` has one of ``keys`` at any depth."""
     if isinstance(data, dict):
         return bool(keys & set(data)) or any(_holds_any(value, keys) for value in data.values())
@@ -90,8 +91,8 @@ def _holds_any(data, keys: set[str]) -> bool:
     return False
 
 
-def _send_all(publisher: BatchPublisher, entries, queue: str) -> tuple[int, dict[str, str]]:
-    sent, failed, batch = 0, {}, []
+def _send_all(publisher: BatchPublisher, entries: QuerySet[EventLogEntry], queue: str) -> tuple[int, dict[str, str]]:
+    sent, failed, batch = 0, dict[str, str](), list[Envelope]()
     try:
         for entry in entries.iterator():
             batch.append(_envelope(entry, queue))
@@ -105,7 +106,9 @@ def _send_all(publisher: BatchPublisher, entries, queue: str) -> tuple[int, dict
     return sent, failed
 
 
-def _send(publisher: BatchPublisher, batch: list[Envelope], sent: int, failed: dict[str, str]):
+def _send(
+    publisher: BatchPublisher, batch: list[Envelope], sent: int, failed: dict[str, str]
+) -> tuple[int, dict[str, str]]:
     result = publisher.publish(batch)
     return sent + len(result.delivered), {**failed, **result.failed}
 

@@ -7,17 +7,15 @@ connection) is left to be decided alone, after the batch has committed.
 """
 
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 
 from django.db import DatabaseError, InterfaceError, InternalError, OperationalError, connection, transaction
+from opentelemetry.trace import Span
 
-from reliable_messaging._bulk import run_bulk_handler
-from reliable_messaging._db_errors import sqlstate_of
+from reliable_messaging._bulk import BulkHandler, run_bulk_handler
+from reliable_messaging._db_errors import DEADLOCK_DETECTED, LOCK_NOT_AVAILABLE, QUERY_CANCELED, sqlstate_of
 from reliable_messaging._decisions import (
-    DEADLOCK_DETECTED,
-    LOCK_NOT_AVAILABLE,
-    QUERY_CANCELED,
     BatchBroken,
     Decision,
     Delivery,
@@ -27,6 +25,7 @@ from reliable_messaging._decisions import (
     duplicate_or_reused,
     ensure_committable,
     failure,
+    handler_failed,
     run_handler,
     stored_hash,
 )
@@ -35,6 +34,10 @@ from reliable_messaging._faults import fault_point
 from reliable_messaging._inbox import inbox_claim, inbox_claim_in_savepoint, inbox_claim_many, inbox_hashes
 from reliable_messaging._lifecycle import connection_lost
 from reliable_messaging._outbox import collecting, write_collected
+from reliable_messaging._registry import HandlerSpec
+
+# A member ready to be decided: its index in the batch, its event and its handler.
+Ready = tuple[int, IncomingEvent, HandlerSpec]
 
 # The batch's records keep the name they had before this module was cut out of dispatch.
 logger = logging.getLogger("reliable_messaging.dispatch")
@@ -43,9 +46,15 @@ logger = logging.getLogger("reliable_messaging.dispatch")
 class MemberFailed(Exception):
     """The optimistic pass is abandoned: it rolls back whole. ``index``: the member that failed."""
 
-    def __init__(self, exc: BaseException, index: int | None = None, event: IncomingEvent | None = None) -> None:
+    def __init__(
+        self,
+        exc: BaseException,
+        index: int | None = None,
+        event: IncomingEvent | None = None,
+        spec: HandlerSpec | None = None,
+    ) -> None:
         super().__init__(exc)
-        self.exc, self.index, self.event = exc, index, event
+        self.exc, self.index, self.event, self.spec = exc, index, event, spec
 
 
 def _retry_later(exc: BaseException) -> bool:
@@ -59,10 +68,10 @@ def known_failure(failed: MemberFailed) -> dict[int, Decision]:
     """The decision the failed member's first attempt already gives, when it is one to retry later."""
     if failed.index is None or not _retry_later(failed.exc):
         return {}
-    return {failed.index: failure(Outcome.RETRY, "handler_error", failed.exc, failed.event)}
+    return {failed.index: handler_failed(failed.spec, failed.exc, failed.event)}
 
 
-def decide_optimistically(deliveries: list[Delivery], ready: list) -> dict[int, Decision] | MemberFailed:
+def decide_optimistically(deliveries: list[Delivery], ready: list[Ready]) -> dict[int, Decision] | MemberFailed:
     """The common case, no member failing: every inbox row of a consumer in one insert, the
     handlers, every outbox row they publish in one insert, one commit; no savepoint at all.
     The failure (and nothing committed) as soon as a member fails or loses a deadlock."""
@@ -98,7 +107,7 @@ def decide_optimistically(deliveries: list[Delivery], ready: list) -> dict[int, 
                     try:
                         run_handler(spec, event, deliveries[i].span)
                     except Exception as exc:  # noqa: BLE001 - decided again below, in savepoints
-                        raise MemberFailed(exc, i, event) from exc
+                        raise MemberFailed(exc, i, event, spec) from exc
                 runs.end_all()
             write_collected(published)
             _before_batch_commit(deliveries)
@@ -109,7 +118,7 @@ def decide_optimistically(deliveries: list[Delivery], ready: list) -> dict[int, 
 
 
 def decide_with_savepoints(
-    deliveries: list[Delivery], ready: list, *, known: dict[int, Decision] | None = None
+    deliveries: list[Delivery], ready: list[Ready], *, known: dict[int, Decision] | None = None
 ) -> tuple[dict[int, Decision], list[int]]:
     """Every member in a savepoint of its own, so that a failing one rolls back alone, its inbox
     claim with it; a deadlock's loser is left to be decided alone afterwards. A member with a
@@ -149,9 +158,9 @@ class BulkRuns:
     has another handler, so its messages keep the batch's order."""
 
     def __init__(self) -> None:
-        self.open: dict[str, tuple[Callable, list]] = {}
+        self.open: dict[str, tuple[BulkHandler, list[tuple[IncomingEvent, Span | None]]]] = {}
 
-    def extend(self, consumer: str, bulk: Callable | None, event: IncomingEvent, span) -> bool:
+    def extend(self, consumer: str, bulk: BulkHandler | None, event: IncomingEvent, span: Span | None) -> bool:
         """Add the member to its consumer's run (True), or end that run and leave the member to
         run alone (False: it has no bulk handler)."""
         run = self.open.get(consumer)
@@ -229,7 +238,7 @@ class MemberSavepoints:
 
 
 def _decide_in_savepoint(
-    consumer: str, event: IncomingEvent, spec, savepoints: MemberSavepoints, span
+    consumer: str, event: IncomingEvent, spec: HandlerSpec, savepoints: MemberSavepoints, span: Span | None
 ) -> Decision | None:
     """A batch member in its savepoint; None when it lost a deadlock or a connection and must be
     decided alone."""
@@ -253,11 +262,11 @@ def _decide_in_savepoint(
                 "database connection lost inside a batch: decided again alone", extra={"message_id": event.message_id}
             )
             return None
-        return failure(Outcome.RETRY, "handler_error", exc, event)
+        return handler_failed(spec, exc, event)
     except InternalError as exc:
         if connection_lost(exc):  # read-only: the whole batch is on a standby, decided again on the primary
             raise
-        return failure(Outcome.RETRY, "handler_error", exc, event)
-    except Exception as exc:  # noqa: BLE001 - any handler failure is retried, then dead-lettered
-        return failure(Outcome.RETRY, "handler_error", exc, event)
+        return handler_failed(spec, exc, event)
+    except Exception as exc:  # noqa: BLE001 - any handler failure is retried (its policy's), then dead-lettered
+        return handler_failed(spec, exc, event)
     return Decision(Outcome.HANDLED, event)

@@ -7,9 +7,19 @@ hosts, so deployments can start in any order. Per consumer ``C`` there:
   Its dead-letter exchange ``C_queue_dlx`` (fanout) feeds ``C_queue_dead_letters``;
   ``x-delivery-limit`` is the last guard against a message that kills the consumer on every
   delivery.
-- ``C_queue_delay_<ms>ms``: one delay queue per retry delay, each with a fixed TTL (a
-  per-message TTL would wait behind older messages). Expired messages go back through the
-  default exchange to ``C_queue`` only, never through the topic exchange.
+- ``C_queue_delay_<ms>ms``: the delay ladder, one queue per step of ``DELAY_LADDER`` (0.1 s to an
+  hour), each with a fixed TTL (a per-message TTL would wait behind older messages: RabbitMQ
+  expires only at the head of a queue). Expired messages go back through the default exchange
+  to ``C_queue`` only, never through the topic exchange.
+
+A message that waits (a retry for its handler's delay, a message whose handler's breaker is open)
+carries until when (``WAIT_HEADER``) and goes to the longest step of the ladder that does not
+outlast it; back in ``C_queue`` before its time, the consumer sends it on to the next step,
+unattempted, until it is due (``waiting_until``). So any wait is a few hops of fixed queues: the
+ladder is the package's, the same for every deployment, and no retry policy is a queue argument
+(deployments of other policies share a broker; a policy changes with a rolling restart, and a
+message in flight keeps the wait it was given). The filesystem broker has no TTL: there a
+waiting message goes back to the end of its queue until it is due.
 
 Every queue is a quorum queue, so on a cluster each has a member on every node and survives the
 loss of any one of them (a classic queue lives on one node: while that node is down, it and
@@ -18,22 +28,27 @@ message TTL, and they dead-letter at-least-once with ``x-overflow=reject-publish
 otherwise: an expired retry could be lost if a leader died while moving it).
 
 Queue arguments, and a queue's type, cannot change once declared, and every deployment declares
-every queue: the settings behind them (``CONSUMER_DELIVERY_LIMIT``, ``CONSUMER_RETRY_DELAYS``)
-must be the same in every deployment, or RabbitMQ refuses the declaration (406). A different
-delay gets a new queue name. The releases before the cluster work had classic ``C_queue_dlq``
+every queue: the one setting behind them (``DELIVERY_LIMIT``) must be the same in every
+deployment, or RabbitMQ refuses the declaration (406). A delay queue's name says its TTL, so one
+name always has the same arguments: the releases before the ladder declared a queue per
+``CONSUMER_RETRY_DELAYS`` value (the default 1 s, 5 s and 30 s are steps of the ladder); what they
+hold still expires back into ``C_queue``. The releases before the cluster work had classic ``C_queue_dlq``
 and ``C_queue_retry_<ms>ms`` queues (``legacy_*`` below); ``reliable_messaging._queue_upgrade`` drains and
 removes them (``manage.py upgrade_broker_queues``).
 """
 
 import logging
 import time
+from collections.abc import Iterable
+from typing import Any
 from urllib.parse import urlsplit
 
 from kombu import Connection, Exchange, Queue, binding
 from kombu.exceptions import OperationalError
 
 from reliable_messaging import _filesystem_transport as filesystem_transport
-from reliable_messaging._conf import exchange_name, folder, queue_name, setting
+from reliable_messaging._conf import MAX_WAIT_SECONDS, exchange_name, folder, queue_name, setting
+from reliable_messaging._edge import plain_int
 from reliable_messaging._registry import local_consumers
 from reliable_messaging._topology import queue_bindings
 
@@ -98,9 +113,10 @@ def connect_to_a_node(connection: Connection) -> Connection:
     frozen node after the timeout), and the last node's error is raised as the transport's
     own, which the loops recognise as "broker unavailable" and retry with backoff.
     """
-    return connection.ensure_connection(
+    connected: Connection = connection.ensure_connection(
         max_retries=node_count(connection) - 1, interval_start=0, interval_step=0, reraise_as_library_errors=False
     )
+    return connected
 
 
 def describe(connection: Connection) -> str:
@@ -112,7 +128,7 @@ def describe(connection: Connection) -> str:
 
 def supports_confirms(connection: Connection) -> bool:
     """Only a real AMQP broker confirms, returns and dead-letters."""
-    return connection.transport.driver_type == "amqp"
+    return bool(connection.transport.driver_type == "amqp")
 
 
 def events_exchange(*, declare: bool = True) -> Exchange:
@@ -178,6 +194,32 @@ def dead_letter_queue(consumer: str) -> Queue:
     )
 
 
+# The delay ladder (seconds): never a setting, so that every deployment declares the same queues.
+DELAY_LADDER = (0.1, 1.0, 5.0, 30.0, 300.0, 3600.0)
+# Until when a message waits, in milliseconds since the epoch (a retry's or a paused handler's).
+WAIT_HEADER = "x-wait-until-ms"
+# A message this close to its time is due: it would otherwise hop once more, for a step longer.
+DUE_WITHIN = DELAY_LADDER[0] / 2
+
+
+def waiting_until(headers: dict[str, Any], now: float) -> float | None:
+    """Until when (epoch seconds) a message waits still, or None when it is due. A header that is
+    no integer, or further ahead than a wait may be declared, is no wait of the bus's: not honoured."""
+    until_ms = plain_int(headers.get(WAIT_HEADER))
+    if until_ms is None or not now + DUE_WITHIN < until_ms / 1000 <= now + MAX_WAIT_SECONDS:
+        return None
+    return until_ms / 1000
+
+
+def wait_until_header(until: float) -> dict[str, int]:
+    return {WAIT_HEADER: int(until * 1000)}
+
+
+def delay_step(wait: float) -> float:
+    """The ladder's step to wait in: the longest that does not outlast ``wait``, else the shortest."""
+    return max((step for step in DELAY_LADDER if step <= wait), default=DELAY_LADDER[0])
+
+
 def retry_queues(consumer: str) -> list[Queue]:
     return [
         Queue(
@@ -191,14 +233,8 @@ def retry_queues(consumer: str) -> list[Queue]:
                 **AT_LEAST_ONCE_DEAD_LETTERING,
             },
         )
-        for delay in setting("CONSUMER_RETRY_DELAYS")
+        for delay in DELAY_LADDER
     ]
-
-
-def retry_delay_for(attempt: int) -> float:
-    """The delay before retry number ``attempt`` (1-based): the last delay repeats."""
-    delays = setting("CONSUMER_RETRY_DELAYS")
-    return delays[min(attempt, len(delays)) - 1]
 
 
 def declare_topology(connection: Connection, *, whole: bool = False) -> None:
@@ -232,7 +268,7 @@ def declare_queues() -> list[str]:
     return [queue_name(c) for c in (local_consumers() if setting("PRODUCERS") else queue_bindings())]
 
 
-def unbind_queue(consumer: str, routing_keys) -> bool:
+def unbind_queue(consumer: str, routing_keys: Iterable[str]) -> bool:
     """Unbind ``consumer``'s queue from the exchange, one key after another: a consumer no deployment
     runs any more stops receiving events, and what its queue holds stays for an operator to read
     or purge. False when the queue does not exist. ``ConnectionError`` when the broker cannot be reached."""
@@ -251,7 +287,7 @@ def unbind_queue(consumer: str, routing_keys) -> bool:
     return True
 
 
-def drop(connection) -> None:
+def drop(connection: Connection | None) -> None:
     """Abandon a connection after an error: close its socket without the AMQP close handshake.
 
     A broker in a memory or disk alarm stops reading a publisher's socket, so the handshake
@@ -265,7 +301,7 @@ def drop(connection) -> None:
         logger.debug("dropping %r: %s", connection, exc)
 
 
-def close_quietly(resource) -> None:
+def close_quietly(resource: Any) -> None:  # a kombu or amqp connection or channel
     """Close a connection or channel that may already be broken."""
     if resource is None:
         return

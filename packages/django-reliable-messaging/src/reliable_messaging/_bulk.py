@@ -17,6 +17,8 @@ from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from contextvars import ContextVar
 
+from opentelemetry.trace import Span
+
 from reliable_messaging._envelope import IncomingEvent
 from reliable_messaging._faults import fault_point
 from reliable_messaging._outbox import handling
@@ -25,35 +27,36 @@ from reliable_messaging._telemetry import current
 BulkHandler = Callable[[list[IncomingEvent]], None]
 # What a bulk handler hands a service of its context: the n-th request's turn, where that
 # request's work is done (``lambda n: in_turn(events[n])``).
-Turn = Callable[[int], AbstractContextManager]
+Turn = Callable[[int], AbstractContextManager[None]]
 
 
 class _Run:
     """The run being handled in bulk: its consumer, its members' spans, the turns taken so far."""
 
-    def __init__(self, consumer: str, spans: dict[str, object]) -> None:
+    def __init__(self, consumer: str, spans: dict[str, Span | None]) -> None:
         self.consumer, self.spans, self.turns = consumer, spans, 0
 
 
 _run: ContextVar[_Run | None] = ContextVar("bulk_run", default=None)
 
 
-def in_bulk(*handlers: Callable) -> Callable[[BulkHandler], BulkHandler]:
+def in_bulk(*handlers: Callable[..., object]) -> Callable[[BulkHandler], BulkHandler]:
     """Mark ``handlers`` (single-message handlers) as taken together by the decorated one."""
 
     def mark(bulk: BulkHandler) -> BulkHandler:
         for handler in handlers:
-            handler.bulk_handler = bulk
+            handler.__dict__["bulk_handler"] = bulk  # an attribute of the function, read by bulk_handler_of
         return bulk
 
     return mark
 
 
-def bulk_handler_of(handler: Callable) -> BulkHandler | None:
-    return getattr(handler, "bulk_handler", None)
+def bulk_handler_of(handler: Callable[..., object]) -> BulkHandler | None:
+    bulk: BulkHandler | None = getattr(handler, "bulk_handler", None)
+    return bulk
 
 
-def run_bulk_handler(bulk: BulkHandler, consumer: str, members: list[tuple[IncomingEvent, object]]) -> None:
+def run_bulk_handler(bulk: BulkHandler, consumer: str, members: list[tuple[IncomingEvent, Span | None]]) -> None:
     """``bulk`` on a run of ``consumer``'s messages; ``members``: each message with its span (or None)."""
     token = _run.set(_Run(consumer, {event.message_id: span for event, span in members}))
     try:

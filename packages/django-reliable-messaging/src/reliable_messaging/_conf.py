@@ -7,11 +7,12 @@ refuses to start with.
 
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
-DEFAULTS = {
+DEFAULTS: dict[str, Any] = {
     # the broker: kombu URLs, ";"-separated for a cluster's nodes; "filesystem://" is the embedded one
     "BROKER_URL": "filesystem://",
     "BROKER_HEARTBEAT": 30,
@@ -71,14 +72,20 @@ DEFAULTS = {
 }
 
 
-def setting(name: str):
+# The longest wait a retry or a breaker's cool-down may have: a wait header further ahead is no
+# retry of the bus's and is not honoured (reliable_messaging._broker.waiting_until).
+MAX_WAIT_SECONDS = 86400.0
+
+
+def setting(name: str) -> Any:  # whatever the host's settings hold: the callers check what they need
     if name not in DEFAULTS:
         raise KeyError(f"MESSAGING has no setting {name!r}")
     return getattr(settings, "MESSAGING", {}).get(name, DEFAULTS[name])
 
 
 def exchange_name() -> str:
-    return setting("EXCHANGE")
+    name: str = setting("EXCHANGE")
+    return name
 
 
 def queue_name(consumer: str) -> str:
@@ -139,3 +146,13 @@ def check_settings() -> None:
         duration("HOUSEKEEPING_INTERVAL")
     folder("FILESYSTEM_DIR")
     max_message_bytes()
+    delays = setting("CONSUMER_RETRY_DELAYS")
+    if not (
+        isinstance(delays, list | tuple)
+        and delays
+        and all(isinstance(d, int | float) and not isinstance(d, bool) and 0 < d <= MAX_WAIT_SECONDS for d in delays)
+    ):
+        raise ImproperlyConfigured(
+            f"MESSAGING['CONSUMER_RETRY_DELAYS'] is {delays!r}: give a list of seconds, each more than 0 and at most "
+            f"{MAX_WAIT_SECONDS:.0f} (the waits before the 2nd, 3rd, ... attempt; the last repeats)"
+        )

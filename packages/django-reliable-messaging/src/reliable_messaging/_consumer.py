@@ -4,11 +4,12 @@ Deliveries already waiting are taken together, up to ``CONSUMER_BATCH_SIZE``, an
 one transaction (``dispatch.decide_batch``): one commit for the batch, then the retries and
 dead letters of the messages that failed, then the acks. The loop never waits for a batch to
 fill: at light load a batch is the one message that arrived. Nothing is acked before its
-commit. A failing message is retried through a delay queue (a confirmed publish, then the ack)
-until its budget is spent, then stored as a dead letter and acked: never dropped, never
-requeued forever, never in the way of the messages behind it. Messages that RabbitMQ itself
-dead-letters (delivery limit, rejects) land in ``<queue>_dead_letters`` and are moved to the dead-letter
-table by the same process.
+commit. A failing message is retried through the delay ladder (a confirmed publish, then the
+ack) until its handler's budget is spent, then stored as a dead letter and acked: never dropped,
+never requeued forever, never in the way of the messages behind it. A handler's breaker, when its
+declaration names one, holds its messages back while its dependency is down (``_breaker``).
+Messages that RabbitMQ itself dead-letters (delivery limit, rejects) land in
+``<queue>_dead_letters`` and are moved to the dead-letter table by the same process.
 
 Acks: one ack with ``multiple`` covers a whole batch when every delivery still unsettled on the
 channel up to its last tag belongs to the batch (one channel carries several consumers, and
@@ -22,11 +23,14 @@ stored (``store_dead_letter``); a batch decided and settled in ``reliable_messag
 import functools
 import logging
 import time
+from typing import Any
 
 from django.db import DatabaseError
-from kombu import Consumer
+from kombu import Connection, Consumer
+from kombu.message import Message
 
 from reliable_messaging import _broker as broker
+from reliable_messaging._breaker import Breakers
 from reliable_messaging._conf import exchange_name, queue_name, setting
 from reliable_messaging._consumer_batch import (
     BatchSettling,
@@ -81,14 +85,14 @@ class ConsumerWorker(BatchSettling):
                 self.prefetch,
                 wanted,
             )
-        self.max_attempts = setting("CONSUMER_MAX_ATTEMPTS")
         self.session = BrokerSession()
+        self._breakers = Breakers()  # per handler, for this process's life
         # Counts failures in a row: reset whenever the broker and the database are seen working.
         self._backoff = Backoff()
         self._retry_publisher: BatchPublisher | None = None
         self._heartbeat: HandlerHeartbeat | None = None
         self._last_delivery = time.monotonic()
-        self._arrived: list[tuple[str, object]] = []  # (consumer, message) taken, not yet decided
+        self._arrived: list[tuple[str, Message]] = []  # (consumer, message) taken, not yet decided
         self._unsettled: set[int] = set()  # delivery tags of this channel neither acked nor rejected
 
     # --- the loop --------------------------------------------------------------------------
@@ -104,7 +108,7 @@ class ConsumerWorker(BatchSettling):
                 self._disconnect()
                 logger.warning("database unavailable: consuming paused until it is back")
                 self._wait_for_database()
-            except (ConfirmTimeout, RetryNotPublished, *self.session.errors()) as exc:
+            except (ConfirmTimeout, RetryNotPublished) + self.session.errors() as exc:
                 self._disconnect(graceful=False)
                 if once:
                     logger.warning("broker unavailable: %s: %s", type(exc).__name__, exc)
@@ -121,24 +125,26 @@ class ConsumerWorker(BatchSettling):
         self._last_delivery = time.monotonic()
         # Wake often enough to send heartbeats at twice the negotiated rate.
         wait = min(1.0, self.session.heartbeat / 4) if self.session.heartbeat else 1.0
+        if (connection := self.session.connection) is None:  # _connect made it; nothing replaces it in here
+            raise RuntimeError("consuming with no broker connection")
         while not self.stopper.stopping:
-            try:
-                self.session.connection.drain_events(timeout=wait)
+            try:  # messages kept from the last batch (a breaker's trial) go on at once
+                connection.drain_events(timeout=0 if self._arrived else wait)
             except TimeoutError:
                 self._backoff.reset()  # a quiet connection that works: the next outage starts from the shortest delay
                 if once and not self._arrived and time.monotonic() - self._last_delivery >= self.idle_timeout:
                     return
-            self._take_what_is_waiting()
+            self._take_what_is_waiting(connection)
             if self._arrived:
                 self._handle_batch()
                 self._backoff.reset()  # a batch decided and settled: the database and the broker work
             self.session.heartbeat_check()
 
-    def _take_what_is_waiting(self) -> None:
+    def _take_what_is_waiting(self, connection: Connection) -> None:
         """More deliveries that have already arrived, up to the batch size; never wait for one."""
         while len(self._arrived) < self.batch_size:
             try:
-                self.session.connection.drain_events(timeout=0)
+                connection.drain_events(timeout=0)
             except TimeoutError:
                 return
 
@@ -197,12 +203,12 @@ class ConsumerWorker(BatchSettling):
                 return
 
     # --- deliveries ------------------------------------------------------------------------
-    def _on_message(self, consumer: str, message) -> None:
+    def _on_message(self, consumer: str, message: Message) -> None:
         self._last_delivery = time.monotonic()
         self._unsettled.add(message.delivery_tag)
         self._arrived.append((consumer, message))
 
-    def _on_dead_lettered(self, consumer: str, message) -> None:
+    def _on_dead_lettered(self, consumer: str, message: Message) -> None:
         """A message RabbitMQ dead-lettered (delivery limit, reject): move it to the table."""
         self._last_delivery = time.monotonic()
         self._unsettled.add(message.delivery_tag)
@@ -229,14 +235,17 @@ class ConsumerWorker(BatchSettling):
         self._ack([message])
 
     # --- dead letters: stored here, beside store_dead_letter ----------------------------------
-    def _dead_letter(self, consumer, message, delivery: Delivery, decision: Decision, attempts: int) -> None:
+    def _dead_letter(
+        self, consumer: str, message: Message, delivery: Delivery, decision: Decision, attempts: int
+    ) -> None:
         first_failed = delivery.headers.get("x-first-failed-at")
         try:
             store_dead_letter(
                 consumer=consumer,
                 body=delivery.body,
                 properties=delivery.properties,
-                headers=delivery.headers,
+                # The wait of its last retry, not the message's: past, and meaningless to a replay.
+                headers={k: v for k, v in delivery.headers.items() if k != broker.WAIT_HEADER},
                 routing_key=delivery.routing_key,
                 reason=decision.reason,
                 error=decision.error,
@@ -253,7 +262,7 @@ class ConsumerWorker(BatchSettling):
         self._ack([message])
 
 
-def store_dead_letter(**fields) -> None:
+def store_dead_letter(**fields: Any) -> None:
     """Store a dead letter; ``DatabaseDown`` only when the database does not answer.
 
     A row the database refuses while it answers is not an outage: taken for one, the message

@@ -21,6 +21,7 @@ readers (``reliable_messaging._readings``); here, the validation, the writers an
 import json
 from collections.abc import Callable
 from functools import cache
+from typing import Any
 
 from jsonschema import Draft202012Validator, FormatChecker
 from jsonschema.exceptions import best_match
@@ -28,11 +29,12 @@ from jsonschema.exceptions import best_match
 try:  # optional: a compiled check of the valid payloads, the same verdicts but several times faster
     import jsonschema_rs
 except ImportError:  # pragma: no cover - every payload then takes jsonschema alone
-    jsonschema_rs = None
+    jsonschema_rs = None  # type: ignore[assignment]  # the optional extra: None when it is not installed
 
-from reliable_messaging._conf import setting
+from reliable_messaging._conf import max_message_bytes, setting
 from reliable_messaging._declarations import hosted, installed
 from reliable_messaging._dotted import resolve
+from reliable_messaging._envelope import encode_body
 from reliable_messaging._readings import Reading, reading_of
 from reliable_messaging._schema_catalog import (
     ContractError,
@@ -63,7 +65,7 @@ __all__ = [
 SYSTEM_CURRENCY = "system-currency"
 
 
-def _is_system_currency(value) -> bool:
+def _is_system_currency(value: object) -> bool:
     return not isinstance(value, str) or value == setting("CURRENCY")
 
 
@@ -75,13 +77,13 @@ def _format_checker() -> FormatChecker:
 
 
 @cache
-def _validators(event_type: str, version: int) -> tuple[Draft202012Validator, object] | None:
+def _validators(event_type: str, version: int) -> "tuple[Draft202012Validator, jsonschema_rs.Validator | None] | None":
     """The schema's validator (jsonschema: its errors name the field) and, when jsonschema_rs is
     installed and compiles the schema, a compiled one that only says whether a payload is valid."""
     known = schemas().get((event_type, version))
     if known is None:
         return None
-    fast = None
+    fast: jsonschema_rs.Validator | None = None
     if jsonschema_rs is not None:
         try:
             fast = jsonschema_rs.Draft202012Validator(
@@ -92,7 +94,7 @@ def _validators(event_type: str, version: int) -> tuple[Draft202012Validator, ob
     return Draft202012Validator(known.schema, format_checker=_format_checker()), fast
 
 
-def _passes_fast_check(fast, payload) -> bool:
+def _passes_fast_check(fast: "jsonschema_rs.Validator | None", payload: object) -> bool:
     """True only when the compiled validator finds ``payload`` valid. Anything else (invalid, a
     value it cannot take, such as a lone surrogate) is left to jsonschema, whose verdict stands:
     the fast check can only spare work, never accept what jsonschema refuses (tests/unit). Only
@@ -106,7 +108,7 @@ def _passes_fast_check(fast, payload) -> bool:
         return False
 
 
-def validation_error(event_type: str, version: int, payload, *, decoded_json: bool = False) -> str:
+def validation_error(event_type: str, version: int, payload: object, *, decoded_json: bool = False) -> str:
     """Why ``payload`` is not version ``version`` of ``event_type`` ('' if it is, or if no schema is
     known). ``decoded_json``: the payload is exactly what ``json.loads`` made of a message's body
     (only dicts, lists, text, numbers, booleans and nulls), so the compiled check may answer."""
@@ -126,7 +128,7 @@ def validation_error(event_type: str, version: int, payload, *, decoded_json: bo
 # --- Writers -----------------------------------------------------------------------------------
 
 
-def publish_refusal(event_type: str, version: int, payload) -> str:
+def publish_refusal(event_type: str, version: int, payload: object) -> str:
     """Why ``payload`` may not be published as version ``version`` of ``event_type`` ('' if it may):
     its context does not declare it, no schema of that version is known, the payload is not JSON,
     or the schema refuses it as a consumer will read it (after a JSON round trip)."""
@@ -141,7 +143,17 @@ def publish_refusal(event_type: str, version: int, payload) -> str:
         as_read = json.loads(json.dumps(payload))
     except (TypeError, ValueError) as error:
         return f"{event_type} v{version}: the payload is not JSON ({error})"
-    return validation_error(event_type, version, as_read, decoded_json=True)
+    if refusal := validation_error(event_type, version, as_read, decoded_json=True):
+        return refusal
+    # Checked here, not only where it arrives: a consumer would dead-letter it (payload_too_large)
+    # after the change it announces was committed.
+    size, limit = len(encode_body(payload)), max_message_bytes()
+    if size > limit:
+        return (
+            f"{event_type} v{version}: the payload is {size} bytes as sent, over MAX_MESSAGE_BYTES ({limit}): "
+            "send a reference to the data instead"
+        )
+    return ""
 
 
 def parse_event_versions(text: str, newest: Callable[[str], int]) -> dict[str, int]:
@@ -172,7 +184,7 @@ def pinned_versions() -> dict[str, int]:
 
 
 @cache
-def _downcasters(event_type: str) -> tuple[Callable, ...]:
+def _downcasters(event_type: str) -> tuple[Callable[[dict[str, Any]], dict[str, Any]], ...]:
     for declaration in installed():
         if event_type in declaration.publishes:
             return tuple(resolve(step) for step in declaration.downcasters.get(event_type, ()))
@@ -184,7 +196,7 @@ def written_version(event_type: str) -> int:
     return pinned_versions().get(event_type, newest_version(event_type))
 
 
-def version_to_write(event_type: str, payload: dict) -> tuple[int, dict]:
+def version_to_write(event_type: str, payload: dict[str, Any]) -> tuple[int, dict[str, Any]]:
     """The version ``event_type`` is written in here, and ``payload`` (the newest shape) in it."""
     newest = newest_version(event_type)
     version = written_version(event_type)

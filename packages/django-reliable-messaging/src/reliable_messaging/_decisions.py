@@ -12,13 +12,17 @@ from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any
 
-from django.db import connection, transaction
+from django.db import DatabaseError, connection, transaction
+from opentelemetry.trace import Span
 from psycopg import pq
 
-from reliable_messaging._db_errors import DEADLOCK_DETECTED, LOCK_NOT_AVAILABLE, QUERY_CANCELED  # noqa: F401 - re-exported
+from reliable_messaging._db_errors import DEADLOCK_DETECTED as DEADLOCK_DETECTED  # re-exported, as the two below
+from reliable_messaging._db_errors import LOCK_NOT_AVAILABLE as LOCK_NOT_AVAILABLE
+from reliable_messaging._db_errors import QUERY_CANCELED as QUERY_CANCELED
 from reliable_messaging._envelope import IncomingEvent
 from reliable_messaging._inbox import inbox_hashes
 from reliable_messaging._outbox import handling
+from reliable_messaging._registry import HandlerSpec
 from reliable_messaging._telemetry import current
 
 
@@ -28,6 +32,10 @@ class InvalidPayload(Exception):
 
 class TransientError(Exception):
     """A failure that may pass (a remote service timing out, say): the message is retried later."""
+
+
+# The reason of a dead letter whose exception its handler's policy never retries (``never_retry``).
+NEVER_RETRY = "never_retry"
 
 
 class Outcome(enum.Enum):
@@ -44,11 +52,11 @@ class Delivery:
 
     consumer: str
     body: bytes
-    properties: dict
-    headers: dict
+    properties: dict[str, Any]
+    headers: dict[str, Any]
     routing_key: str
     # The message's CONSUMER span (``telemetry.consumer_span``): its handler runs inside it.
-    span: Any = None
+    span: Span | None = None
 
 
 @dataclass(frozen=True)
@@ -58,6 +66,8 @@ class Decision:
     reason: str = ""
     error: str = ""
     traceback: str = ""
+    # A failure that may pass (a TransientError, a database error): what a handler's breaker counts.
+    transient: bool = False
 
 
 def failure(outcome: Outcome, reason: str, exc: BaseException, event: IncomingEvent | None) -> Decision:
@@ -67,14 +77,23 @@ def failure(outcome: Outcome, reason: str, exc: BaseException, event: IncomingEv
         reason=reason,
         error=f"{type(exc).__name__}: {exc}"[:4000],
         traceback="".join(tb.format_exception(exc, limit=8))[-8000:],
+        transient=isinstance(exc, TransientError | DatabaseError),
     )
+
+
+def handler_failed(spec: HandlerSpec | None, exc: BaseException, event: IncomingEvent | None) -> Decision:
+    """A handler's failure: a dead letter at once when its policy never retries the exception's
+    class, else a retry (whose budget and wait the consumer takes from the same policy)."""
+    if spec is not None and isinstance(exc, spec.never_retry):
+        return failure(Outcome.DEAD_LETTER, NEVER_RETRY, exc, event)
+    return failure(Outcome.RETRY, "handler_error", exc, event)
 
 
 class BatchBroken(Exception):
     """A member's failure could not be contained in its savepoint: the batch must roll back whole."""
 
 
-def run_handler(spec, event: IncomingEvent, span) -> None:
+def run_handler(spec: HandlerSpec, event: IncomingEvent, span: Span | None) -> None:
     # Inside the message's span: what the handler publishes (and its queries) are its children.
     with handling(event), current(span) if span is not None else nullcontext():
         spec.handler(event)

@@ -24,21 +24,59 @@ queue ``N_queue``, writes its outbox rows with ``source`` ``N``, and publishes o
 
 import re
 import tomllib
+from collections.abc import Callable, Container, Iterable
 from dataclasses import dataclass, field, replace
 from functools import cache
 from pathlib import Path
+from typing import Any, NoReturn
 
-from reliable_messaging._conf import contexts_dir, setting
+from reliable_messaging._conf import MAX_WAIT_SECONDS, contexts_dir, setting
+from reliable_messaging._edge import MAX_ATTEMPT
 
 DECLARATION_FILE = "context.toml"
 # The event log's consumer (messaging's own, bound to every key) takes this name.
 RESERVED_NAMES = frozenset({"events"})
 CONTEXT_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
+DOTTED = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)+$")
 EVENT_TYPE = re.compile(r"^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*){2}$")
 
 
 class DeclarationError(ValueError):
     """A context's declaration is missing or wrong; the message names the file and the fix."""
+
+
+@dataclass(frozen=True)
+class Breaker:
+    """After ``failures`` transient failures of a handler in a row, its messages wait ``cool_down``
+    seconds, then one is tried: a success closes the breaker, a failure opens it again."""
+
+    failures: int = 5
+    cool_down: float = 30.0
+
+
+@dataclass(frozen=True)
+class HandlerPolicy:
+    """A handler's retries and breaker, as its context declares them (``[handlers."<handler>"]``).
+
+    Nothing of it is a queue argument: a retry carries its own wait (reliable_messaging._broker),
+    so deployments of other policies share a broker, and a policy changes with a rolling restart.
+    ``None``: the settings' value, read when it is used (``CONSUMER_MAX_ATTEMPTS``, ``CONSUMER_RETRY_DELAYS``).
+    """
+
+    attempts: int | None = None
+    delays: tuple[float, ...] | None = None
+    # dotted exception classes (resolved when the handler is registered): a dead letter at once
+    never_retry: tuple[str, ...] = ()
+    breaker: Breaker | None = None
+
+    def max_attempts(self) -> int:
+        attempts: int = self.attempts or setting("CONSUMER_MAX_ATTEMPTS")
+        return attempts
+
+    def delay_after(self, attempt: int) -> float:
+        """The wait before attempt ``attempt + 1`` (``attempt`` 1-based): the last delay repeats."""
+        delays = self.delays or tuple(setting("CONSUMER_RETRY_DELAYS"))
+        return float(delays[min(attempt, len(delays)) - 1])
 
 
 @dataclass(frozen=True)
@@ -73,6 +111,8 @@ class ContextDeclaration:
     # event type it publishes -> its downcasters, one per step: [v2 -> v1, v3 -> v2, ...]
     # (EVENT_VERSIONS pins an older version during a rollout)
     downcasters: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    # handler (as consumes and obeys name it) -> its retries and breaker; a handler not here: the settings'
+    handlers: dict[str, HandlerPolicy] = field(default_factory=dict)
 
     @property
     def queue(self) -> str:
@@ -106,7 +146,7 @@ def read_declaration(base_dir: Path, package: str) -> ContextDeclaration:
     except tomllib.TOMLDecodeError as exc:
         raise DeclarationError(f"{where}: {exc}") from None
 
-    def fail(problem: str):
+    def fail(problem: str) -> NoReturn:
         raise DeclarationError(f"{where}: {problem}")
 
     # Any other key is the host's (DECLARATION_KEYS), checked once settings are loaded (check_host_keys).
@@ -129,6 +169,12 @@ def read_declaration(base_dir: Path, package: str) -> ContextDeclaration:
             fail(f"publishes {event_type!r}: the kind is a text, not {kind!r}")
     upcasters = _functions_of(data.get("upcasters", {}), consumes, "upcasters", "consumes", package, fail)
     downcasters = _functions_of(data.get("downcasters", {}), publishes, "downcasters", "publishes", package, fail)
+    handlers = {
+        handler: _policy_of(table, f"handlers {handler!r}", fail)
+        for handler, table in _table(data.get("handlers", {}), "handlers", fail).items()
+    }
+    if undeclared := sorted(set(handlers) - set(consumes.values()) - set(obeys.values())):
+        fail(f"handlers {undeclared[0]!r}: not a handler under consumes or obeys")
     schemas = data.get("schemas", "")
     if not isinstance(schemas, str) or (schemas and not (path.parent / schemas).is_dir()):
         fail(f"schemas {schemas!r}: the folder of its events' JSON Schemas, in its package")
@@ -148,10 +194,59 @@ def read_declaration(base_dir: Path, package: str) -> ContextDeclaration:
         schemas=schemas,
         upcasters=upcasters,
         downcasters=downcasters,
+        handlers=handlers,
     )
 
 
-def _functions_of(table, keys, what: str, where: str, package: str, fail) -> dict[str, tuple[str, ...]]:
+def _table(value: object, where: str, fail: Callable[[str], NoReturn]) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        fail(f"{where}: a table, not {value!r}")
+    return value
+
+
+def _seconds(value: object, where: str, fail: Callable[[str], NoReturn]) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= MAX_WAIT_SECONDS:
+        fail(f"{where} = {value!r}: seconds, more than 0 and at most {MAX_WAIT_SECONDS:.0f}")
+    return float(value)
+
+
+def _count(value: object, where: str, fail: Callable[[str], NoReturn]) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_ATTEMPT:
+        fail(f"{where} = {value!r}: an integer from 1 to {MAX_ATTEMPT}")
+    return value
+
+
+def _policy_of(value: object, where: str, fail: Callable[[str], NoReturn]) -> HandlerPolicy:
+    """``[handlers."<handler>"]``: attempts, delays, never_retry, breaker = {failures, cool_down}."""
+    table = _table(value, where, fail)
+    if unknown := sorted(set(table) - {"attempts", "delays", "never_retry", "breaker"}):
+        fail(f"{where}: unknown key {unknown[0]!r} (attempts, delays, never_retry, breaker)")
+    delays = table.get("delays")
+    if delays is not None and (not isinstance(delays, list) or not delays):
+        fail(f"{where}: delays = {delays!r}: a list of seconds, one per retry (the last repeats)")
+    never_retry = table.get("never_retry", [])
+    if not isinstance(never_retry, list) or not all(isinstance(n, str) and DOTTED.match(n) for n in never_retry):
+        fail(f"{where}: never_retry = {never_retry!r}: a list of dotted exception classes ('module.Class')")
+    breaker = None
+    if "breaker" in table:
+        given = _table(table["breaker"], f"{where}: breaker", fail)
+        if unknown := sorted(set(given) - {"failures", "cool_down"}):
+            fail(f"{where}: breaker: unknown key {unknown[0]!r} (failures, cool_down)")
+        breaker = Breaker(
+            failures=_count(given.get("failures", Breaker.failures), f"{where}: breaker.failures", fail),
+            cool_down=_seconds(given.get("cool_down", Breaker.cool_down), f"{where}: breaker.cool_down", fail),
+        )
+    return HandlerPolicy(
+        attempts=_count(table["attempts"], f"{where}: attempts", fail) if "attempts" in table else None,
+        delays=tuple(_seconds(d, f"{where}: delays", fail) for d in delays) if delays is not None else None,
+        never_retry=tuple(never_retry),
+        breaker=breaker,
+    )
+
+
+def _functions_of(
+    table: Any, keys: Container[str], what: str, where: str, package: str, fail: Callable[[str], NoReturn]
+) -> dict[str, tuple[str, ...]]:
     """A table of event type -> a list of functions of this package, for event types under ``where``."""
     functions = {}
     for event_type, dotted in dict(table).items():
@@ -249,7 +344,7 @@ def hosted_names() -> list[str]:
     return list(names_given) if names_given is not None else [d.name for d in installed()]
 
 
-def names(declarations) -> list[str]:
+def names(declarations: Iterable[ContextDeclaration]) -> list[str]:
     return [d.name for d in declarations]
 
 

@@ -4,13 +4,14 @@ this deployment reads, a payload its schema accepts (brought to the newest versi
 knows). A delivery that fails one can never be handled: ``Refused``, with its dead letter."""
 
 from dataclasses import replace
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from reliable_messaging import _contracts as contracts
 from reliable_messaging import _registry as registry
 from reliable_messaging._decisions import Decision, Outcome, failure
 from reliable_messaging._envelope import IncomingEvent, InvalidMessage, parse_incoming
 from reliable_messaging._producers import UNAUTHENTICATED, producer_refusal
+from reliable_messaging._readings import Reading
 
 
 class Refused(Exception):
@@ -26,7 +27,9 @@ class Prepared(NamedTuple):
     spec: registry.HandlerSpec
 
 
-def prepare(consumer: str, body: bytes, properties: dict, headers: dict, routing_key: str) -> Prepared:
+def prepare(
+    consumer: str, body: bytes, properties: dict[str, Any], headers: dict[str, Any], routing_key: str
+) -> Prepared:
     """The event and its handler; ``Refused`` for a message that can never be handled."""
     try:
         event = parse_incoming(body, properties, headers, routing_key)
@@ -41,12 +44,12 @@ def prepare(consumer: str, body: bytes, properties: dict, headers: dict, routing
         )
     if spec.schema_versions and event.schema_version not in spec.schema_versions:
         raise Refused(Decision(Outcome.DEAD_LETTER, event, "unsupported_schema_version", _unsupported(spec, event)))
-    if spec.reading is not None:
-        return _read(spec, event)
+    if (reading := spec.reading) is not None:
+        return _read(spec, reading, event)
     return Prepared(event, spec)
 
 
-def _unsupported(spec, event: IncomingEvent) -> str:
+def _unsupported(spec: registry.HandlerSpec, event: IncomingEvent) -> str:
     newest = max(spec.schema_versions)
     if event.schema_version > newest:
         return (
@@ -56,19 +59,19 @@ def _unsupported(spec, event: IncomingEvent) -> str:
     return f"{event.event_type} has no version {event.schema_version}: {spec.consumer} reads v1..v{newest}"
 
 
-def _read(spec, event: IncomingEvent) -> Prepared:
+def _read(spec: registry.HandlerSpec, reading: Reading, event: IncomingEvent) -> Prepared:
     """The message checked against its schema and brought to the newest version its reader knows
     (what the handler sees); ``Refused`` with the dead letter that says why not."""
     # The payload as parse_incoming decoded it; an upcaster's result below is checked by jsonschema.
     if error := contracts.validation_error(event.event_type, event.schema_version, event.payload, decoded_json=True):
         raise Refused(Decision(Outcome.DEAD_LETTER, event, "invalid_payload", error))
-    if event.schema_version == spec.reading.newest:
+    if event.schema_version == reading.newest:
         return Prepared(event, spec)
     try:
-        payload = spec.reading.upcast(event.schema_version, event.payload)
+        payload = reading.upcast(event.schema_version, event.payload)
     except Exception as exc:  # noqa: BLE001 - an upcaster that cannot read a valid payload is a bug to fix, then replay
         raise Refused(failure(Outcome.DEAD_LETTER, "upcast_failed", exc, event)) from None
-    upcast = replace(event, payload=payload, schema_version=spec.reading.newest)
+    upcast = replace(event, payload=payload, schema_version=reading.newest)
     if error := contracts.validation_error(upcast.event_type, upcast.schema_version, upcast.payload):
         raise Refused(
             Decision(Outcome.DEAD_LETTER, event, "upcast_failed", f"the upcast payload is not valid: {error}")

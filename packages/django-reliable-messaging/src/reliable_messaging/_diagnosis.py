@@ -83,7 +83,15 @@ def timeline_waiting(
     waiting: list[WaitingPlace] = []
     for entry in entries:
 
-        def place(kind, since, detail, consumer=None, dead_letter_id=None, entry=entry, command=""):
+        def place(
+            kind: str,
+            since: datetime,
+            detail: str,
+            consumer: str | None = None,
+            dead_letter_id: int | None = None,
+            entry: TimelineEntry = entry,
+            command: str = "",
+        ) -> None:
             waiting.append(
                 WaitingPlace(
                     kind=kind,
@@ -105,6 +113,9 @@ def timeline_waiting(
         if entry.state == "parked":
             place("parked", entry.occurred_at, f"parked after {entry.attempts} attempts: {entry.last_error}")
             continue
+        # When it was published; a scheduled entry, not due yet, has only its delivery time (a dead
+        # letter may still carry its message id: a forged or refused message).
+        published = entry.published_at or entry.occurred_at
         handled = {h.consumer for h in entry.handled_by}
         dead = {letter.consumer: letter for letter in entry.dead_letters}
         for consumer, letter in dead.items():
@@ -113,12 +124,12 @@ def timeline_waiting(
             detail = f"{letter.reason}: {letter.error}" if letter.error else letter.reason
             if letter.replayed_at:
                 detail = f"replayed at {letter.replayed_at:%Y-%m-%d %H:%M:%S}, not handled yet; {detail}"
-            place("dead_letter", entry.published_at, detail, consumer, letter.id)
+            place("dead_letter", published, detail, consumer, letter.id)
         yet = unanswered[entry.message_id]
         for consumer in yet.awaiting:
-            place("unhandled", entry.published_at, f"published, not yet handled by {consumer}", consumer)
+            place("unhandled", published, f"published, not yet handled by {consumer}", consumer)
         for consumer in yet.elsewhere if expect_answers else ():
             detail = f"published; {consumer} runs in another deployment and no event it caused has arrived yet"
             look = command_in_deployment(consumer, "dead_letters", "list", "--consumer", consumer)
-            place("elsewhere", entry.published_at, detail, consumer, command=look)
+            place("elsewhere", published, detail, consumer, command=look)
     return sorted(waiting, key=lambda w: (w.since, w.message_id))

@@ -39,6 +39,7 @@ import logging
 from typing import Any
 
 from django.db import DatabaseError, InterfaceError, InternalError, OperationalError, transaction
+from opentelemetry.trace import Span
 
 from reliable_messaging._batch_decisions import (
     MemberFailed,
@@ -60,6 +61,7 @@ from reliable_messaging._decisions import (
     duplicate_or_reused,
     ensure_committable,
     failure,
+    handler_failed,
     run_handler,
     stored_hash,
 )
@@ -69,6 +71,7 @@ from reliable_messaging._faults import fault_point
 from reliable_messaging._health import database_reachable
 from reliable_messaging._inbox import inbox_claim
 from reliable_messaging._lifecycle import connection_lost, reconnect_databases
+from reliable_messaging._registry import HandlerSpec
 
 # What other modules import from here (their definitions moved out with their parts, above).
 __all__ = [
@@ -92,7 +95,13 @@ logger = logging.getLogger("reliable_messaging.dispatch")
 
 
 def decide(
-    consumer: str, *, body: bytes, properties: dict, headers: dict, routing_key: str, span: Any = None
+    consumer: str,
+    *,
+    body: bytes,
+    properties: dict[str, Any],
+    headers: dict[str, Any],
+    routing_key: str,
+    span: Span | None = None,
 ) -> Decision:
     """One delivery in a transaction of its own (its handler inside ``span`` when given).
 
@@ -108,7 +117,7 @@ def decide(
         return _decide_once(consumer, event, spec, span)
     except (OperationalError, InterfaceError, InternalError) as exc:  # InternalError: read-only, a failover
         if not connection_lost(exc):
-            return _database_failure(exc, event)
+            return _database_failure(exc, event, spec)
         reconnect_databases()
         if not database_reachable():
             return failure(Outcome.DATABASE_DOWN, "database_unavailable", exc, event)
@@ -116,10 +125,10 @@ def decide(
     try:
         return _decide_once(consumer, event, spec, span)
     except (OperationalError, InterfaceError, InternalError) as exc:
-        return _database_failure(exc, event)
+        return _database_failure(exc, event, spec)
 
 
-def _decide_once(consumer: str, event: IncomingEvent, spec, span) -> Decision:
+def _decide_once(consumer: str, event: IncomingEvent, spec: HandlerSpec, span: Span | None) -> Decision:
     """The decision; the database's own errors are raised, for the caller to tell their kind."""
     try:
         with transaction.atomic():
@@ -135,17 +144,17 @@ def _decide_once(consumer: str, event: IncomingEvent, spec, span) -> Decision:
     except InternalError as exc:
         if connection_lost(exc):  # a standby refused the write (a failover): decided again on the primary
             raise
-        return failure(Outcome.RETRY, "handler_error", exc, event)
-    except Exception as exc:  # noqa: BLE001 - any handler failure is retried, then dead-lettered
-        return failure(Outcome.RETRY, "handler_error", exc, event)
+        return handler_failed(spec, exc, event)
+    except Exception as exc:  # noqa: BLE001 - any handler failure is retried (its policy's), then dead-lettered
+        return handler_failed(spec, exc, event)
     return Decision(Outcome.HANDLED, event)
 
 
-def _database_failure(exc: BaseException, event: IncomingEvent) -> Decision:
+def _database_failure(exc: BaseException, event: IncomingEvent, spec: HandlerSpec) -> Decision:
     """An outage when the database does not answer; else the handler's failure, to retry later."""
     if not database_reachable():
         return failure(Outcome.DATABASE_DOWN, "database_unavailable", exc, event)
-    return failure(Outcome.RETRY, "handler_error", exc, event)
+    return handler_failed(spec, exc, event)
 
 
 def decide_batch(deliveries: list[Delivery]) -> list[Decision]:
@@ -180,7 +189,10 @@ def decide_batch(deliveries: list[Delivery]) -> list[Decision]:
         decisions[i] = decision
     for i in alone:
         decisions[i] = _decide_alone(deliveries[i])
-    return decisions
+    # Each one is decided by now: refused, in the batch, or alone.
+    if len(complete := [d for d in decisions if d is not None]) != len(deliveries):
+        raise RuntimeError("a delivery of the batch was left without a decision")
+    return complete
 
 
 def _decide_alone(d: Delivery) -> Decision:

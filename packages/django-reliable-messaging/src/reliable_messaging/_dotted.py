@@ -3,12 +3,14 @@ one names. Below both the registry (handlers) and the contracts (upcasters, down
 
 from collections.abc import Callable
 from importlib import import_module
+from typing import Any
 
 
-def resolve(dotted: str) -> Callable:
+def resolve(dotted: str) -> Callable[..., Any]:
     """``package.module.function`` -> the function; ImportError or AttributeError name the path."""
     module, _, name = dotted.rpartition(".")
     try:
-        return getattr(import_module(module), name)
+        function: Callable[..., Any] = getattr(import_module(module), name)
+        return function
     except AttributeError:
         raise AttributeError(f"handler {dotted}: {module} has no {name}") from None

@@ -10,6 +10,7 @@ an integer column, a date a page formats) and no value can raise out of the cons
 import re
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
@@ -41,7 +42,7 @@ class InvalidMessage(Exception):
         self.detail = detail
 
 
-def plain_int(value) -> int | None:
+def plain_int(value: object) -> int | None:
     """``value`` when it is an integer (not a bool, which Python counts as one), else None."""
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
@@ -54,7 +55,7 @@ def event_type_checked(event_type: str) -> str:
     return event_type
 
 
-def schema_version_of(headers: dict) -> int:
+def schema_version_of(headers: dict[str, Any]) -> int:
     """The schema version (1 without the header): an integer, or its digits, from 1 to
     ``MAX_SCHEMA_VERSION``; ``invalid_schema_version`` otherwise."""
     value = headers.get("schema_version", 1)
@@ -66,7 +67,7 @@ def schema_version_of(headers: dict) -> int:
     return version
 
 
-def attempt_of(headers: dict) -> int:
+def attempt_of(headers: dict[str, Any]) -> int:
     """The delivery's attempt number (1 without the header); ``invalid_headers`` unless it is an
     integer from 1 to ``MAX_ATTEMPT``: only this project's retries set it, always so."""
     if ATTEMPT_HEADER not in headers:
@@ -78,7 +79,7 @@ def attempt_of(headers: dict) -> int:
     return attempt
 
 
-def occurred_at_of(headers: dict) -> str:
+def occurred_at_of(headers: dict[str, Any]) -> str:
     """The ``occurred_at`` header as an ISO-8601 instant ("" without one); ``invalid_headers``
     when it is not an instant with its offset, or falls outside [2000, now + a day]."""
     value = headers.get("occurred_at")
@@ -94,7 +95,7 @@ def occurred_at_of(headers: dict) -> str:
     return instant.isoformat()
 
 
-def instant_within_window(value) -> datetime | None:
+def instant_within_window(value: object) -> datetime | None:
     """``value`` as an aware UTC datetime when it is an ISO-8601 instant with its offset inside
     [2000, now + a day]; None for anything else."""
     try:
@@ -117,7 +118,7 @@ def refuse_deep_body(body: bytes) -> None:
         raise InvalidMessage("invalid_payload", "the body holds a NUL character (\\u0000)")
 
 
-def refuse_unstorable(*ids) -> None:
+def refuse_unstorable(*ids: object) -> None:
     """``invalid_headers`` for an id (message, correlation, causation) holding a NUL: the inbox
     could not store it, and the message would fail every attempt for no fault of its handler."""
     for value in ids:
@@ -125,7 +126,7 @@ def refuse_unstorable(*ids) -> None:
             raise InvalidMessage("invalid_headers", f"an id holds a NUL character: {_shown(value)}")
 
 
-def clamped_count(value, default: int = 1) -> int:
+def clamped_count(value: object, default: int = 1) -> int:
     """A count read from a header, for a column: ``default`` unless a positive integer, at most
     ``MAX_COUNT``."""
     count = plain_int(value)
@@ -148,7 +149,7 @@ class Death:
     note: str = ""
 
 
-def death_of(headers: dict, *, default_queue: str, default_routing_key: str) -> Death:
+def death_of(headers: dict[str, Any], *, default_queue: str, default_routing_key: str) -> Death:
     deaths = headers.get("x-death")
     first = deaths[0] if isinstance(deaths, list | tuple) and deaths else None
     if not isinstance(first, dict):
@@ -184,7 +185,7 @@ def death_of(headers: dict, *, default_queue: str, default_routing_key: str) -> 
     )
 
 
-def _shown(value) -> str:
+def _shown(value: object) -> str:
     """A hostile value for a log line or a dead letter's error: its type and a short repr."""
     text = repr(value)
     return f"{type(value).__name__} {text[:80]}{'...' if len(text) > 80 else ''}"

@@ -11,7 +11,8 @@ import json
 import math
 import uuid
 from dataclasses import dataclass, field
-from typing import Any
+from datetime import datetime
+from typing import Any, NoReturn, Protocol
 
 from django.core.serializers.json import DjangoJSONEncoder
 
@@ -57,7 +58,30 @@ def encode_body(payload: Any) -> bytes:
     return json.dumps(payload, cls=DjangoJSONEncoder, separators=(",", ":")).encode()
 
 
-def envelope_for_outbox(row, exchange: str, trace: dict[str, str] | None = None) -> Envelope:
+class OutboxRow(Protocol):
+    """What a message is made of: an outbox row as the relay claims it (a named row), or the model's."""
+
+    @property
+    def event_id(self) -> uuid.UUID: ...
+    @property
+    def source(self) -> str: ...
+    @property
+    def event_type(self) -> str: ...
+    @property
+    def schema_version(self) -> int: ...
+    @property
+    def correlation_id(self) -> str: ...
+    @property
+    def causation_id(self) -> str: ...
+    @property
+    def traceparent(self) -> str: ...
+    @property
+    def payload(self) -> Any: ...
+    @property
+    def created_at(self) -> datetime: ...
+
+
+def envelope_for_outbox(row: OutboxRow, exchange: str, trace: dict[str, str] | None = None) -> Envelope:
     """The message of an outbox row; ``trace`` (the relay's PRODUCER span) replaces the row's own
     ``traceparent``/``tracestate`` (the span it was written in) when given."""
     headers = {
@@ -100,7 +124,7 @@ class IncomingEvent:
     content_hash: str = ""
 
 
-def parse_incoming(body: bytes, properties: dict, headers: dict, routing_key: str) -> IncomingEvent:
+def parse_incoming(body: bytes, properties: dict[str, Any], headers: dict[str, Any], routing_key: str) -> IncomingEvent:
     """Check the envelope and decode the body, or raise ``InvalidMessage`` (``reliable_messaging._edge``)."""
     if OVERSIZED in headers:  # only a prefix of the body is here (reliable_messaging._amqp_properties)
         raise InvalidMessage("payload_too_large", str(headers[OVERSIZED])[:500])
@@ -142,7 +166,7 @@ def parse_incoming(body: bytes, properties: dict, headers: dict, routing_key: st
     )
 
 
-def _non_finite(constant: str):
+def _non_finite(constant: str) -> NoReturn:
     raise InvalidMessage("invalid_payload", f"the body holds {constant}, which is no JSON number")
 
 
@@ -154,7 +178,7 @@ def _finite_float(literal: str) -> float:
     return value
 
 
-def content_hash(event_type: str, schema_version: int, payload: dict) -> str:
+def content_hash(event_type: str, schema_version: int, payload: dict[str, Any]) -> str:
     """sha256 of the event's type, version and payload as canonical JSON: the same for every
     delivery of one event (a retry, a replay, a re-publish), whatever its bytes' key order."""
     canonical = json.dumps([event_type, schema_version, payload], sort_keys=True, separators=(",", ":"))

@@ -15,7 +15,9 @@
 import contextlib
 import os
 import uuid
+from collections.abc import Callable
 from time import monotonic
+from typing import Any
 
 from kombu.exceptions import ChannelError
 from kombu.transport import filesystem
@@ -23,8 +25,10 @@ from kombu.utils.json import dumps, loads
 
 PARTIAL_SUFFIX = ".writing"  # never ``.<queue>.msg``: no consumer takes a message being written
 
+Table = list[filesystem.exchange_queue_t]  # an exchange's bindings
 
-def folders_writable(*folders) -> bool:
+
+def folders_writable(*folders: str | os.PathLike[str]) -> bool:
     """Whether a message could be written into each folder now: a probe file is written the way
     ``_put`` writes one (under a name no queue takes) and removed. An existing folder is not
     enough: a full disk, a read-only mount or an immutable folder refuse every publish."""
@@ -40,7 +44,8 @@ def folders_writable(*folders) -> bool:
 
 
 class Channel(filesystem.Channel):
-    def _put(self, queue, payload, **kwargs):
+    # kombu's own filesystem Channel names _put's second parameter "payload", its base class "message".
+    def _put(self, queue: str, payload: dict[str, Any], **kwargs: Any) -> None:  # type: ignore[override]
         name = f"{int(round(monotonic() * 1000))}_{uuid.uuid4()}.{queue}.msg"
         final = os.path.join(self.data_folder_out, name)
         partial = os.path.join(self.data_folder_out, f".{name}{PARTIAL_SUFFIX}")
@@ -53,18 +58,25 @@ class Channel(filesystem.Channel):
                 os.remove(partial)
             raise ChannelError(f"Cannot add file {final!r} to directory") from exc
 
-    def _queue_bind(self, exchange, routing_key, pattern, queue):
+    def _queue_bind(self, exchange: str, routing_key: str | None, pattern: str | None, queue: str | None) -> None:
         binding = filesystem.exchange_queue_t(routing_key or "", pattern or "", queue or "")
         self._change_table(exchange, lambda table: table if binding in table else [binding, *table])
 
-    def queue_unbind(self, queue, exchange=None, routing_key="", arguments=None, **kwargs):
+    def queue_unbind(
+        self,
+        queue: str,
+        exchange: str | None = None,
+        routing_key: str = "",
+        arguments: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
         """Out of the exchange's file: kombu's own unbind edits only a copy it read."""
         self.state.binding_delete(queue, exchange, routing_key)
         self._change_table(
             exchange, lambda table: [r for r in table if (r.routing_key, r.queue) != (routing_key, queue)]
         )
 
-    def _change_table(self, exchange, change) -> None:
+    def _change_table(self, exchange: str | None, change: Callable[[Table], Table]) -> None:
         """Rewrite the exchange's bindings file as ``change(bindings)``, under its lock."""
         table_file = self._exchange_file(exchange)
         self.control_folder.mkdir(exist_ok=True)
@@ -83,7 +95,7 @@ class Channel(filesystem.Channel):
         except OSError as exc:
             raise ChannelError(f"Cannot open {table_file}") from exc
 
-    def get_table(self, exchange):
+    def get_table(self, exchange: str) -> Table:
         table_file = self._exchange_file(exchange)
         try:
             with table_file.open("rb") as file:
@@ -99,7 +111,7 @@ class Channel(filesystem.Channel):
         return _bindings(content)
 
 
-def _bindings(content: bytes) -> list:
+def _bindings(content: bytes) -> Table:
     """An exchange's table as stored; one another process has created and not yet written is
     empty: no bindings yet."""
     return [filesystem.exchange_queue_t(*row) for row in loads(content.decode())] if content else []

@@ -51,7 +51,7 @@ def unmigrated_apps() -> list[str]:
 def _embedded_broker_writable() -> bool:
     try:
         connection = broker.connect()  # makes the folders when missing
-        options = connection.transport_options
+        options = connection.transport_options or {}  # connect() sets them on the embedded broker
         writable = filesystem_transport.folders_writable(options["data_folder_out"], options["control_folder"])
     except OSError as exc:
         logger.warning("readiness: the embedded broker's folders are unusable: %s", exc)
@@ -70,7 +70,7 @@ def broker_reachable(*, timeout: float) -> bool:
     try:
         # One attempt per node that BROKER_URL names, no sleep: on a cluster, any node that answers will do.
         broker.connect_to_a_node(connection)
-        return connection.connected
+        return bool(connection.connected)
     except Exception as exc:  # noqa: BLE001 - any failure to connect means "down"
         logger.warning("readiness: broker unreachable: %s: %s", type(exc).__name__, exc)
         return False

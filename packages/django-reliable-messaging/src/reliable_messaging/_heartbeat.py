@@ -12,12 +12,13 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 logger = logging.getLogger("reliable_messaging.heartbeat")
 
 
 class HandlerHeartbeat:
-    def __init__(self, amqp_connection, interval: float):
+    def __init__(self, amqp_connection: Any, interval: float) -> None:  # py-amqp's connection
         self._connection = amqp_connection
         self._every = max(interval / 3, 0.2)
         self._lock = threading.Lock()

@@ -4,6 +4,7 @@ The relay purges by the retentions every ``HOUSEKEEPING_INTERVAL`` (``OutboxRela
 deployment needs no cron; ``purge_messages`` does the same at once."""
 
 from dataclasses import dataclass
+from typing import Any
 
 from django.db import transaction
 from django.db.models import QuerySet
@@ -58,13 +59,13 @@ def messages_purge() -> PurgeResult:
     )
 
 
-def _purge(queryset: QuerySet) -> int:
+def _purge(queryset: QuerySet[Any, Any]) -> int:
     deleted = 0
     while True:
         with transaction.atomic():
             ids = list(queryset.select_for_update(skip_locked=True).values_list("pk", flat=True)[:PURGE_BATCH])
             if ids:
-                queryset.model.objects.filter(pk__in=ids).delete()
+                queryset.model._default_manager.filter(pk__in=ids).delete()  # its objects
         deleted += len(ids)
         if len(ids) < PURGE_BATCH:
             return deleted

@@ -1,9 +1,12 @@
 """Recording handled messages, in the same transaction as the work they cause."""
 
+from datetime import datetime
+from typing import Any
+
 from django.utils import timezone
 
 from reliable_messaging._envelope import IncomingEvent
-from reliable_messaging._sql import execute_together, insert_rows, insert_statement
+from reliable_messaging._sql import Statement, execute_together, insert_rows, insert_statement
 from reliable_messaging.models import InboxMessage
 
 
@@ -28,7 +31,7 @@ def inbox_claim_in_savepoint(*, consumer: str, event: IncomingEvent, savepoint: 
     """``inbox_claim`` inside a new savepoint, in one round trip with it (PostgreSQL): the savepoint
     is opened, the one before it (``release``) released, and the row inserted by one execute.
     False when this consumer has handled the message already."""
-    statements = [(f"RELEASE SAVEPOINT {release}", [])] if release else []
+    statements: list[Statement] = [(f"RELEASE SAVEPOINT {release}", [])] if release else []
     statements += [(f"SAVEPOINT {savepoint}", []), _claim_statement(consumer, event)]
     return execute_together(statements) == 1
 
@@ -41,12 +44,12 @@ def inbox_hashes(*, consumer: str, message_ids: list[str]) -> dict[str, str]:
     return dict(rows.values_list("message_id", "content_hash"))
 
 
-def _claim_statement(consumer: str, event: IncomingEvent):
+def _claim_statement(consumer: str, event: IncomingEvent) -> Statement:
     values = _row(consumer, event, timezone.now())
     return insert_statement(InboxMessage, values, ignore_conflict_on=("consumer", "message_id"))
 
 
-def _row(consumer: str, event: IncomingEvent, handled_at) -> dict:
+def _row(consumer: str, event: IncomingEvent, handled_at: datetime) -> dict[str, Any]:
     return {
         "consumer": consumer,
         "message_id": event.message_id,

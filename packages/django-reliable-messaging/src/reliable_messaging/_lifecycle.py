@@ -8,6 +8,7 @@ import logging
 import random
 import signal
 import time
+from types import FrameType
 
 from django.core.management.base import CommandError
 from django.db import DatabaseError, InterfaceError, InternalError, OperationalError, connection, connections
@@ -29,7 +30,7 @@ class Stopper:
         signal.signal(signal.SIGINT, self._on_signal)
         return self
 
-    def _on_signal(self, signum, frame) -> None:
+    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
         if self.stopping:
             logger.warning("second signal: exiting now")
             raise SystemExit(1)
@@ -56,7 +57,7 @@ class Backoff:
 
     def next_delay(self) -> float:
         self.failures += 1
-        delay = min(self.maximum, self.initial * 2 ** (self.failures - 1))
+        delay: float = min(self.maximum, self.initial * 2 ** (self.failures - 1))
         return delay * random.uniform(0.75, 1.0)
 
     def reset(self) -> None:

@@ -31,7 +31,7 @@ def _mask(data: Any, sensitive: set[str]) -> Any:
     return data
 
 
-def _text_pattern(name: str) -> re.Pattern:
+def _text_pattern(name: str) -> re.Pattern[str]:
     # A quoted value runs to its closing quote (escaped quotes included), spaces and all; an
     # unquoted one to the next delimiter or the end of the line, so a token with a space
     # (``tok_a b_SECRET``) is masked whole: over-masking a word beats showing half a secret.
@@ -46,11 +46,11 @@ def mask_text(text: str) -> str:
     """``text`` with the value after every sensitive key masked (``api_key='key_abc'``,
     ``"api_key": "key_abc"``), for free text such as errors and tracebacks."""
 
-    def masked(match: re.Match) -> str:
+    def masked(match: re.Match[str]) -> str:
         if match.group("quote"):
             quote = match.group("quote")
             return f"{match.group(1)}{quote}{mask_value(match.group('quoted'))}{quote}"
-        return match.group(1) + mask_value(match.group("bare"))
+        return f"{match.group(1)}{mask_value(match.group('bare'))}"
 
     for name in setting("SENSITIVE_FIELDS"):
         text = _text_pattern(name).sub(masked, text)

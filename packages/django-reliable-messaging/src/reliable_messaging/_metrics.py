@@ -7,27 +7,34 @@ adds gauges read from the database (outbox backlog, parked rows, dead letters).
 """
 
 import functools
+from typing import TYPE_CHECKING, Any
 
 from reliable_messaging._declarations import installed
 
-try:  # the extra "metrics"
-    from prometheus_client import Counter, Histogram
-except ImportError:  # counted nowhere: the bus works the same
+if TYPE_CHECKING:  # checked against prometheus_client's API, which the stand-in below follows
+    from prometheus_client import Counter, Gauge, Histogram
+else:
+    try:  # the extra "metrics"
+        from prometheus_client import Counter, Gauge, Histogram
+    except ImportError:  # counted nowhere: the bus works the same
 
-    class Counter:
-        def __init__(self, *args, **kwargs) -> None:
-            pass
+        class Counter:
+            def __init__(self, *args: Any, **kwargs: Any) -> None:
+                pass
 
-        def labels(self, *values: str) -> "Counter":
-            return self
+            def labels(self, *values: str) -> "Counter":
+                return self
 
-        def inc(self, amount: float = 1) -> None:
-            pass
+            def inc(self, amount: float = 1) -> None:
+                pass
 
-        def observe(self, amount: float) -> None:
-            pass
+            def observe(self, amount: float) -> None:
+                pass
 
-    Histogram = Counter
+            def set(self, value: float) -> None:
+                pass
+
+        Histogram = Gauge = Counter
 
 RELAY_PUBLISHED = Counter("messaging_relay_published_total", "Outbox rows published and confirmed by the broker.")
 PURGED = Counter("messaging_purged_total", "Rows past their retention purged by the relay's housekeeping.", ["table"])
@@ -53,6 +60,16 @@ CONSUMER_BATCH_SIZE = Histogram(
     "messaging_consumer_batch_size",
     "Deliveries decided together in one transaction (1 at light load).",
     buckets=(1, 2, 5, 10, 20, 50, 100, 200),
+)
+CONSUMER_WAITS = Counter(
+    "messaging_consumer_waits_total",
+    "Deliveries sent back unattempted: a retry before its time (waiting), a handler's breaker open (breaker).",
+    ["consumer", "reason"],
+)
+BREAKER_OPEN = Gauge(
+    "messaging_breaker_open",
+    "1 while a handler's circuit breaker is open in this consumer process (its messages wait), else 0.",
+    ["consumer", "handler"],
 )
 
 
@@ -81,3 +98,11 @@ def _declared_event_types() -> frozenset[str]:
 
 def consumer_batch(size: int) -> None:
     CONSUMER_BATCH_SIZE.observe(size)
+
+
+def consumer_wait(consumer: str, reason: str) -> None:
+    CONSUMER_WAITS.labels(consumer, reason).inc()
+
+
+def breaker_open(consumer: str, handler: str, is_open: bool) -> None:
+    BREAKER_OPEN.labels(consumer, handler).set(1 if is_open else 0)

@@ -22,7 +22,7 @@ from reliable_messaging.models import OutboxMessage, ScheduledMessage
 # The message being handled, so that what a handler publishes names its cause.
 _handling: ContextVar[IncomingEvent | None] = ContextVar("messaging_handling", default=None)
 # Within a consumer's batch: the outbox rows published so far, written by the batch in one insert.
-_collected: ContextVar[list | None] = ContextVar("messaging_outbox_collected", default=None)
+_collected: ContextVar[list[dict[str, Any]] | None] = ContextVar("messaging_outbox_collected", default=None)
 
 
 class OutsideTransactionError(RuntimeError):
@@ -119,17 +119,17 @@ def publish_again(*, event_type: str, correlation_id: str, using: str = "default
     return True
 
 
-def _scheduled_row(row: dict, deliver_at: datetime) -> dict:
+def _scheduled_row(row: dict[str, Any], deliver_at: datetime) -> dict[str, Any]:
     kept = {key: value for key, value in row.items() if key not in ("attempts", "last_error", "created_at")}
     return {**kept, "created_at": timezone.now(), "deliver_at": deliver_at}
 
 
 @contextmanager
-def collecting() -> Iterator[list[dict]]:
+def collecting() -> Iterator[list[dict[str, Any]]]:
     """Inside: ``publish`` adds its row to the list instead of inserting it, for one insert of
     them all (``write_collected``) in the same transaction. A caller that rolls back part of
     its work drops that part's rows from the list."""
-    rows: list[dict] = []
+    rows: list[dict[str, Any]] = []
     token = _collected.set(rows)
     try:
         yield rows
@@ -137,12 +137,12 @@ def collecting() -> Iterator[list[dict]]:
         _collected.reset(token)
 
 
-def write_collected(rows: list[dict], chunk: int = 500) -> None:
+def write_collected(rows: list[dict[str, Any]], chunk: int = 500) -> None:
     for start in range(0, len(rows), chunk):
         insert_rows(OutboxMessage, rows[start : start + chunk])
 
 
-def outbox_statements(rows: list[dict]) -> list[Statement]:
+def outbox_statements(rows: list[dict[str, Any]]) -> list[Statement]:
     """The statement that writes collected rows, for a caller that sends it with its own
     (``reliable_messaging._sql.execute_together``)."""
     return [rows_statement(OutboxMessage, rows)] if rows else []

@@ -12,6 +12,7 @@ key, or configure (so delete) a queue of another context.
 import re
 import shlex
 import subprocess
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from reliable_messaging._conf import exchange_name, queue_name, setting
@@ -37,7 +38,7 @@ class UserPermissions:
         ]
 
 
-def _alternatives(names) -> str:
+def _alternatives(names: Iterable[str]) -> str:
     return "|".join(re.escape(n) for n in names)
 
 

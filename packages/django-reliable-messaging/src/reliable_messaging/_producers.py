@@ -23,7 +23,7 @@ def owner_of(event_type: str) -> str:
     return event_type.split(".", 1)[0]
 
 
-def producer_refusal(event_type: str, user_id) -> str | None:
+def producer_refusal(event_type: str, user_id: object) -> str | None:
     """Why a message of ``event_type`` published by broker user ``user_id`` is refused; None when
     it is not (or when no producers are configured)."""
     producers: dict[str, str] = setting("PRODUCERS")

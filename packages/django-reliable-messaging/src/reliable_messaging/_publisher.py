@@ -19,7 +19,9 @@ delivered (the embedded mode's documented limit).
 
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from amqp import Message, spec
 from amqp.method_framing import frame_writer
@@ -49,7 +51,7 @@ class _Frames:
         self.chunks: list[bytes] = []
         self.size = 0
 
-    def write(self, data) -> None:
+    def write(self, data: bytes | bytearray | memoryview) -> None:
         chunk = bytes(data)  # the writer reuses its buffer: copy
         self.chunks.append(chunk)
         self.size += len(chunk)
@@ -77,17 +79,17 @@ class BatchPublisher:
         # Every message names its publisher: RabbitMQ refuses a user_id that is not the
         # connection's user, so a consumer can trust it (reliable_messaging._producers).
         self.user_id = connection.userid if self.confirms else None
-        self._channel = None
+        self._channel: Any = None  # py-amqp's channel (kombu's on the filesystem broker); set with _producer
         self._producer: Producer | None = None
         self._next_tag = 1
         self._unconfirmed: dict[int, str] = {}
         self._returned: dict[str, str] = {}
         self._nacked: set[str] = set()
         self._frames = _Frames()
-        self._write_frame = None
+        self._write_frame: Callable[..., object] | None = None  # on a channel in confirm mode
 
     def publish(self, envelopes: list[Envelope]) -> PublishResult:
-        self._open()
+        producer = self._open()
         self._unconfirmed.clear()
         self._returned.clear()
         self._nacked.clear()
@@ -96,7 +98,7 @@ class BatchPublisher:
             self._await_confirms()
         else:
             for envelope in envelopes:
-                self._producer.publish(
+                producer.publish(
                     envelope.body,
                     exchange=envelope.exchange,
                     routing_key=envelope.routing_key,
@@ -120,6 +122,8 @@ class BatchPublisher:
     def _send(self, envelopes: list[Envelope]) -> None:
         """Basic.Publish (mandatory) of every envelope, written in as few system calls as possible."""
         write_frame, channel_id = self._write_frame, self._channel.channel_id
+        if write_frame is None:  # _open sets it on every channel in confirm mode, the only kind this is for
+            raise RuntimeError("no frame writer: the channel is not in confirm mode")
         method_args: dict[tuple[str, str], bytes] = {}
         for envelope in envelopes:
             route = (envelope.exchange, envelope.routing_key)
@@ -150,9 +154,10 @@ class BatchPublisher:
         self._channel = None
         self._producer = None
 
-    def _open(self) -> None:
-        if self._channel is not None and getattr(self._channel, "is_open", True):
-            return
+    def _open(self) -> Producer:
+        """The producer on this publisher's channel, opened anew if it is closed."""
+        if self._producer is not None and getattr(self._channel, "is_open", True):
+            return self._producer
         channel = self.connection.channel()
         if self.confirms:
             channel.confirm_select()
@@ -164,6 +169,7 @@ class BatchPublisher:
             self._write_frame = frame_writer(channel.connection, self._frames)
         self._channel = channel
         self._producer = Producer(channel, auto_declare=False)
+        return self._producer
 
     def _await_confirms(self) -> None:
         deadline = time.monotonic() + self.confirm_timeout
@@ -181,7 +187,7 @@ class BatchPublisher:
             message_id = self._unconfirmed.pop(delivery_tag, None)
             return [message_id] if message_id is not None else []
         # Tags were added in increasing order and dicts keep it: settle from the front.
-        settled = []
+        settled: list[str] = []
         unconfirmed = self._unconfirmed
         while unconfirmed:
             tag = next(iter(unconfirmed))
@@ -196,7 +202,7 @@ class BatchPublisher:
     def _on_nack(self, delivery_tag: int, multiple: bool) -> None:
         self._nacked.update(self._settle(delivery_tag, multiple))
 
-    def _on_return(self, exc, exchange, routing_key, message) -> None:
+    def _on_return(self, exc: Exception, exchange: str, routing_key: str, message: Message) -> None:
         message_id = message.properties.get("message_id", "")
         reply = getattr(exc, "reply_text", exc)
         reason = f"returned by the broker: {reply} (exchange {exchange!r}, routing key {routing_key!r})"

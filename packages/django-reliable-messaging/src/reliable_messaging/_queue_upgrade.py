@@ -9,8 +9,9 @@ deletes them:
 
 - the old dead-letter queue is first unbound from ``C_queue_dlx`` (from then on, dead letters
   reach the new queue only), then emptied into ``C_queue_dead_letters``;
-- each old delay queue is emptied into the new delay queue of the same delay (its wait starts
-  again: a retry comes at most one delay late, never early);
+- each old delay queue is emptied into the delay queue of the ladder's shortest step at least as
+  long (the longest, an hour, for a longer one): its wait starts again, so a retry comes late
+  rather than early;
 - a message is acked in the old queue only after the broker confirmed its copy in the new one:
   a crash in between leaves a copy in both, and the consumers' inbox and the dead-letter table
   (one row per consumer and message id) make the second one harmless. Nothing is lost.
@@ -21,6 +22,7 @@ reported: moving messages away from under a consumer that still reads them would
 
 import logging
 from dataclasses import dataclass, field
+from typing import Any
 
 from amqp.exceptions import NotFound
 from kombu import Connection
@@ -49,7 +51,8 @@ def legacy_queues() -> list[tuple[str, str]]:
     for consumer in consumers():
         pairs.append((broker.legacy_dead_letter_queue_name(consumer), broker.dead_letter_queue_name(consumer)))
         for delay in setting("CONSUMER_RETRY_DELAYS"):
-            pairs.append((broker.legacy_retry_queue_name(consumer, delay), broker.retry_queue_name(consumer, delay)))
+            step = min((s for s in broker.DELAY_LADDER if s >= delay), default=broker.DELAY_LADDER[-1])
+            pairs.append((broker.legacy_retry_queue_name(consumer, delay), broker.retry_queue_name(consumer, step)))
     return pairs
 
 
@@ -83,7 +86,7 @@ def upgrade_broker_queues(url: str) -> UpgradeReport:
     return report
 
 
-def _move(channel, source: str, target: str) -> int:
+def _move(channel: Any, source: str, target: str) -> int:  # a py-amqp channel
     """Move every message of ``source`` to ``target`` (confirmed copy first, then the ack)."""
     moved = 0
     while (message := channel.basic_get(source, no_ack=False)) is not None:

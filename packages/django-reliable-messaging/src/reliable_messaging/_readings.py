@@ -3,6 +3,7 @@ name here) and the upcasters that bring each to the newest (docs/evolving-events
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from reliable_messaging._declarations import ContextDeclaration
 from reliable_messaging._dotted import resolve
@@ -14,13 +15,13 @@ class Reading:
     """How a consumer reads one event type: the versions it accepts and the upcasters between them."""
 
     newest: int
-    upcasters: tuple[Callable, ...]  # upcasters[i]: version i+1 -> i+2
+    upcasters: tuple[Callable[[dict[str, Any]], dict[str, Any]], ...]  # upcasters[i]: version i+1 -> i+2
 
     @property
     def versions(self) -> tuple[int, ...]:
         return tuple(range(1, self.newest + 1))
 
-    def upcast(self, version: int, payload: dict) -> dict:
+    def upcast(self, version: int, payload: dict[str, Any]) -> dict[str, Any]:
         for step in self.upcasters[version - 1 :]:
             payload = step(payload)
         return payload

@@ -5,27 +5,35 @@ A subscription is declared once, in the context's ``context.toml``: the same tab
 queue (``reliable_messaging._topology``) and names the handler here, so the two cannot drift apart.
 """
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from reliable_messaging._bulk import bulk_handler_of
-from reliable_messaging._declarations import ContextDeclaration
+from reliable_messaging._bulk import BulkHandler, bulk_handler_of
+from reliable_messaging._declarations import DECLARATION_FILE, ContextDeclaration, DeclarationError, HandlerPolicy
 from reliable_messaging._dotted import resolve
+from reliable_messaging._envelope import IncomingEvent
 from reliable_messaging._readings import Reading, reading_of
 from reliable_messaging._topology import ANY_EVENT, consumers, queue_bindings
+
+Handler = Callable[[IncomingEvent], object]  # what it returns is not used
 
 
 @dataclass(frozen=True)
 class HandlerSpec:
     consumer: str
     event_type: str
-    handler: Callable
+    handler: Handler
     schema_versions: tuple[int, ...]
     # Optional: takes a run of a batch's events at once, e.g. with one bulk insert (reliable_messaging._bulk).
-    bulk_handler: Callable | None = None
+    bulk_handler: BulkHandler | None = None
     # A context's reader: its messages are validated against their schema and upcast to the
     # newest version before the handler (reliable_messaging._contracts); the event log records them as they came.
     reading: Reading | None = None
+    # as the declaration names it (the breaker's metric label), its retries and breaker, and the
+    # exception classes its policy's never_retry names, resolved
+    name: str = ""
+    policy: HandlerPolicy = HandlerPolicy()
+    never_retry: tuple[type[BaseException], ...] = ()
 
 
 _handlers: dict[str, dict[str, HandlerSpec]] = {}
@@ -39,10 +47,13 @@ def register_handler(
     *,
     consumer: str,
     event_type: str,
-    handler: Callable,
-    schema_versions=(1,),
-    bulk_handler: Callable | None = None,
+    handler: Handler,
+    schema_versions: Iterable[int] = (1,),
+    bulk_handler: BulkHandler | None = None,
     reading: Reading | None = None,
+    name: str = "",
+    policy: HandlerPolicy | None = None,
+    never_retry: tuple[type[BaseException], ...] = (),
 ) -> None:
     bindings = queue_bindings()
     if consumer not in bindings:
@@ -55,19 +66,49 @@ def register_handler(
         raise ValueError(f"{consumer} already has a handler for {event_type}")
     if reading is not None:
         schema_versions = reading.versions
-    handlers[event_type] = HandlerSpec(consumer, event_type, handler, tuple(schema_versions), bulk_handler, reading)
+    policy = policy or HandlerPolicy()
+    handlers[event_type] = HandlerSpec(
+        consumer,
+        event_type,
+        handler,
+        tuple(schema_versions),
+        bulk_handler,
+        reading,
+        name or f"{getattr(handler, '__module__', '?')}.{getattr(handler, '__qualname__', '?')}",
+        policy,
+        never_retry,
+    )
 
 
 def register_declared(declaration: ContextDeclaration) -> None:
     """Subscribe a hosted context's handlers, as its declaration names them."""
     for event_type, handler in declaration.consumes.items():
+        policy = declaration.handlers.get(handler, HandlerPolicy())
         register_handler(
             consumer=declaration.name,
             event_type=event_type,
             handler=(single := resolve(handler)),
             bulk_handler=bulk_handler_of(single),
             reading=reading_of(declaration, event_type),
+            name=handler,
+            policy=policy,
+            never_retry=tuple(_exception_class(declaration, handler, dotted) for dotted in policy.never_retry),
         )
+
+
+def _exception_class(declaration: ContextDeclaration, handler: str, dotted: str) -> type[BaseException]:
+    """The exception class ``dotted`` names; else the start stops, naming the file and the key."""
+    found: object
+    try:
+        found = resolve(dotted)
+    except (ImportError, AttributeError) as exc:
+        found = exc
+    if isinstance(found, type) and issubclass(found, BaseException):
+        return found
+    raise DeclarationError(
+        f"{declaration.package}/{DECLARATION_FILE}: handlers {handler!r}: never_retry {dotted!r} names no "
+        f"exception class ({found})"
+    )
 
 
 def local_consumers() -> list[str]:

@@ -30,13 +30,16 @@ import logging
 import select
 import threading
 import time
-from collections import namedtuple
-from datetime import timedelta
+import uuid
+from datetime import datetime, timedelta
 from functools import cache
+from typing import Any, NamedTuple
 
+import psycopg
 from django.db import DatabaseError, InterfaceError, connection, connections, transaction
-from django.db.models import Q
+from django.db.models import Q, QuerySet
 from django.utils import timezone
+from opentelemetry.trace import Span
 
 from reliable_messaging import _broker as broker
 from reliable_messaging import _metrics as metrics
@@ -59,21 +62,25 @@ APPLICATION_NAME = "outbox_relay"  # how a relay's connection shows in pg_stat_a
 IDLE_SLICE = 0.5  # longest uninterrupted wait: bounds the reaction to SIGTERM
 MOVE_PASSES = 20  # scheduled messages moved per look, at most: 20 transactions of 500
 
-# What building a message needs; named rows instead of model instances keep the claim cheap.
-CLAIM_FIELDS = (
-    "id",
-    "event_id",
-    "source",
-    "event_type",
-    "schema_version",
-    "correlation_id",
-    "causation_id",
-    "traceparent",
-    "tracestate",
-    "payload",
-    "created_at",
-    "attempts",
-)
+
+class ClaimedRow(NamedTuple):
+    """What building a message needs; named rows instead of model instances keep the claim cheap."""
+
+    id: int
+    event_id: uuid.UUID
+    source: str
+    event_type: str
+    schema_version: int
+    correlation_id: str
+    causation_id: str
+    traceparent: str
+    tracestate: str
+    payload: Any
+    created_at: datetime
+    attempts: int
+
+
+CLAIM_FIELDS = ClaimedRow._fields
 
 
 def retry_delay(attempts: int) -> float:
@@ -81,7 +88,7 @@ def retry_delay(attempts: int) -> float:
     return min(MAX_RETRY_DELAY, 2.0**attempts)
 
 
-def claim_query(batch_size: int):
+def claim_query(batch_size: int) -> "QuerySet[OutboxMessage, Any]":
     """Up to ``batch_size`` publishable rows that no other relay holds, locked (named tuples).
 
     The filter is exactly the predicate of ``outbox_pending_idx``, so the claim reads that
@@ -96,9 +103,6 @@ def claim_query(batch_size: int):
     )
 
 
-ClaimedRow = namedtuple("ClaimedRow", CLAIM_FIELDS)
-
-
 @cache
 def _claim_sql() -> str:
     """``claim_query`` as one fixed text (PostgreSQL): compiling the queryset for every batch cost
@@ -110,14 +114,17 @@ def _claim_sql() -> str:
     )
 
 
-def claim_batch(batch_size: int) -> list:
+def claim_batch(batch_size: int) -> list[ClaimedRow]:
     if connection.vendor != "postgresql":
-        return list(claim_query(batch_size))
+        return list(claim_query(batch_size))  # Django's named rows: the same fields as ClaimedRow
     payload = CLAIM_FIELDS.index("payload")
     with connection.cursor() as cursor:
         cursor.execute(_claim_sql(), [timezone.now(), batch_size])
         # Django reads jsonb as text and leaves decoding it to the field: decoded here likewise.
-        return [ClaimedRow(*row[:payload], json.loads(row[payload]), *row[payload + 1 :]) for row in cursor.fetchall()]
+        return [
+            ClaimedRow._make((*row[:payload], json.loads(row[payload]), *row[payload + 1 :]))
+            for row in cursor.fetchall()
+        ]
 
 
 def mark_published(ids: list[int]) -> None:
@@ -132,12 +139,12 @@ def mark_published(ids: list[int]) -> None:
         OutboxMessage.objects.filter(pk__in=ids).update(published_at=timezone.now())
 
 
-def record_failure(row, reason: str, max_attempts: int) -> None:
+def record_failure(row: ClaimedRow, reason: str, max_attempts: int) -> None:
     """Count a refusal of a claimed ``row``: retry it later, or park it after its attempts."""
     now = timezone.now()
     attempts = row.attempts + 1
     extra = {"message_id": str(row.event_id), "event_type": row.event_type, "correlation_id": row.correlation_id}
-    changes = {"attempts": attempts, "last_error": reason[:2000]}
+    changes: dict[str, Any] = {"attempts": attempts, "last_error": reason[:2000]}
     if attempts >= max_attempts:
         changes["parked_at"] = now
         logger.error("outbox row parked after %d attempts: %s", attempts, reason, extra=extra)
@@ -157,7 +164,7 @@ class Wakeup:
     """
 
     def __init__(self) -> None:
-        self._listening_on = None  # the psycopg connection LISTEN was issued on
+        self._listening_on: psycopg.Connection[Any] | None = None  # the connection LISTEN was issued on
 
     @property
     def enabled(self) -> bool:
@@ -236,11 +243,13 @@ class OutboxRelay:
                     envelope_for_outbox(row, self.exchange, telemetry.trace_headers(span) if span else None)
                     for row, span in zip(rows, spans, strict=True)
                 ]
+                if self._publisher is None:  # run() connects before every batch
+                    raise RuntimeError("the relay has no broker connection")
                 result = self._publisher.publish(envelopes)
             except BaseException as exc:
-                for span in filter(None, spans):
-                    telemetry.fail(span, f"{type(exc).__name__}: {exc}")
-                    span.end()
+                for recording in filter(None, spans):
+                    telemetry.fail(recording, f"{type(exc).__name__}: {exc}")
+                    recording.end()
                 raise
             for row, span in zip(rows, spans, strict=True):
                 if span:
@@ -265,7 +274,7 @@ class OutboxRelay:
         logger.info("relayed a batch", extra={"claimed": len(rows), "published": len(delivered_ids)})
         return len(rows)
 
-    def _producer_spans(self, rows: list) -> list:
+    def _producer_spans(self, rows: list[ClaimedRow]) -> list[Span | None]:
         """A PRODUCER span per row, child of the span it was written in; Nones when tracing is off
         (the messages then carry the row's own ``traceparent``)."""
         if not telemetry.enabled():
@@ -306,7 +315,7 @@ class OutboxRelay:
                     return 1
                 self.stopper.sleep(min(backoff.next_delay(), DATABASE_BACKOFF_MAX))
                 continue
-            except (ConfirmTimeout, *self.session.errors()) as exc:
+            except (ConfirmTimeout,) + self.session.errors() as exc:
                 logger.warning("broker unavailable: %s: %s", type(exc).__name__, exc)
                 self._reset_broker(graceful=False)
                 if once:
@@ -364,9 +373,10 @@ class OutboxRelay:
                 self.stopper.sleep(min(remaining, IDLE_SLICE))
                 continue
             readable, _, _ = select.select(sockets, [], [], min(remaining, IDLE_SLICE))
-            if broker_fd in readable:
+            # A broker fileno means a connection.
+            if broker_fd in readable and (broker_connection := self.session.connection) is not None:
                 try:
-                    self.session.connection.drain_events(timeout=0)
+                    broker_connection.drain_events(timeout=0)
                 except TimeoutError:
                     pass
             self.session.heartbeat_check()

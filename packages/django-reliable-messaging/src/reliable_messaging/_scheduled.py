@@ -10,6 +10,8 @@ leaves it scheduled. The message keeps its ``event_id``, so a cancellation names
 
 import uuid
 from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
 
 from django.db import connection, transaction
 from django.db.models import Count, Min
@@ -32,7 +34,7 @@ class ScheduledBacklog:
 
 
 @transaction.atomic
-def move_due_messages(limit: int = MOVED_PER_TRANSACTION, *, now=None) -> int:
+def move_due_messages(limit: int = MOVED_PER_TRANSACTION, *, now: datetime | None = None) -> int:
     """Move up to ``limit`` messages whose time has come (by ``now``, the clock unless a test runs
     it forward: ``testing.advance_time``) into the outbox; how many were moved."""
     due = ScheduledMessage.objects.filter(deliver_at__lte=now or timezone.now()).order_by("deliver_at")
@@ -49,7 +51,7 @@ def move_due_messages(limit: int = MOVED_PER_TRANSACTION, *, now=None) -> int:
     return len(rows)
 
 
-def _outbox_fields(row: dict) -> dict:
+def _outbox_fields(row: dict[str, Any]) -> dict[str, Any]:
     return {key: row[key] for key in OUTBOX_COLUMNS}
 
 
@@ -66,7 +68,7 @@ def cancel_scheduled(message_id: uuid.UUID | str) -> bool:
     return deleted > 0
 
 
-def scheduled_delivery_time(message_id: uuid.UUID | str):
+def scheduled_delivery_time(message_id: uuid.UUID | str) -> datetime | None:
     """When a scheduled message is due (None once moved to the outbox, cancelled or unknown)."""
     return ScheduledMessage.objects.filter(event_id=message_id).values_list("deliver_at", flat=True).first()
 

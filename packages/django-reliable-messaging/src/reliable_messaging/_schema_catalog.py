@@ -4,14 +4,16 @@ as they are read. ``reliable_messaging._contracts`` validates, reads and writes 
 
 import json
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 from jsonschema import Draft202012Validator
 
 from reliable_messaging._conf import contexts_dir, setting
-from reliable_messaging._declarations import DeclarationError, installed, schema_folder
+from reliable_messaging._declarations import ContextDeclaration, DeclarationError, installed, schema_folder
 
 _SCHEMA_FILE = re.compile(r"^(?P<event_type>[a-z0-9_.]+)\.v(?P<version>[1-9][0-9]*)\.json$")
 
@@ -24,11 +26,11 @@ class ContractError(DeclarationError):
 class EventSchema:
     event_type: str
     version: int
-    schema: dict
+    schema: dict[str, Any]
     path: Path
 
 
-def read_schemas(base_dir: Path, declarations) -> dict[tuple[str, int], EventSchema]:
+def read_schemas(base_dir: Path, declarations: Iterable[ContextDeclaration]) -> dict[tuple[str, int], EventSchema]:
     """Every schema the declarations' folders hold, by (event type, version), checked: each
     published event has versions 1..N, and a file names only an event its context publishes."""
     found: dict[tuple[str, int], EventSchema] = {}

@@ -7,11 +7,14 @@ refused, saying to add a version instead; an optional field added is fine
 
 import json
 from pathlib import Path
+from typing import Any
+
+from reliable_messaging._schema_catalog import EventSchema
 
 ADD_A_VERSION = "add a version instead (docs/evolving-events.md)"
 
 
-def breaking_changes(old: dict, new: dict, where: str = "") -> list[str]:
+def breaking_changes(old: dict[str, Any], new: dict[str, Any], where: str = "") -> list[str]:
     """What ``new`` changes in ``old`` that a reader of ``old`` would trip over."""
     at = where or "(the payload)"
     problems = []
@@ -35,7 +38,7 @@ def breaking_changes(old: dict, new: dict, where: str = "") -> list[str]:
     return problems
 
 
-def frozen_problems(schemas: dict, snapshot_dir: Path) -> list[str]:
+def frozen_problems(schemas: dict[tuple[str, int], EventSchema], snapshot_dir: Path) -> list[str]:
     """Every way the schemas (``reliable_messaging._contracts.schemas()``) break their snapshots."""
     problems = []
     snapshots = {path.name: path for path in snapshot_dir.glob("*.json")}
@@ -55,7 +58,7 @@ def frozen_problems(schemas: dict, snapshot_dir: Path) -> list[str]:
     return problems
 
 
-def write_snapshots(schemas: dict, snapshot_dir: Path) -> list[str]:
+def write_snapshots(schemas: dict[tuple[str, int], EventSchema], snapshot_dir: Path) -> list[str]:
     """Write each schema's snapshot that is missing or differs (call after a clean check)."""
     snapshot_dir.mkdir(parents=True, exist_ok=True)
     written = []

@@ -39,32 +39,32 @@ def timeline_for(correlation_id: str, *, detailed: bool = False) -> list[Timelin
             state="published",
             payload=row.payload,
         )
-    for row in OutboxMessage.objects.filter(correlation_id=correlation_id).order_by("created_at")[:TIMELINE_LIMIT]:
-        entries[str(row.event_id)] = TimelineEntry(
-            event_type=row.event_type,
-            message_id=str(row.event_id),
-            occurred_at=row.created_at,
-            published_at=row.published_at,
-            source=row.source,
-            causation_id=row.causation_id or None,
-            state=row.state,
-            payload=mask_sensitive(row.payload),
-            attempts=row.attempts,
-            last_error=row.last_error,
+    for message in OutboxMessage.objects.filter(correlation_id=correlation_id).order_by("created_at")[:TIMELINE_LIMIT]:
+        entries[str(message.event_id)] = TimelineEntry(
+            event_type=message.event_type,
+            message_id=str(message.event_id),
+            occurred_at=message.created_at,
+            published_at=message.published_at,
+            source=message.source,
+            causation_id=message.causation_id or None,
+            state=message.state,
+            payload=mask_sensitive(message.payload),
+            attempts=message.attempts,
+            last_error=message.last_error,
         )
     scheduled = ScheduledMessage.objects.filter(correlation_id=correlation_id).order_by("deliver_at")[:TIMELINE_LIMIT]
-    for row in scheduled:  # due later: not stuck
+    for due in scheduled:  # due later: not stuck
         entries.setdefault(
-            str(row.event_id),
+            str(due.event_id),
             TimelineEntry(
-                event_type=row.event_type,
-                message_id=str(row.event_id),
-                occurred_at=row.deliver_at,
+                event_type=due.event_type,
+                message_id=str(due.event_id),
+                occurred_at=due.deliver_at,
                 published_at=None,
-                source=row.source,
-                causation_id=row.causation_id or None,
+                source=due.source,
+                causation_id=due.causation_id or None,
                 state="scheduled",
-                payload=mask_sensitive(row.payload),
+                payload=mask_sensitive(due.payload),
             ),
         )
     ordered = sorted(entries.values(), key=lambda e: (e.occurred_at, e.message_id))[:TIMELINE_LIMIT]
@@ -108,10 +108,14 @@ def _add_handling(entries: list[TimelineEntry]) -> None:
         if all(h.consumer != consumer for h in seen):
             seen.append(Handling(consumer=consumer, handled_at=effect.occurred_at, caused=effect.event_type))
     dead: dict[str, list[DeadLetterMark]] = {}
-    for row in DeadLetter.objects.filter(message_id__in=message_ids):
-        dead.setdefault(row.message_id, []).append(
+    for letter in DeadLetter.objects.filter(message_id__in=message_ids):
+        dead.setdefault(letter.message_id, []).append(
             DeadLetterMark(
-                id=row.pk, consumer=row.consumer, reason=row.reason, error=row.error, replayed_at=row.replayed_at
+                id=letter.pk,
+                consumer=letter.consumer,
+                reason=letter.reason,
+                error=letter.error,
+                replayed_at=letter.replayed_at,
             )
         )
     for entry in entries:

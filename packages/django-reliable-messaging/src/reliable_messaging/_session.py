@@ -12,6 +12,7 @@ import logging
 from kombu import Connection
 
 from reliable_messaging import _broker as broker
+from reliable_messaging._publisher import BatchPublisher
 
 logger = logging.getLogger("reliable_messaging.session")
 
@@ -23,11 +24,11 @@ class BrokerSession:
 
     @property
     def connected(self) -> bool:
-        return self.connection is not None and self.connection.connected
+        return self.connection is not None and bool(self.connection.connected)
 
     def open(self) -> Connection:
         """The live connection, connecting (and declaring the topology) if there is none."""
-        if self.connected:
+        if self.connection is not None and self.connection.connected:
             return self.connection
         self.drop()
         connection = broker.connect()
@@ -41,24 +42,32 @@ class BrokerSession:
         self.connection = connection
         return connection
 
+    def _amqp_connection(self) -> Connection | None:
+        """The connection, if there is one and it is to RabbitMQ."""
+        if self.connection is not None and broker.supports_confirms(self.connection):
+            return self.connection
+        return None
+
     @property
     def amqp(self) -> bool:
         """RabbitMQ: confirms, returns, TTLs, dead-lettering and heartbeats."""
-        return self.connection is not None and broker.supports_confirms(self.connection)
+        return self._amqp_connection() is not None
 
     @property
     def heartbeat(self) -> float:
         """The negotiated heartbeat interval in seconds (0: none)."""
-        if not self.amqp:
+        if (connection := self._amqp_connection()) is None:
             return 0
-        return getattr(self.connection.connection, "heartbeat", 0) or 0
+        heartbeat: float = getattr(connection.connection, "heartbeat", 0) or 0
+        return heartbeat
 
     def heartbeat_check(self) -> None:
-        if self.amqp:
-            self.connection.heartbeat_check()
+        if (connection := self._amqp_connection()) is not None:
+            connection.heartbeat_check()
 
     def fileno(self) -> int | None:
-        sock = getattr(self.connection.connection, "sock", None) if self.amqp else None
+        connection = self._amqp_connection()
+        sock = getattr(connection.connection, "sock", None) if connection is not None else None
         return sock.fileno() if sock is not None else None
 
     def errors(self) -> tuple[type[BaseException], ...]:
@@ -82,7 +91,7 @@ class BrokerSession:
         broker.close_quietly(self.connection)
         self.connection = None
 
-    def end(self, publisher, *, graceful: bool) -> None:
+    def end(self, publisher: BatchPublisher | None, *, graceful: bool) -> None:
         """The relay's and the consumer's teardown: when done, close the publisher's channel, then
         the connection; after an error, drop the connection without waiting for the broker."""
         if graceful:

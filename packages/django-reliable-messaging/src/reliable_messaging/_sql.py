@@ -4,35 +4,56 @@ statements sent together.
 ``Model.objects.create`` costs a model instance, signals and SQL compilation per row; on the
 paths every message takes, that was a large share of the time. Values go
 through each field's own ``get_db_prep_save``, so UUIDs, JSON and datetimes are stored exactly
-as the ORM would store them, on PostgreSQL and SQLite alike (``tests/integration/test_sql.py``).
+as the ORM would store them, on PostgreSQL and SQLite alike (the package's ``tests/test_sql.py``).
 """
+
+from __future__ import annotations  # Field[...] is generic in django-stubs only
 
 import datetime
 import decimal
 import json
 import uuid
+from collections.abc import Iterable, Sequence
 from functools import cache
+from typing import Any
 
 from django.db import connections
+from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import (
     BooleanField,
     CharField,
     DateField,
     DecimalField,
+    Field,
     IntegerField,
     JSONField,
     Model,
     TextField,
     UUIDField,
 )
+from django.db.models.fields.related import RelatedField
 
-Statement = tuple[str, list]
+Statement = tuple[str, list[Any]]
+
+
+def _field(model: type[Model], name: str) -> Field[Any, Any]:
+    """The field ``name`` of ``model``, one with a column (``get_field`` also answers reverse relations)."""
+    field = model._meta.get_field(name)
+    if not isinstance(field, Field) or field.column is None:
+        raise TypeError(f"{model.__name__}.{name} is not a field with a column")
+    return field
+
+
+def _column(field: Field[Any, Any]) -> str:
+    if field.column is None:  # a field _field accepted always has one
+        raise TypeError(f"{field} has no column")
+    return field.column
 
 
 @cache
 def _insert_sql(model: type[Model], names: tuple[str, ...], conflict: tuple[str, ...], returning: str | None) -> str:
-    fields = [model._meta.get_field(name) for name in names]
-    sql = f"INSERT INTO {model._meta.db_table} ({', '.join(f.column for f in fields)}) "
+    fields = [_field(model, name) for name in names]
+    sql = f"INSERT INTO {model._meta.db_table} ({', '.join(map(_column, fields))}) "
     sql += f"VALUES ({', '.join(['%s'] * len(names))})"
     return sql + _tail(model, conflict, returning)
 
@@ -40,24 +61,34 @@ def _insert_sql(model: type[Model], names: tuple[str, ...], conflict: tuple[str,
 def _tail(model: type[Model], conflict: tuple[str, ...], returning: str | None) -> str:
     tail = ""
     if conflict:
-        tail += f" ON CONFLICT ({', '.join(model._meta.get_field(n).column for n in conflict)}) DO NOTHING"
+        tail += f" ON CONFLICT ({', '.join(_column(_field(model, n)) for n in conflict)}) DO NOTHING"
     if returning:
-        tail += f" RETURNING {model._meta.get_field(returning).column}"
+        tail += f" RETURNING {_column(_field(model, returning))}"
     return tail
 
 
 def insert_statement(
-    model: type[Model], values: dict, *, ignore_conflict_on: tuple[str, ...] = (), returning=None, using="default"
+    model: type[Model],
+    values: dict[str, Any],
+    *,
+    ignore_conflict_on: tuple[str, ...] = (),
+    returning: str | None = None,
+    using: str = "default",
 ) -> Statement:
     """The statement that inserts one row (skipping a conflict on ``ignore_conflict_on``)."""
     connection = connections[using]
     names = tuple(values)
-    params = [model._meta.get_field(name).get_db_prep_save(values[name], connection) for name in names]
+    params = [_field(model, name).get_db_prep_save(values[name], connection) for name in names]
     return _insert_sql(model, names, ignore_conflict_on, returning), params
 
 
 def rows_statement(
-    model: type[Model], rows: list[dict], *, ignore_conflict_on: tuple[str, ...] = (), returning=None, using="default"
+    model: type[Model],
+    rows: list[dict[str, Any]],
+    *,
+    ignore_conflict_on: tuple[str, ...] = (),
+    returning: str | None = None,
+    using: str = "default",
 ) -> Statement:
     """The statement that inserts many rows, all with the same keys.
 
@@ -68,12 +99,12 @@ def rows_statement(
     """
     connection = connections[using]
     names = list(rows[0])  # field names or attnames ("order_id")
-    fields = [model._meta.get_field(name) for name in names]
-    columns = ", ".join(f.column for f in fields)
+    fields = [_field(model, name) for name in names]
+    columns = ", ".join(map(_column, fields))
     if connection.vendor == "postgresql" and all(map(_travels_as_json, fields)):
         sql = f"INSERT INTO {model._meta.db_table} ({columns}) SELECT {', '.join(_json_values(fields, connection))} "
         sql += "FROM jsonb_array_elements(%s::jsonb) AS v(r)"
-        params = [_json_rows(fields, ([row[n] for n in names] for row in rows), connection)]
+        params: list[Any] = [_json_rows(fields, ([row[n] for n in names] for row in rows), connection)]
     elif connection.vendor == "postgresql":
         arrays = ", ".join(f"%s::{_array_type(f, connection)}[]" for f in fields)
         sql = f"INSERT INTO {model._meta.db_table} ({columns}) SELECT * FROM unnest({arrays})"
@@ -102,17 +133,13 @@ _JSON_FIELDS = (
 )
 
 
-def _travels_as_json(field) -> bool:
+def _travels_as_json(field: Field[Any, Any]) -> bool:
     if isinstance(field, JSONField):
         return field.encoder is None
-    return (
-        isinstance(field, _JSON_FIELDS)
-        or getattr(field, "remote_field", None) is not None
-        and _travels_as_json(field.target_field)
-    )
+    return isinstance(field, _JSON_FIELDS) or isinstance(field, RelatedField) and _travels_as_json(field.target_field)
 
 
-def _json_values(fields, connection) -> list[str]:
+def _json_values(fields: Sequence[Field[Any, Any]], connection: BaseDatabaseWrapper) -> list[str]:
     """Each field's value out of the row ``r`` (a JSON array), as its column's type. Text as text,
     not ``varchar(n)``: an explicit cast truncates silently, the insert's own cast refuses."""
     out = []
@@ -126,7 +153,7 @@ def _json_values(fields, connection) -> list[str]:
     return out
 
 
-def _json_scalar(value):
+def _json_scalar(value: object) -> str | int | float | None:
     """A column's value (as ``get_db_prep_save`` gives it) as JSON carries it: UUIDs and decimals
     as their text, dates and times in ISO 8601 (with their offset)."""
     if value is None or isinstance(value, str | int | float):
@@ -138,7 +165,7 @@ def _json_scalar(value):
     raise TypeError(f"a {type(value).__name__} cannot travel as JSON")
 
 
-def _json_rows(fields, rows, connection) -> str:
+def _json_rows(fields: Sequence[Field[Any, Any]], rows: Iterable[list[Any]], connection: BaseDatabaseWrapper) -> str:
     """``rows`` (lists of values in ``fields``' order) as one JSON text. A JSON field's value is
     nested as it is, so one that JSON cannot encode fails here, as the ORM's own insert would."""
     prepared = [
@@ -151,21 +178,23 @@ def _json_rows(fields, rows, connection) -> str:
     return json.dumps(prepared, separators=(",", ":"))
 
 
-def _array_type(field, connection) -> str:
+def _array_type(field: Field[Any, Any], connection: BaseDatabaseWrapper) -> str:
     """The element type the arrays are cast to. Not ``varchar(n)``: an explicit cast to it
     truncates silently, whereas the insert's own (assignment) cast refuses a value too long."""
     db_type = field.db_type(connection)
+    if db_type is None:  # only fields with no column have none
+        raise TypeError(f"{field} has no database type")
     return "text" if db_type.startswith(("varchar", "char")) else db_type
 
 
-def _array_element(field, value, connection):
+def _array_element(field: Field[Any, Any], value: object, connection: BaseDatabaseWrapper) -> Any:
     """A value as an array element: JSON as its text (cast to ``jsonb`` by the statement)."""
     if isinstance(field, JSONField):
         return json.dumps(value, cls=field.encoder)
     return field.get_db_prep_save(value, connection)
 
 
-def update_rows(objects, fields: list[str], *, using="default") -> int:
+def update_rows(objects: Iterable[Model], fields: list[str], *, using: str = "default") -> int:
     """Write ``fields`` of many rows of one model in one statement; the number of rows updated.
 
     Django's ``bulk_update`` builds a ``CASE WHEN`` per row and field, and resolving those
@@ -179,12 +208,13 @@ def update_rows(objects, fields: list[str], *, using="default") -> int:
         return 0
     model = type(objects[0])
     connection = connections[using]
-    updated = [model._meta.get_field(name) for name in fields]
+    updated = [_field(model, name) for name in fields]
     for obj in objects:
         for field in updated:
             field.pre_save(obj, False)  # auto_now: now, set on the object too
     if connection.vendor != "postgresql":
-        return model.objects.using(using).bulk_update(objects, fields)
+        # The base manager, as save() and the PostgreSQL way below: a default manager's filter skips no row.
+        return model._base_manager.using(using).bulk_update(objects, fields)
     pk = model._meta.pk
     columns = [pk, *updated]
     table = model._meta.db_table
@@ -194,7 +224,9 @@ def update_rows(objects, fields: list[str], *, using="default") -> int:
             f"UPDATE {table} SET {', '.join(f'{f.column} = {v}' for f, v in zip(updated, values[1:], strict=True))} "
             f"FROM jsonb_array_elements(%s::jsonb) AS v(r) WHERE {table}.{pk.column} = {values[0]}"
         )
-        params = [_json_rows(columns, ([getattr(obj, f.attname) for f in columns] for obj in objects), connection)]
+        params: list[Any] = [
+            _json_rows(columns, ([getattr(obj, f.attname) for f in columns] for obj in objects), connection)
+        ]
     else:
         arrays = ", ".join(f"%s::{_array_type(f, connection)}[]" for f in columns)
         names = ", ".join(f"v{n}" for n in range(len(columns)))
@@ -205,10 +237,13 @@ def update_rows(objects, fields: list[str], *, using="default") -> int:
         params = [[_array_element(f, getattr(obj, f.attname), connection) for obj in objects] for f in columns]
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
-        return cursor.rowcount
+        rowcount: int = cursor.rowcount
+        return rowcount
 
 
-def insert_row(model: type[Model], values: dict, *, ignore_conflict_on: tuple[str, ...] = (), using="default") -> bool:
+def insert_row(
+    model: type[Model], values: dict[str, Any], *, ignore_conflict_on: tuple[str, ...] = (), using: str = "default"
+) -> bool:
     """Insert one row; with ``ignore_conflict_on``, False when that key already exists."""
     statement = insert_statement(model, values, ignore_conflict_on=ignore_conflict_on, using=using)
     return execute_together([statement], using=using) == 1
@@ -216,12 +251,12 @@ def insert_row(model: type[Model], values: dict, *, ignore_conflict_on: tuple[st
 
 def insert_rows(
     model: type[Model],
-    rows: list[dict],
+    rows: list[dict[str, Any]],
     *,
     ignore_conflict_on: tuple[str, ...] = (),
     returning: str | None = None,
-    using="default",
-) -> set:
+    using: str = "default",
+) -> set[Any]:
     """Insert many rows in one statement; with ``returning``, that column's values of the rows
     actually inserted."""
     if not rows:
@@ -232,7 +267,7 @@ def insert_rows(
         return {row[0] for row in cursor.fetchall()} if returning else set()
 
 
-def execute_together(statements: list[Statement], *, using="default") -> int:
+def execute_together(statements: list[Statement], *, using: str = "default") -> int:
     """Run ``statements`` in order; the number of rows the last one affected (or returned).
 
     On PostgreSQL they go as one execute, one round trip (client-side binding allows several

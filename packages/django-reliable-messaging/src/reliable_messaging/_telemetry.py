@@ -21,6 +21,7 @@ made, no measurable cost) and each hop still gets a span id of its own under the
 import random
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from typing import Any
 
 from opentelemetry import trace
 from opentelemetry.context import Context
@@ -101,7 +102,12 @@ def _random_id(bits: int) -> int:
 
 
 def start_span(
-    name: str, *, kind: SpanKind, parent: Context, attributes: dict | None = None, links: list[Link] | None = None
+    name: str,
+    *,
+    kind: SpanKind,
+    parent: Context,
+    attributes: dict[str, Any] | None = None,
+    links: list[Link] | None = None,
 ) -> Span:
     """A span to end by hand (``span.end()``); a non-recording one of our own when tracing is off."""
     if _tracer is None:

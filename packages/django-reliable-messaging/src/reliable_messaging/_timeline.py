@@ -7,6 +7,7 @@ attributes, and a misspelt field is an error where it is written rather than a s
 
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -44,7 +45,7 @@ class TimelineEntry:
     source: str
     causation_id: str | None
     state: str  # pending, published, parked, or scheduled (publish(deliver_at=...), not due yet)
-    payload: dict | None = None  # masked; None where it is not read (a new event)
+    payload: dict[str, Any] | None = None  # masked; None where it is not read (a new event)
     attempts: int = 0
     last_error: str = ""
     handled_by: list[Handling] = field(default_factory=list)

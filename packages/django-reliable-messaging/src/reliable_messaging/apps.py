@@ -1,4 +1,6 @@
+from collections.abc import Sequence
 from datetime import timedelta
+from typing import Any
 
 from django.apps import AppConfig
 from django.conf import settings
@@ -33,7 +35,7 @@ class MessagingConfig(AppConfig):
 
 
 @checks.register(checks.Tags.compatibility)
-def check_embedded_broker(app_configs, **kwargs) -> list[checks.CheckMessage]:
+def check_embedded_broker(app_configs: Sequence[AppConfig] | None, **kwargs: Any) -> list[checks.CheckMessage]:
     """The filesystem broker is one machine's: no confirms, no dead-letter exchange, no cluster."""
     if settings.DEBUG or not setting("BROKER_URL").startswith("filesystem"):
         return []
@@ -47,7 +49,7 @@ def check_embedded_broker(app_configs, **kwargs) -> list[checks.CheckMessage]:
 
 
 @checks.register(checks.Tags.compatibility)
-def check_retentions(app_configs, **kwargs) -> list[checks.CheckMessage]:
+def check_retentions(app_configs: Sequence[AppConfig] | None, **kwargs: Any) -> list[checks.CheckMessage]:
     """A number is seconds: ``14`` meant as days keeps the inbox 14 seconds, and a redelivery later
     than that has a second effect."""
     return [

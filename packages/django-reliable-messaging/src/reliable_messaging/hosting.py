@@ -18,6 +18,7 @@
 Importing this module loads neither Django's apps nor the bus's models: ``settings.py`` imports it.
 """
 
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from reliable_messaging._conf import exchange_name, queue_name
@@ -61,7 +62,7 @@ def declare_queues() -> list[str]:
     return broker.declare_queues()
 
 
-def unbind_queue(consumer: str, routing_keys) -> bool:
+def unbind_queue(consumer: str, routing_keys: Iterable[str]) -> bool:
     """Stop routing events to a consumer no deployment runs any more (``broker.unbind_queue``)."""
     from reliable_messaging import _broker as broker
 

@@ -25,6 +25,7 @@ from datetime import timedelta
 from typing import Any, NamedTuple
 
 from django.utils import timezone
+from kombu import Connection, Queue
 
 from reliable_messaging import _broker as broker
 from reliable_messaging._conf import setting
@@ -188,13 +189,13 @@ def example_payload(event_type: str, version: int | None = None) -> dict[str, An
     known = schemas().get((event_type, version))
     if known is None:
         raise AssertionError(f"no schema for {event_type} v{version} among the installed contexts")
-    payload = _example(known.schema)
+    payload: dict[str, Any] = _example(known.schema)
     if problem := validation_error(event_type, version, payload):
         raise AssertionError(f"example_payload cannot make one: {problem}; write the payload by hand")
     return payload
 
 
-def _example(schema: dict) -> Any:
+def _example(schema: dict[str, Any]) -> Any:
     if "const" in schema:
         return schema["const"]
     if "enum" in schema:
@@ -216,11 +217,12 @@ def _example(schema: dict) -> Any:
     return _example_string(schema)
 
 
-def _example_string(schema: dict) -> str:
+def _example_string(schema: dict[str, Any]) -> str:
     if schema.get("format") == "uuid":
         return str(uuid.uuid4())
     if schema.get("format") == SYSTEM_CURRENCY:
-        return setting("CURRENCY")
+        currency: str = setting("CURRENCY")
+        return currency
     pattern = schema.get("pattern")
     for candidate in ("x", "1.00", "1", setting("CURRENCY"), "X1"):
         if len(candidate) >= schema.get("minLength", 0) and (not pattern or re.search(pattern, candidate)):
@@ -228,7 +230,7 @@ def _example_string(schema: dict) -> str:
     return "x"
 
 
-def topology_queues(connection) -> dict[str, list]:
+def topology_queues(connection: Connection) -> dict[str, list[Queue]]:
     """Declare the topology on ``connection`` (a kombu connection); each consumer's queues: its main
     queue first, then its dead-letter queue and its delay queues (what a test purges between tests)."""
     broker.declare_topology(connection)

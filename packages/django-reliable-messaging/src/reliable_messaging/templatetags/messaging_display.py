@@ -1,7 +1,7 @@
 """Template filters for the operator pages (the bus's admin and the project's alike)."""
 
 import uuid
-from datetime import UTC
+from datetime import UTC, datetime
 
 from django import template
 from django.utils.html import format_html, format_html_join
@@ -23,7 +23,7 @@ def format_duration(seconds: float) -> str:
 
 
 @register.filter
-def age(seconds) -> str:
+def age(seconds: float | None) -> str:
     """Seconds as a short age: ``42s``, ``3m 05s``, ``2h 07m``, ``3d 04h``."""
     return "-" if seconds is None else format_duration(seconds)
 
@@ -41,7 +41,7 @@ def _is_uuid(text: str) -> bool:
 
 
 @register.filter
-def short(value) -> str:
+def short(value: object) -> str:
     """An id as its last eight characters, the whole id on hover (as in the admin's lists).
 
     The last ones: a time-ordered UUID (version 7, the message ids) begins with its timestamp,
@@ -54,7 +54,7 @@ def short(value) -> str:
 
 
 @register.filter
-def compact_time(value) -> str:
+def compact_time(value: datetime | None) -> str:
     """``2026-11-23 22:14:01`` in UTC (the one format of every page; it wraps between date and
     time in a narrow column), the full timestamp on hover."""
     if value is None:
@@ -69,7 +69,7 @@ def compact_time(value) -> str:
 
 
 @register.filter
-def breakable_key(value) -> str:
+def breakable_key(value: object) -> str:
     """A routing key that may wrap after its dots (``context.<wbr>aggregate.<wbr>event``),
     never cut: narrow columns wrap it instead of scrolling sideways."""
     parts = str(value or "").split(".")

@@ -1,3 +1,5 @@
+from typing import Any
+
 from django.core.management.base import BaseCommand
 
 from reliable_messaging._asyncapi import document_yaml
@@ -9,5 +11,5 @@ class Command(BaseCommand):
         "docs/asyncapi.yaml is the whole system's."
     )
 
-    def handle(self, *args, **options):
+    def handle(self, *args: Any, **options: Any) -> None:
         self.stdout.write(document_yaml(), ending="")

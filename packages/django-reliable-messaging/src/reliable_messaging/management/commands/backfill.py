@@ -1,4 +1,6 @@
-from django.core.management.base import BaseCommand, CommandError
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils.dateparse import parse_datetime
 
 from reliable_messaging._backfill import BackfillRefused, backfill
@@ -11,7 +13,7 @@ class Command(BaseCommand):
         "older than INBOX_RETENTION unless --past-inbox-retention says the consumer never had them."
     )
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("event_type", help="<context>.<aggregate>.<event>, as the event log holds it")
         parser.add_argument("--to", dest="consumer", required=True, help="the consumer whose queue receives them")
         parser.add_argument("--since", default=None, help="only those that occurred at or after (ISO 8601)")
@@ -21,7 +23,15 @@ class Command(BaseCommand):
             help="send those older than INBOX_RETENTION too: only for a consumer that never had them",
         )
 
-    def handle(self, *args, event_type, consumer, since=None, past_inbox_retention=False, **options):
+    def handle(
+        self,
+        *args: Any,
+        event_type: str,
+        consumer: str,
+        since: str | None = None,
+        past_inbox_retention: bool = False,
+        **options: Any,
+    ) -> None:
         when = parse_datetime(since) if since else None
         if since and (when is None or when.tzinfo is None):
             raise CommandError(f"--since {since!r}: an ISO 8601 time with its offset, e.g. 2026-11-26T10:00:00+00:00")

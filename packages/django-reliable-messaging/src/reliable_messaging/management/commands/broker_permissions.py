@@ -1,4 +1,6 @@
-from django.core.management.base import BaseCommand, CommandError
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 from kombu import Connection
 
 from reliable_messaging import _broker as broker
@@ -14,14 +16,14 @@ class Command(BaseCommand):
         "user. Create the users first (rabbitmqctl add_user). docs/operations.md, 'Broker users and permissions'."
     )
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--vhost", help="the virtual host (default: BROKER_URL's)")
         parser.add_argument("--apply", action="store_true", help="run the commands with rabbitmqctl")
         parser.add_argument(
             "--admin-url", help="a broker URL whose user may configure every queue (default: BROKER_URL)"
         )
 
-    def handle(self, *args, **options):
+    def handle(self, *args: Any, **options: Any) -> None:
         permissions = user_permissions()
         if not permissions:
             raise CommandError("BROKER_PRODUCERS is not set: name each context's broker user, <context>=<user>,...")

@@ -1,6 +1,8 @@
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from reliable_messaging._conf import setting
 from reliable_messaging._contracts import schemas
@@ -17,7 +19,7 @@ class Command(BaseCommand):
         "that breaks the version's readers. --snapshot writes the snapshots of new versions and additive changes."
     )
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--snapshot", action="store_true", help="write the snapshots (refused if one would break)")
         parser.add_argument(
             "--unreleased",
@@ -28,7 +30,7 @@ class Command(BaseCommand):
             "are now (nobody reads its versions yet; they freeze at its first release)",
         )
 
-    def handle(self, *args, snapshot=False, unreleased=(), **options):
+    def handle(self, *args: Any, snapshot: bool = False, unreleased: Sequence[str] = (), **options: Any) -> None:
         if unreleased and not snapshot:
             raise CommandError("--unreleased rewrites snapshots: it goes with --snapshot")
         known = schemas()

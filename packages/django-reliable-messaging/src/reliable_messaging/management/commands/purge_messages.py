@@ -1,3 +1,5 @@
+from typing import Any
+
 from django.core.management.base import BaseCommand
 
 from reliable_messaging._housekeeping import messages_purge
@@ -10,5 +12,5 @@ class Command(BaseCommand):
         "REPLAYED_DEAD_LETTER_RETENTION). Never a pending or parked row. The relay does it every HOUSEKEEPING_INTERVAL."
     )
 
-    def handle(self, *args, **options):
+    def handle(self, *args: Any, **options: Any) -> None:
         self.stdout.write(f"deleted: {messages_purge()}")

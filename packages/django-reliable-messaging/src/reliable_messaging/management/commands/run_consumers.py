@@ -1,4 +1,7 @@
-from django.core.management.base import BaseCommand, CommandError
+from collections.abc import Sequence
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from reliable_messaging._consumer import ConsumerWorker
 from reliable_messaging._declarations import hosted_names
@@ -16,7 +19,7 @@ class Command(BaseCommand):
         "but those named with --except). SIGTERM finishes the message in hand."
     )
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument(
             "consumers", nargs="*", metavar="CONSUMER", help=f"hosted here: {', '.join(local_consumers())}"
         )
@@ -30,25 +33,33 @@ class Command(BaseCommand):
         parser.add_argument("--once", action="store_true", help="handle what is queued, then exit")
         parser.add_argument("--metrics-port", type=int, default=None, help="serve Prometheus metrics on this port")
 
-    def handle(self, *args, consumers=(), excluded="", once=False, metrics_port=None, **options):
+    def handle(
+        self,
+        *args: Any,
+        consumers: Sequence[str] = (),
+        excluded: str = "",
+        once: bool = False,
+        metrics_port: int | None = None,
+        **options: Any,
+    ) -> None:
         log_to_stderr_unless_configured(options["verbosity"])
         hosted = local_consumers()
         known = system_consumers()
-        excluded = [name for name in excluded.split(",") if name]
-        if consumers and excluded:
+        excepted = [name for name in excluded.split(",") if name]
+        if consumers and excepted:
             raise CommandError("name the consumers or exclude some with --except, not both")
-        if unknown := sorted(set(consumers) - set(known)) or sorted(set(excluded) - set(known)):
+        if unknown := sorted(set(consumers) - set(known)) or sorted(set(excepted) - set(known)):
             raise CommandError(f"unknown consumer(s): {', '.join(unknown)}; the system has: {', '.join(known)}")
         if elsewhere := sorted(set(consumers) - set(hosted)):
             raise CommandError(
                 f"not hosted by this deployment (CONTEXTS={','.join(hosted_names())}): {', '.join(elsewhere)}; "
                 f"it hosts: {', '.join(hosted) or 'no consumer'}"
             )
-        chosen = list(consumers) or [c for c in hosted if c not in excluded]
+        chosen = list(consumers) or [c for c in hosted if c not in excepted]
         if not chosen:
             raise CommandError(
                 f"this deployment (CONTEXTS={','.join(hosted_names())}) hosts no consumer"
-                + (f" besides {', '.join(excluded)}" if excluded else "")
+                + (f" besides {', '.join(excepted)}" if excepted else "")
             )
         use_dedicated_connections()
         # The Procfile's two consumer processes take their ports from two variables: the one

@@ -1,3 +1,5 @@
+from typing import Any
+
 from django.core.management.base import BaseCommand, CommandError
 
 from reliable_messaging._conf import setting
@@ -11,7 +13,7 @@ class Command(BaseCommand):
         "Run it once no process of the previous release is left; safe to run again."
     )
 
-    def handle(self, *args, **options):
+    def handle(self, *args: Any, **options: Any) -> None:
         if setting("BROKER_URL").startswith("filesystem"):
             raise CommandError("the embedded filesystem broker has no queues to upgrade")
         report = upgrade_broker_queues(setting("BROKER_URL"))
