@@ -173,8 +173,8 @@ def test_a_retry_without_a_wait_of_the_bus_s_is_attempted_at_once_with_its_attem
 @pytest.mark.usefixtures("bus")
 def test_a_wait_in_flight_is_kept_whatever_the_policy_now():
     """A retry carries its wait: one sent by a release of another policy comes when it said."""
+    started = time.monotonic()  # before the wait is reckoned: putting it may take a while
     put("retrying_queue", {"x-attempt": 2, broker.WAIT_HEADER: int((time.time() + 1.3) * 1000)})
-    started = time.monotonic()
     consume("retrying")
 
     assert calls("retrying")[0] == ("failing again", 2)
