@@ -45,9 +45,9 @@ def test_properties_that_cannot_be_decoded_arrive_as_a_marker_naming_the_error(b
 
 def test_properties_that_can_be_decoded_are_read_as_py_amqp_reads_them():
     buf = struct.pack(">HB", MESSAGE_ID_FLAG, 1) + b"m"
-    table = dumps("F", [{"event_type": "orders.order.created", "n": 2**40}])
+    table = dumps("F", [{"event_type": "notes.note.written", "n": 2**40}])
 
     assert decoded(buf) == {"message_id": "m"}
     assert decoded(struct.pack(">H", HEADERS_FLAG) + table) == {
-        "application_headers": {"event_type": "orders.order.created", "n": 2**40}
+        "application_headers": {"event_type": "notes.note.written", "n": 2**40}
     }

@@ -36,7 +36,7 @@ class ScriptedConnection:
             raise TimeoutError
         step = self.steps.pop(0)
         if step == BATCH:
-            self.worker._arrived.append(("payments", "a message"))  # then the loop decides it
+            self.worker._arrived.append(("archive", "a message"))  # then the loop decides it
             return
         if step == CUT:
             raise ConnectionResetError("connection cut")
@@ -63,7 +63,7 @@ class ScriptedWorker(ConsumerWorker):
     """The real loop and backoff; the broker connection replaced by the script."""
 
     def __init__(self, steps: list[str]) -> None:
-        super().__init__(["payments"], stopper=RecordingStopper(), batch_size=1)  # one delivery, one batch
+        super().__init__(["archive"], stopper=RecordingStopper(), batch_size=1)  # one delivery, one batch
         self.session = ScriptedSession(ScriptedConnection(steps, self))
         self.batches = 0
 

@@ -17,16 +17,16 @@ from reliable_messaging._envelope import (
 from reliable_messaging.api import InvalidPayload, payload_uuid
 
 EVENT_ID = uuid.UUID("01a20ecf-ec79-780c-9868-25f1453339fe")
-HEADERS = {"event_type": "orders.order.created", "schema_version": 1}
+HEADERS = {"event_type": "notes.note.written", "schema_version": 1}
 
 
 def outbox_row(**changes) -> SimpleNamespace:
     row = {
         "event_id": EVENT_ID,
-        "event_type": "orders.order.created",
+        "event_type": "notes.note.written",
         "schema_version": 2,
         "created_at": datetime(2026, 11, 24, 18, 0, tzinfo=UTC),
-        "source": "orders",
+        "source": "notes",
         "causation_id": "",
         "traceparent": "",
         "payload": {"order_id": "o-1", "total": Decimal("19.99")},
@@ -41,14 +41,14 @@ def test_an_outbox_row_becomes_a_persistent_json_message_keyed_by_its_event_id()
     assert (envelope.message_id, envelope.exchange, envelope.routing_key) == (
         str(EVENT_ID),
         "ecommerce_events",
-        "orders.order.created",
+        "notes.note.written",
     )
     assert envelope.body == b'{"order_id":"o-1","total":"19.99"}'
     assert envelope.headers == {
-        "event_type": "orders.order.created",
+        "event_type": "notes.note.written",
         "schema_version": 2,
         "occurred_at": "2026-11-24T18:00:00+00:00",
-        "source": "orders",
+        "source": "notes",
     }
     assert envelope.properties == {
         "message_id": str(EVENT_ID),
@@ -74,7 +74,7 @@ def test_a_well_formed_message_is_read_with_every_field_of_its_envelope():
 
     assert (event.message_id, event.event_type, event.schema_version, event.payload) == (
         str(EVENT_ID),
-        "orders.order.created",
+        "notes.note.written",
         1,
         {"order_id": "o-1"},
     )

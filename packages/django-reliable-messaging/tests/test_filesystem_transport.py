@@ -43,18 +43,18 @@ def test_a_consumer_looking_while_a_message_is_written_sees_nothing_then_the_who
         def look_then_replace(source, destination):
             # The writer's bytes are on disk, under a name no queue matches, and not yet renamed.
             try:
-                seen_during_the_write.append(reader.default_channel._get("payments"))
+                seen_during_the_write.append(reader.default_channel._get("archive"))
             except Empty:
                 seen_during_the_write.append(None)
             replace(source, destination)
 
         monkeypatch.setattr(filesystem_transport.os, "replace", look_then_replace)
-        writer.default_channel._put("payments", {"body": "x" * 10_000})
+        writer.default_channel._put("archive", {"body": "x" * 10_000})
 
         assert seen_during_the_write == [None]
-        assert reader.default_channel._get("payments") == {"body": "x" * 10_000}
+        assert reader.default_channel._get("archive") == {"body": "x" * 10_000}
         with pytest.raises(Empty):
-            reader.default_channel._get("payments")
+            reader.default_channel._get("archive")
     assert os.listdir(root / "data") == []
 
 
@@ -64,7 +64,7 @@ def test_a_write_that_fails_leaves_no_partial_file_and_says_so(root, monkeypatch
 
     monkeypatch.setattr(filesystem_transport.os, "replace", disk_full)
     with connect(root) as writer, pytest.raises(Exception, match="Cannot add file") as raised:
-        writer.default_channel._put("payments", {"body": "x"})
+        writer.default_channel._put("archive", {"body": "x"})
     assert type(raised.value).__name__ == "ChannelError"
     assert os.listdir(root / "data") == []
 
@@ -73,13 +73,13 @@ def publish(root: Path, writer: int, count: int) -> None:
     with connect(root) as connection:
         producer = connection.Producer(exchange=EXCHANGE, serializer="json")
         for n in range(count):
-            producer.publish({"writer": writer, "n": n}, routing_key="orders.order.created")
+            producer.publish({"writer": writer, "n": n}, routing_key="notes.note.written")
 
 
 def test_two_writers_and_a_reader_in_separate_processes_lose_nothing_and_double_nothing(root):
     per_writer = 300
     with connect(root) as reader:
-        queue = Queue("payments", EXCHANGE, routing_key="orders.#")(reader.default_channel)
+        queue = Queue("archive", EXCHANGE, routing_key="notes.#")(reader.default_channel)
         queue.declare()
         writers = [FORK.Process(target=publish, args=(root, w, per_writer)) for w in (1, 2)]
         for process in writers:

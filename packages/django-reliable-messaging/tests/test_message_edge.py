@@ -10,7 +10,7 @@ from reliable_messaging._edge import MAX_COUNT, clamped_count, death_of, instant
 from reliable_messaging._envelope import InvalidMessage, encode_body, parse_incoming
 from reliable_messaging._metrics import event_type_label
 
-HEADERS = {"event_type": "orders.order.created", "schema_version": 1}
+HEADERS = {"event_type": "notes.note.written", "schema_version": 1}
 BODY = encode_body({"order_id": "o-1"})
 
 
@@ -80,8 +80,8 @@ def test_an_occurred_at_in_another_offset_is_read_in_utc():
         ({"schema_version": "9" * 5000}, "invalid_schema_version"),
         ({"schema_version": -1}, "invalid_schema_version"),
         ({"event_type": "x" * 201}, "invalid_headers"),
-        ({"event_type": "orders order created"}, "invalid_headers"),
-        ({"event_type": "orders"}, "invalid_headers"),
+        ({"event_type": "notes note written"}, "invalid_headers"),
+        ({"event_type": "notes"}, "invalid_headers"),
     ],
 )
 def test_other_absurd_headers_are_refused_with_their_reason(headers, reason):
@@ -111,8 +111,8 @@ def test_the_content_hash_is_the_same_for_any_key_order_and_differs_with_the_con
                                                          f"x-death fields unreadable: count (clamped to {MAX_COUNT})")),
         ([{"count": -3, "reason": 7, "queue": ["a"], "routing-keys": "k"}],
          ("dead_lettered", "q", "rk", 1, "x-death fields unreadable: routing-keys, count, reason, queue")),
-        ([{"count": 3, "reason": "expired", "queue": "payments_queue", "routing-keys": ["orders.order.created"]}],
-         ("expired", "payments_queue", "orders.order.created", 3, "")),
+        ([{"count": 3, "reason": "expired", "queue": "archive_queue", "routing-keys": ["notes.note.written"]}],
+         ("expired", "archive_queue", "notes.note.written", 3, "")),
     ],
 )  # fmt: skip
 def test_an_x_death_is_read_as_far_as_it_can_be(x_death, expected):

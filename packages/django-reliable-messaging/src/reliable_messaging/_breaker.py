@@ -1,4 +1,4 @@
-"""A handler's circuit breaker, in each consumer process: a dependency that is down (a payment
+"""A handler's circuit breaker, in each consumer process: a dependency that is down (a remote
 gateway, a database refusing its locks) must not burn every message's retries into dead letters.
 
 Only transient failures count (``TransientError``, a database error: ``Decision.transient``); a
