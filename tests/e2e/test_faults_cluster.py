@@ -5,6 +5,7 @@ connected to is SIGKILLed mid-saga and started again; nobody restarts a process 
 """
 
 import pytest
+from reliable_messaging._broker import DELAY_LADDER
 from reliable_messaging._topology import consumers
 
 from faultlib.cluster import connected_ports, node_loss, observed_on, own_cluster, saga_durations
@@ -46,7 +47,7 @@ def test_the_saga_survives_the_loss_of_the_node_its_processes_are_connected_to(p
     # every queue is a quorum queue with a member on each node
     nodes = sorted(n.name for n in cluster.nodes)
     queues = cluster.queues(vhost)
-    assert len(queues) == len(consumers()) * 5  # per consumer: main, dead letters, three delays
+    assert len(queues) == len(consumers()) * (2 + len(DELAY_LADDER))  # per consumer: main, dead letters, the delays
     assert {(q["name"], q["type"], tuple(sorted(q["members"]))) for q in queues} == {
         (q["name"], "quorum", tuple(nodes)) for q in queues
     }

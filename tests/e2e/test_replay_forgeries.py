@@ -35,7 +35,7 @@ PASSWORD = "replay-forgery-test"
 # where the forger puts its message, and the dead letter it becomes there
 ROUTES = {
     "queue": (lambda: "payments_queue", "unauthenticated_producer"),
-    "delay_queue": (lambda: broker.retry_queue_name("payments", broker.retry_delay_for(1)), "unauthenticated_producer"),
+    "delay_queue": (lambda: broker.retry_queue_name("payments", broker.DELAY_LADDER[0]), "unauthenticated_producer"),
     "dead_letter_queue": (lambda: broker.dead_letter_queue_name("payments"), "broker_delivery_limit"),
 }
 
