@@ -16,9 +16,6 @@ from django.db import DatabaseError, connection, transaction
 from opentelemetry.trace import Span
 from psycopg import pq
 
-from reliable_messaging._db_errors import DEADLOCK_DETECTED as DEADLOCK_DETECTED  # re-exported, as the two below
-from reliable_messaging._db_errors import LOCK_NOT_AVAILABLE as LOCK_NOT_AVAILABLE
-from reliable_messaging._db_errors import QUERY_CANCELED as QUERY_CANCELED
 from reliable_messaging._envelope import IncomingEvent
 from reliable_messaging._inbox import inbox_hashes
 from reliable_messaging._outbox import handling

@@ -48,10 +48,8 @@ from reliable_messaging._batch_decisions import (
     decide_with_savepoints,
     known_failure,
 )
+from reliable_messaging._db_errors import DEADLOCK_DETECTED, LOCK_NOT_AVAILABLE, QUERY_CANCELED
 from reliable_messaging._decisions import (
-    DEADLOCK_DETECTED,
-    LOCK_NOT_AVAILABLE,
-    QUERY_CANCELED,
     BatchBroken,
     Decision,
     Delivery,
