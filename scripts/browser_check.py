@@ -264,6 +264,18 @@ class Browser(webdriver.Chrome):
         hands each console entry over once)."""
         return [e["message"] for e in self.get_log("browser") if "Content Security Policy" in e["message"]]
 
+    def covered_titles(self, css: str) -> list[str]:
+        """The page's titles (h1, h2 of #content) whose box meets the box of ``css``: buttons
+        floated over a long title hide part of it (a message id)."""
+        return self.execute_script(
+            """const box = document.querySelector(arguments[0]).getBoundingClientRect();
+            return [...document.querySelectorAll('#content h1, #content > h2')].filter(title => {
+              const r = title.getBoundingClientRect();
+              return r.left < box.right && box.left < r.right && r.top < box.bottom && box.top < r.bottom;
+            }).map(title => title.textContent.trim());""",
+            css,
+        )
+
     def fits_the_window(self) -> bool:
         return self.execute_script("return document.documentElement.scrollWidth <= window.innerWidth")
 
@@ -398,6 +410,9 @@ def check_dead_letter_page(shop: Shop, browser: Browser, check, shot: str) -> No
         links[0].click()
     offered = links and browser.find("#action-replay") and browser.find("#action-purge")
     check("a dead letter's page offers replay and purge", offered, "" if links else "no dead letter to open")
+    if offered:
+        covered = browser.covered_titles(".object-tools")
+        check("a dead letter's buttons cover no part of its title", not covered, "; ".join(covered))
     browser.screenshot(shot)
 
 
