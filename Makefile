@@ -10,7 +10,7 @@ SERVE_HOST ?= 0.0.0.0
 PYTEST_ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help install run run-split serve test test-unit test-bus upgrade-test lint chaos bench soak demo browser-check clean
+.PHONY: help install run run-split serve test test-unit test-bus bus-lane-1 bus-lane-2 upgrade-test lint chaos bench soak demo browser-check clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
@@ -80,9 +80,19 @@ test-unit: export DEBUG ?= 1
 test-unit: $(STAMP) ## the unit tier only (tests/unit and each context's <context>/tests/unit): no database, no broker, seconds
 	$(VENV)/bin/pytest tests/unit $(wildcard */tests/unit) -p no:schemathesis $(PYTEST_ARGS)
 
+BUS_NOX = $(PY) scripts/with_test_services.py $(VENV)/bin/nox --noxfile $(BUS)/noxfile.py
+
 test-bus: export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
-test-bus: $(STAMP) ## the bus's own tests on its built wheel: every Python and Django it supports on PostgreSQL + RabbitMQ, and the embedded default (nox; NOX_ARGS="-s embedded")
-	$(PY) scripts/with_test_services.py $(VENV)/bin/nox --noxfile $(BUS)/noxfile.py $(NOX_ARGS)
+test-bus: $(STAMP) ## the bus's own tests on its built wheel: every Python and Django it supports on PostgreSQL + RabbitMQ, the embedded default, its types and its release (nox, in two lanes at once, noxfile.py says which; NOX_ARGS="-s embedded" runs those sessions alone)
+ifeq ($(NOX_ARGS),)
+	$(MAKE) --no-print-directory -j2 --output-sync=recurse bus-lane-1 bus-lane-2
+else
+	$(BUS_NOX) $(NOX_ARGS)
+endif
+
+bus-lane-1 bus-lane-2: export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
+bus-lane-1 bus-lane-2: $(STAMP)
+	$(BUS_NOX) -t $(subst bus-,,$@)
 
 upgrade-test: $(STAMP) ## the rolling upgrade: the release before versioned events (git 83b4deb) as some deployments, this tree as the others, one broker, both ways (docs/evolving-events.md)
 	$(PY) scripts/with_test_services.py $(VENV)/bin/pytest -m upgrade tests/e2e/test_rolling_upgrade.py $(PYTEST_ARGS)

@@ -8,7 +8,9 @@
 
 Each session builds the wheel, installs it alone in a new virtual environment with the test tools,
 and runs a copy of ``tests/`` in the session's own folder: only the wheel's copy of the package is
-importable (each run prints where it was imported from).
+importable (each run prints where it was imported from). The newest cell runs every test, the
+others a selection (``selection`` below); positional arguments go to pytest after it
+(``nox -s "tests(3.12-django6.0)" -- -m ""`` runs that cell whole).
 """
 
 import os
@@ -68,38 +70,54 @@ def install_wheel(session: nox.Session, django: str, extras: str = "") -> None:
     session.install(f"django-reliable-messaging{extras} @ {wheel.resolve().as_uri()}", f"Django~={django}.0", *TOOLS)
 
 
-def run_tests(session: nox.Session, env: dict | None = None) -> None:
+def selection(python: str, django: str) -> list[str]:
+    """Which tests a cell runs: the newest cell every test; the oldest all but the minutes-long
+    outage (run once); the middle cells the tests that stay in one process, where a Python or
+    Django difference shows first (the outer cells run manage.py as processes on both ends)."""
+    if (python, django) == CELLS[-1]:
+        return []
+    if (python, django) == CELLS[0]:
+        return ["-m", "not outage"]
+    return ["-m", "not outage and not processes"]
+
+
+def run_tests(session: nox.Session, env: dict | None = None, select: list[str] | None = None) -> None:
     copy = Path(session.create_tmp()) / "tests"
     shutil.rmtree(copy, ignore_errors=True)
     shutil.copytree(HERE / "tests", copy, ignore=shutil.ignore_patterns("var", "__pycache__"))
     session.chdir(copy)
     where = "import django, reliable_messaging; print(django.get_version(), reliable_messaging.__file__)"
     session.run("python", "-c", where)  # the wheel's copy, and which Django
-    session.run("pytest", "-q", *session.posargs, env=env)
+    session.run("pytest", "-q", *(select or []), *session.posargs, env=env)
 
 
+# `make test-bus` runs two lanes at once (`nox -t lane-1`, `nox -t lane-2`), each on its own vhost
+# and test database: the tests wait on the broker and on processes far more than they compute.
 @nox.session
-@nox.parametrize(("python", "django"), CELLS, ids=[f"{p}-django{d}" for p, d in CELLS])
+@nox.parametrize(
+    ("python", "django"),
+    [nox.param(p, d, id=f"{p}-django{d}", tags=[f"lane-{1 + 2 * i // len(CELLS)}"]) for i, (p, d) in enumerate(CELLS)],
+)
 def tests(session: nox.Session, django: str) -> None:
     # The first cell with every extra, the others with none: the bus works either way.
     install_wheel(session, django, EVERY_EXTRA if (session.python, django) == CELLS[0] else "")
-    run_tests(session)
+    run_tests(session, select=selection(str(session.python), django))
 
 
-@nox.session(python=CELLS[0][0])
+@nox.session(python=CELLS[0][0], tags=["lane-1"])
 def embedded(session: nox.Session) -> None:
     install_wheel(session, CELLS[0][1])
-    run_tests(session, env={"DATABASE_URL": "", "BROKER_URL": ""})
+    run_tests(session, env={"DATABASE_URL": "", "BROKER_URL": ""}, select=["-m", "not outage"])
 
 
-@nox.session(python=CELLS[-1][0])
+@nox.session(python=CELLS[-1][0], tags=["lane-2"])
 def release(session: nox.Session) -> None:
     dist = build(session)
     session.install("twine==7.0.0")
     session.run("twine", "check", "--strict", *map(str, sorted([*dist.glob("*.whl"), *dist.glob("*.tar.gz")])))
 
 
-@nox.session(python=CELLS[-1][0])
+@nox.session(python=CELLS[-1][0], tags=["lane-2"])
 def types(session: nox.Session) -> None:
     """mypy --strict on the package's sources, as [tool.mypy] in pyproject.toml sets it, with every
     extra installed from the wheel (whose py.typed tells a user's type checker to read the package)."""
