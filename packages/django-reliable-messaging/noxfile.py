@@ -8,7 +8,7 @@
 
 Each session builds the wheel, installs it alone in a new virtual environment with the test tools,
 and runs a copy of ``tests/`` in the session's own folder: only the wheel's copy of the package is
-importable (each run prints where it was imported from). The newest cell runs every test, the
+importable (each run prints where it was imported from). The first cell runs every test, the
 others a selection (``selection`` below); positional arguments go to pytest after it
 (``nox -s "tests(3.12-django6.0)" -- -m ""`` runs that cell whole).
 """
@@ -71,12 +71,13 @@ def install_wheel(session: nox.Session, django: str, extras: str = "") -> None:
 
 
 def selection(python: str, django: str) -> list[str]:
-    """Which tests a cell runs: the newest cell every test; the oldest all but the minutes-long
-    outage (run once); the middle cells the tests that stay in one process, where a Python or
-    Django difference shows first (the outer cells run manage.py as processes on both ends)."""
-    if (python, django) == CELLS[-1]:
-        return []
+    """Which tests a cell runs: the first cell (every extra) every test, the minutes-long outage
+    included (it reads the metrics extra's page); the last all but that one; the middle cells the
+    tests that stay in one process, where a Python or Django difference shows first (the outer
+    cells run manage.py as processes on both ends)."""
     if (python, django) == CELLS[0]:
+        return []
+    if (python, django) == CELLS[-1]:
         return ["-m", "not outage"]
     return ["-m", "not outage and not processes"]
 
@@ -104,7 +105,7 @@ def tests(session: nox.Session, django: str) -> None:
     run_tests(session, select=selection(str(session.python), django))
 
 
-@nox.session(python=CELLS[0][0], tags=["lane-1"])
+@nox.session(python=CELLS[0][0], tags=["lane-2"])
 def embedded(session: nox.Session) -> None:
     install_wheel(session, CELLS[0][1])
     run_tests(session, env={"DATABASE_URL": "", "BROKER_URL": ""}, select=["-m", "not outage"])

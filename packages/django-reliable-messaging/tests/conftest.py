@@ -4,8 +4,10 @@ RabbitMQ, the test contexts' queues emptied before each test."""
 
 import contextlib
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from urllib.parse import quote, unquote, urlsplit
 
@@ -99,6 +101,58 @@ class Manage:
 @pytest.fixture
 def manage(workdir, transactional_db, empty_queues):
     return Manage(workdir)
+
+
+class Workers(Manage):
+    """``manage.py`` commands left running (a relay, consumers), each logging to a file of the
+    test's folder; stopped (SIGTERM) or killed (SIGKILL) by the test, killed at its end if not."""
+
+    def __init__(self, cwd: Path):
+        super().__init__(cwd)
+        self.running: list[subprocess.Popen] = []
+
+    def start(self, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen:
+        log = open(self.cwd / f"worker-{len(self.running)}.log", "w")  # noqa: SIM115  (the process's own)
+        argv = [sys.executable, str(HERE / "manage.py"), *args]
+        proc = subprocess.Popen(argv, cwd=self.cwd, env=self.env() | (env or {}), stdout=log, stderr=log)
+        proc.log = Path(log.name)
+        self.running.append(proc)
+        return proc
+
+    def stop(self, proc: subprocess.Popen, timeout: float = 30) -> int:
+        """SIGTERM, and the exit code once it has finished what it had in hand."""
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+        return proc.wait(timeout=timeout)
+
+    def kill(self, proc: subprocess.Popen) -> None:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait(timeout=10)
+
+
+@pytest.fixture
+def workers(workdir, transactional_db, empty_queues):
+    started = Workers(workdir)
+    yield started
+    for proc in started.running:
+        started.kill(proc)
+
+
+def pytest_collection_modifyitems(items):
+    # A test that runs manage.py as a process is marked ``processes``: the matrix's middle cells run the
+    # rest (-m "not processes"), its outer cells everything (noxfile.py).
+    for item in items:
+        if {"workers", "manage", "with_settings"} & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.processes)
+
+
+def wait_until(predicate, *, timeout: float, message: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out after {timeout}s waiting for {message}")
+        time.sleep(0.1)
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ import pytest
 from django.core.management import call_command
 from django.utils import timezone
 from notes.services import write_note
-from reliable_messaging.models import DeadLetter, EventLogEntry, InboxMessage, OutboxMessage
+from reliable_messaging.models import DeadLetter, DeadLetterFlood, EventLogEntry, InboxMessage, OutboxMessage
 
 from conftest import HERE
 
@@ -51,6 +51,9 @@ def past_and_within_each_retention() -> None:
             last_failed_at=ago(failed),
             replayed_at=replayed,
         )
+    for reason, days in (("undecodable_body", 29), ("unknown_event_type", 31)):  # a flood's counts
+        window = ago(days * DAY)
+        DeadLetterFlood.objects.create(consumer="archive", reason=reason, window_start=window, last_at=window)
 
 
 def survivors() -> dict[str, list]:
@@ -59,6 +62,7 @@ def survivors() -> dict[str, list]:
         "inbox": sorted(InboxMessage.objects.values_list("message_id", flat=True)),
         "event_log": sorted(EventLogEntry.objects.values_list("message_id", flat=True)),
         "dead_letters": sorted(DeadLetter.objects.values_list("message_id", flat=True)),
+        "flood_counts": sorted(DeadLetterFlood.objects.values_list("reason", flat=True)),
     }
 
 
@@ -67,6 +71,7 @@ KEPT = {
     "inbox": ["inbox-recent"],
     "event_log": ["log-recent"],
     "dead_letters": ["replayed-recent", "waiting-recent"],
+    "flood_counts": ["undecodable_body"],
 }
 
 

@@ -45,3 +45,18 @@ def test_a_payload_at_the_limit_is_written():
         ("notes.note.written", 40)
     ]
     assert [event_type for event_type, _, _ in published("notes")] == ["notes.note.written"]
+
+
+def test_with_claim_checks_on_a_payload_is_bounded_by_claim_check_max_bytes():
+    # Over MAX_MESSAGE_BYTES the relay stores it apart: publish() bounds it by CLAIM_CHECK_MAX_BYTES.
+    limits = {"MAX_MESSAGE_BYTES": 100, "CLAIM_CHECK_BYTES": 80, "CLAIM_CHECK_MAX_BYTES": 200}
+    with override_settings(MESSAGING={**settings.MESSAGING, **limits}):
+        note_written("x" * 140)
+        with pytest.raises(UnpublishableEvent) as refused:
+            note_written("x" * 141)
+
+    assert str(refused.value) == (
+        "notes.note.written v1: the payload is 201 bytes as sent, over CLAIM_CHECK_MAX_BYTES (200): "
+        "send a reference to the data instead"
+    )
+    assert [len(row.payload["text"]) for row in OutboxMessage.objects.all()] == [140]

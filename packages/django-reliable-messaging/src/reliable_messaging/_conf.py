@@ -51,6 +51,12 @@ DEFAULTS: dict[str, Any] = {
     # the largest message body a consumer takes (bytes): a larger one is a dead letter at once,
     # never assembled, decoded or parsed (``reliable_messaging._amqp_properties``)
     "MAX_MESSAGE_BYTES": 1024 * 1024,
+    # the claim check (reliable_messaging._claim_check): a payload over CLAIM_CHECK_BYTES (None: off)
+    # travels apart, in the STORAGES alias CLAIM_CHECK_STORAGE (None: var/claim-check), up to
+    # CLAIM_CHECK_MAX_BYTES; its message carries a reference
+    "CLAIM_CHECK_BYTES": None,
+    "CLAIM_CHECK_MAX_BYTES": 16 * 1024 * 1024,
+    "CLAIM_CHECK_STORAGE": None,
     "SENSITIVE_FIELDS": [],
     "EVENT_VERSIONS": "",
     # a timedelta, or a number of seconds
@@ -60,6 +66,10 @@ DEFAULTS: dict[str, Any] = {
     # a dead letter waiting since it last failed; one replayed, since its replay (its message lives on)
     "DEAD_LETTER_RETENTION": timedelta(days=30),
     "REPLAYED_DEAD_LETTER_RETENTION": timedelta(days=7),
+    # per consumer and reason, the refusals of hostile input (not JSON, unknown event type, forged
+    # producer, ...) stored in full per window; beyond, counted only (``_dead_letters``)
+    "DEAD_LETTER_FLOOD_LIMIT": 100,
+    "DEAD_LETTER_FLOOD_WINDOW": timedelta(hours=1),
     # how often the relay purges by the retentions (None: never; a cron runs purge_messages)
     "HOUSEKEEPING_INTERVAL": timedelta(minutes=10),
     # the command a worker names when it refuses a database its apps' migrations are missing from
@@ -136,6 +146,41 @@ def max_message_bytes() -> int:
     )
 
 
+def claim_check_limits() -> tuple[int | None, int]:
+    """``CLAIM_CHECK_BYTES`` (None, or bytes up to MAX_MESSAGE_BYTES: what is not stored apart travels
+    inline) and ``CLAIM_CHECK_MAX_BYTES`` (bytes, at least the first)."""
+    threshold, largest = setting("CLAIM_CHECK_BYTES"), setting("CLAIM_CHECK_MAX_BYTES")
+    if threshold is not None and not (
+        isinstance(threshold, int) and not isinstance(threshold, bool) and 0 <= threshold <= max_message_bytes()
+    ):
+        raise ImproperlyConfigured(
+            f"MESSAGING['CLAIM_CHECK_BYTES'] is {threshold!r}: give None (off) or a number of bytes up to "
+            f"MAX_MESSAGE_BYTES ({max_message_bytes()}): a payload not stored apart travels inline"
+        )
+    if not (isinstance(largest, int) and not isinstance(largest, bool) and largest >= (threshold or 1)):
+        raise ImproperlyConfigured(
+            f"MESSAGING['CLAIM_CHECK_MAX_BYTES'] is {largest!r}: give a number of bytes, at least CLAIM_CHECK_BYTES"
+        )
+    alias = setting("CLAIM_CHECK_STORAGE")
+    if alias is not None and alias not in getattr(settings, "STORAGES", {}):
+        raise ImproperlyConfigured(
+            f"MESSAGING['CLAIM_CHECK_STORAGE'] is {alias!r}, which STORAGES does not name: give one of its "
+            "aliases, or None for a filesystem storage in var/claim-check"
+        )
+    return threshold, largest
+
+
+def dead_letter_flood_limit() -> int:
+    """``DEAD_LETTER_FLOOD_LIMIT``: a number of dead letters, 0 or more."""
+    value = setting("DEAD_LETTER_FLOOD_LIMIT")
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    raise ImproperlyConfigured(
+        f"MESSAGING['DEAD_LETTER_FLOOD_LIMIT'] is {value!r}: give the dead letters stored in full per consumer, "
+        "reason and window (0 or more; 100 by default)"
+    )
+
+
 def check_settings() -> None:
     """At start-up: every setting whose type the bus cannot guess is one it can use."""
     if unknown := sorted(set(getattr(settings, "MESSAGING", {})) - set(DEFAULTS)):
@@ -146,6 +191,9 @@ def check_settings() -> None:
         duration("HOUSEKEEPING_INTERVAL")
     folder("FILESYSTEM_DIR")
     max_message_bytes()
+    duration("DEAD_LETTER_FLOOD_WINDOW")
+    dead_letter_flood_limit()
+    claim_check_limits()
     delays = setting("CONSUMER_RETRY_DELAYS")
     if not (
         isinstance(delays, list | tuple)

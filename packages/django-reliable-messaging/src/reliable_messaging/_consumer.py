@@ -1,10 +1,13 @@
 """The consumer loop: one broker connection, one queue per named consumer, manual acks, batches.
 
 Deliveries already waiting are taken together, up to ``CONSUMER_BATCH_SIZE``, and decided in
-one transaction (``dispatch.decide_batch``): one commit for the batch, then the retries and
-dead letters of the messages that failed, then the acks. The loop never waits for a batch to
-fill: at light load a batch is the one message that arrived. Nothing is acked before its
-commit. A failing message is retried through the delay ladder (a confirmed publish, then the
+one transaction (``dispatch.decide_batch``): one commit for the batch, then the retries of the
+messages that failed, their dead letters (all of the batch's in one more transaction), then the
+acks. A message that can never be handled (not JSON, an unknown event type, a forged producer...)
+is refused before any transaction; past ``DEAD_LETTER_FLOOD_LIMIT`` of its reason, it is counted
+instead of stored (``_dead_letters``), so a flood of them costs a commit per batch, not per message.
+The loop never waits for a batch to fill: at light load a batch is the one message that arrived.
+Nothing is acked before its commit. A failing message is retried through the delay ladder (a confirmed publish, then the
 ack) until its handler's budget is spent, then stored as a dead letter and acked: never dropped,
 never requeued forever, never in the way of the messages behind it. A handler's breaker, when its
 declaration names one, holds its messages back while its dependency is down (``_breaker``).
@@ -17,9 +20,10 @@ their ``_dead_letters`` consumers); otherwise each message is acked alone. The f
 ignores ``multiple``, so there every message is acked alone.
 
 The parts: the loop, its connection and its two kinds of deliveries here, with the dead letters
-stored (``store_dead_letter``); a batch decided and settled in ``reliable_messaging._consumer_batch``.
+stored (``store_dead_letters``); a batch decided and settled in ``reliable_messaging._consumer_batch``.
 """
 
+import dataclasses
 import functools
 import logging
 import time
@@ -40,9 +44,8 @@ from reliable_messaging._consumer_batch import (
     log_context,
     raw_body,
 )
-from reliable_messaging._dead_letters import dead_letter_record
-from reliable_messaging._dispatch import Decision, Delivery
-from reliable_messaging._edge import death_of, instant_within_window
+from reliable_messaging._dead_letters import Failed, dead_letter_record, dead_letters_record
+from reliable_messaging._edge import death_of
 from reliable_messaging._health import database_reachable
 from reliable_messaging._heartbeat import HandlerHeartbeat
 from reliable_messaging._lifecycle import DATABASE_BACKOFF_MAX, Backoff, Stopper, drop_broken_db_connections
@@ -58,6 +61,7 @@ __all__ = [
     "log_context",
     "raw_body",
     "store_dead_letter",
+    "store_dead_letters",
 ]
 
 logger = logging.getLogger("reliable_messaging.consumer")
@@ -234,32 +238,33 @@ class ConsumerWorker(BatchSettling):
             raise
         self._ack([message])
 
-    # --- dead letters: stored here, beside store_dead_letter ----------------------------------
-    def _dead_letter(
-        self, consumer: str, message: Message, delivery: Delivery, decision: Decision, attempts: int
-    ) -> None:
-        first_failed = delivery.headers.get("x-first-failed-at")
+    # --- dead letters: stored here, beside store_dead_letters ---------------------------------
+    def _store_dead_letters(self, dead: list[tuple[Message, Failed]]) -> None:
+        """Store a batch's dead letters together (their acks follow, with the batch's); when the
+        database is down, each goes back to the broker."""
         try:
-            store_dead_letter(
-                consumer=consumer,
-                body=delivery.body,
-                properties=delivery.properties,
-                # The wait of its last retry, not the message's: past, and meaningless to a replay.
-                headers={k: v for k, v in delivery.headers.items() if k != broker.WAIT_HEADER},
-                routing_key=delivery.routing_key,
-                reason=decision.reason,
-                error=decision.error,
-                traceback=decision.traceback,
-                attempts=attempts,
-                first_failed_at=instant_within_window(first_failed),
-            )
+            store_dead_letters([failed for _, failed in dead])
         except DatabaseDown:
-            if self.session.amqp:
-                self._reject(message)  # the broker keeps it in <queue>_dead_letters until the database is back
-            else:
-                self._requeue(message)
+            for message, _ in dead:
+                if self.session.amqp:
+                    self._reject(message)  # the broker keeps it in <queue>_dead_letters until the database is back
+                else:
+                    self._requeue(message)
             raise
-        self._ack([message])
+
+
+def store_dead_letters(failed: list[Failed]) -> None:
+    """Store dead letters in one transaction (``dead_letters_record``); ``DatabaseDown`` only when
+    the database does not answer. When it refuses them while it answers, each is stored alone
+    (``store_dead_letter``), in full."""
+    try:
+        dead_letters_record(failed)
+    except DatabaseError as exc:
+        if not database_reachable():
+            raise DatabaseDown("could not store a dead letter") from None
+        logger.warning("the database refused %d dead letters together: stored one by one: %s", len(failed), exc)
+        for one in failed:
+            store_dead_letter(**{f.name: getattr(one, f.name) for f in dataclasses.fields(one) if f.name != "refused"})
 
 
 def store_dead_letter(**fields: Any) -> None:

@@ -28,8 +28,10 @@ from reliable_messaging import _telemetry as telemetry
 from reliable_messaging._amqp_properties import COMPRESSED, OVERSIZED, UNDECODABLE, bounded
 from reliable_messaging._breaker import Breakers
 from reliable_messaging._conf import queue_name
+from reliable_messaging._dead_letters import Failed
 from reliable_messaging._declarations import HandlerPolicy
 from reliable_messaging._dispatch import Decision, Delivery, Outcome, decide_batch
+from reliable_messaging._edge import instant_within_window
 from reliable_messaging._envelope import ATTEMPT_HEADER, Envelope
 from reliable_messaging._faults import fault_point
 from reliable_messaging._heartbeat import HandlerHeartbeat
@@ -69,10 +71,8 @@ class BatchSettling:
     _arrived: list[tuple[str, Message]]
     _unsettled: set[int]
 
-    def _dead_letter(
-        self, consumer: str, message: Message, delivery: Delivery, decision: Decision, attempts: int
-    ) -> None:
-        raise NotImplementedError  # the worker's: it stores the dead letter
+    def _store_dead_letters(self, dead: list[tuple[Message, Failed]]) -> None:
+        raise NotImplementedError  # the worker's: it stores the batch's dead letters together
 
     def _handle_batch(self) -> None:
         arrived, self._arrived = self._arrived, []
@@ -100,9 +100,10 @@ class BatchSettling:
             self._note_in_breakers(deliveries, decisions)
             outcomes: list[Outcome] = []
             to_ack: list[Message] = []
+            dead: list[tuple[Message, Failed]] = []  # stored together after the loop, then acked with the rest
             for (consumer, message), delivery, decision in zip(arrived, deliveries, decisions, strict=True):
                 with structlog.contextvars.bound_contextvars(**log_context(delivery)):
-                    outcome = self._settle_failure(consumer, message, delivery, decision)
+                    outcome = self._settle_failure(consumer, message, delivery, decision, dead)
                     outcomes.append(outcome)
                     telemetry.end_with_outcome(
                         unended.pop(id(delivery.span)), outcome=outcome.value, reason=decision.reason,
@@ -112,9 +113,15 @@ class BatchSettling:
                         logger.info("handled" if decision.outcome is Outcome.HANDLED else "duplicate: already handled, "
                                     "acked without effect")  # fmt: skip
                         to_ack.append(message)
+            if dead:
+                try:
+                    self._store_dead_letters(dead)
+                except DatabaseDown:
+                    self._ack(to_ack)  # handled and committed: only the dead letters go back
+                    raise
             for consumer in sorted({consumer for consumer, _ in arrived}):
                 fault_point(f"consumer.{consumer}.before_ack")
-            self._ack(to_ack)
+            self._ack(to_ack + [message for message, _ in dead])
             self._count(deliveries, [o.value for o in outcomes], started)
             metrics.consumer_batch(len(arrived))
         finally:
@@ -171,19 +178,32 @@ class BatchSettling:
             elif decision.transient:
                 breaker.failed(now)
 
-    def _settle_failure(self, consumer: str, message: Message, delivery: Delivery, decision: Decision) -> Outcome:
-        """Retry or dead-letter a failed message (its ack comes with that), by its handler's policy; what was done."""
+    def _settle_failure(
+        self, consumer: str, message: Message, delivery: Delivery, decision: Decision,
+        dead: list[tuple[Message, Failed]],
+    ) -> Outcome:  # fmt: skip
+        """Retry a failed message (its ack comes with that) or add it to ``dead``, the batch's dead
+        letters, by its handler's policy; what was done."""
         outcome, event = decision.outcome, decision.event
         if outcome in (Outcome.HANDLED, Outcome.DUPLICATE):
             return outcome
         spec = handler_for(consumer, event.event_type) if event is not None else None
         policy = spec.policy if spec is not None else HandlerPolicy()
+        breaker = self._breakers.of(consumer, event.event_type) if event is not None else None
+        if decision.transient and event is not None and breaker is not None:
+            if (until := breaker.waiting_until(time.time())) is not None:
+                # Its breaker is open now (this failure opened it, or a trial failed): the message waits
+                # out the cool-down with the others, its attempt unspent, however long the outage lasts.
+                headers = retry_headers(delivery.headers, event.attempt - 1, decision.error, delivery.routing_key)
+                self._send_to_wait(consumer, message, delivery, headers=headers, until=until)
+                logger.warning("handler failed, its breaker open: waits %.1fs, attempt %d unspent: %s",
+                               until - time.time(), event.attempt, decision.error)  # fmt: skip
+                return Outcome.RETRY
         # A retry always has its event (a message refused before it was read is a dead letter at once).
         if outcome is Outcome.RETRY and event is not None and event.attempt < policy.max_attempts():
             self._retry(consumer, message, delivery, decision, event.attempt, policy)
             return Outcome.RETRY
-        attempts = decision.event.attempt if decision.event else 1
-        self._dead_letter(consumer, message, delivery, decision, attempts)
+        dead.append((message, dead_letter_of(consumer, delivery, decision)))
         return Outcome.DEAD_LETTER
 
     def _count(self, deliveries: list[Delivery], outcomes: list[str], started: float) -> None:
@@ -308,6 +328,24 @@ def _encoded_size(name: str, value: object) -> int:
         return len(amqp_encoded("F", [{name: value}]))
     except Exception:  # noqa: BLE001 - a value AMQP cannot encode is left out
         return RETRY_HEADERS_BYTES + 1
+
+
+def dead_letter_of(consumer: str, delivery: Delivery, decision: Decision) -> Failed:
+    first_failed = delivery.headers.get("x-first-failed-at")
+    return Failed(
+        consumer=consumer,
+        body=delivery.body,
+        properties=delivery.properties,
+        # The wait of its last retry, not the message's: past, and meaningless to a replay.
+        headers={k: v for k, v in delivery.headers.items() if k != broker.WAIT_HEADER},
+        routing_key=delivery.routing_key,
+        reason=decision.reason,
+        error=decision.error,
+        traceback=decision.traceback,
+        attempts=decision.event.attempt if decision.event else 1,
+        first_failed_at=instant_within_window(first_failed),
+        refused=decision.refused,
+    )
 
 
 def delivery_of(consumer: str, message: Message, batch: Span | None = None) -> Delivery:

@@ -31,7 +31,8 @@ try:  # optional: a compiled check of the valid payloads, the same verdicts but 
 except ImportError:  # pragma: no cover - every payload then takes jsonschema alone
     jsonschema_rs = None  # type: ignore[assignment]  # the optional extra: None when it is not installed
 
-from reliable_messaging._conf import max_message_bytes, setting
+from reliable_messaging._claim_check import payload_limit
+from reliable_messaging._conf import setting
 from reliable_messaging._declarations import hosted, installed
 from reliable_messaging._dotted import resolve
 from reliable_messaging._envelope import encode_body
@@ -147,10 +148,11 @@ def publish_refusal(event_type: str, version: int, payload: object) -> str:
         return refusal
     # Checked here, not only where it arrives: a consumer would dead-letter it (payload_too_large)
     # after the change it announces was committed.
-    size, limit = len(encode_body(payload)), max_message_bytes()
+    # With claim checks on, a payload over MAX_MESSAGE_BYTES travels apart, up to CLAIM_CHECK_MAX_BYTES.
+    size, (bound, limit) = len(encode_body(payload)), payload_limit()
     if size > limit:
         return (
-            f"{event_type} v{version}: the payload is {size} bytes as sent, over MAX_MESSAGE_BYTES ({limit}): "
+            f"{event_type} v{version}: the payload is {size} bytes as sent, over {bound} ({limit}): "
             "send a reference to the data instead"
         )
     return ""

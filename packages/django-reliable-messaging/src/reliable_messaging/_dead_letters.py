@@ -18,31 +18,78 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from django.db import transaction
-from django.db.models import Count, Max, Q, QuerySet
+from django.db import connection, transaction
+from django.db.models import Count, F, Max, Q, QuerySet, Sum
 from django.utils import timezone
 
 from reliable_messaging import _broker as broker
+from reliable_messaging import _claim_check as claim_check
+from reliable_messaging import _metrics as metrics
 from reliable_messaging import _registry as registry
 from reliable_messaging._amqp_properties import COMPRESSED, OVERSIZED, UNDECODABLE
-from reliable_messaging._conf import duration, max_message_bytes, queue_name, setting
+from reliable_messaging._conf import dead_letter_flood_limit, duration, max_message_bytes, queue_name, setting
 from reliable_messaging._contracts import schemas, validation_error
 from reliable_messaging._delivery_checks import Refused, prepare
 from reliable_messaging._edge import MAX_COUNT, clamped_count
 from reliable_messaging._envelope import ATTEMPT_HEADER, Envelope, InvalidMessage, encode_body, parse_incoming
 from reliable_messaging._masking import mask_sensitive, mask_text, mask_value
-from reliable_messaging._producers import producer_refusal
+from reliable_messaging._producers import UNAUTHENTICATED, producer_refusal
 from reliable_messaging._publisher import BatchPublisher
-from reliable_messaging.models import DeadLetter, DeadLetterEdit, InboxMessage
+from reliable_messaging._telemetry import MAX_TRACESTATE
+from reliable_messaging.models import DeadLetter, DeadLetterEdit, DeadLetterFlood, InboxMessage
 
 logger = logging.getLogger("reliable_messaging.dead_letters")
 
 # Broker properties worth keeping (the headers are kept apart). ``user_id`` is the producer
 # RabbitMQ validated on the delivery that was dead-lettered: a replay is checked against it.
 _KEPT_PROPERTIES = ("message_id", "correlation_id", "content_type", "content_encoding", "delivery_mode", "user_id")
+
+
+# Reasons of refusals of hostile input, decided before any handler or transaction: beyond
+# DEAD_LETTER_FLOOD_LIMIT per consumer and window, counted only. A reason a genuine message can have
+# and an operator fixes by replaying it (unsupported_schema_version during a rollout, upcast_failed,
+# a handler's failure, a broker's dead-lettering) is never in here: those are always stored.
+HOSTILE_REFUSALS = frozenset(
+    (
+        "payload_too_large",
+        "invalid_headers",
+        "missing_message_id",
+        "missing_event_type",
+        "invalid_schema_version",
+        "undecodable_body",
+        "invalid_payload",
+        UNAUTHENTICATED,
+        "unknown_event_type",
+        "invalid_claim_check",
+        "claim_check_mismatch",
+    )
+)
+
+
+@dataclass(frozen=True)
+class Failed:
+    """A message to keep as a dead letter (``dead_letters_record``)."""
+
+    consumer: str
+    body: bytes
+    properties: dict[str, Any]
+    headers: dict[str, Any]
+    routing_key: str
+    reason: str
+    error: str = ""
+    traceback: str = ""
+    attempts: int = 1
+    first_failed_at: datetime | None = None
+    # Refused before any handler ran (``Decision.refused``): counted only beyond the flood limit
+    # when its reason is in HOSTILE_REFUSALS.
+    refused: bool = False
+
+    @property
+    def sampled(self) -> bool:
+        return self.refused and self.reason in HOSTILE_REFUSALS
 
 
 def dead_letter_record(
@@ -58,57 +105,183 @@ def dead_letter_record(
     attempts: int = 1,
     first_failed_at: datetime | None = None,
 ) -> DeadLetter:
-    """Store a dead letter; the same message dead-lettered again updates its row. ``attempts``
-    is clamped to what the column holds: a forged count must not make the row unstorable."""
+    """Store one dead letter (never counted only: see ``dead_letters_record``)."""
+    (letter,) = dead_letters_record(
+        [Failed(consumer, body, properties, headers, routing_key, reason, error, traceback, attempts, first_failed_at)]
+    )
+    assert letter is not None  # not refused: always stored
+    return letter
+
+
+def dead_letters_record(failed: list[Failed]) -> list[DeadLetter | None]:
+    """Store dead letters, in one transaction (one commit for a consumer's batch); the same
+    message dead-lettered again updates its row. ``attempts`` is clamped to what the column holds:
+    a forged count must not make the row unstorable.
+
+    A refusal of hostile input (``Failed.sampled``) beyond ``DEAD_LETTER_FLOOD_LIMIT`` of its
+    consumer and reason in the current ``DEAD_LETTER_FLOOD_WINDOW`` is counted only
+    (``DeadLetterFlood``, the metric ``messaging_dead_letters_not_stored_total``): None in its place.
+    """
     now = timezone.now()
-    attempts = clamped_count(attempts)
-    message_id = _text(properties.get("message_id"), 255)
-    fields: dict[str, Any] = {
-        "event_type": _text(headers.get("event_type"), 200),
-        "routing_key": _text(headers.get("x-original-routing-key") or routing_key, 255),
-        "correlation_id": _text(properties.get("correlation_id"), 255),
-        "reason": _text(reason, 100),
-        "error": _text(error),
-        "traceback": _text(traceback),
-        "body": bytes(body),
-        "headers": _json_safe(headers),
-        "properties": {k: _json_safe(properties[k]) for k in _KEPT_PROPERTIES if properties.get(k) is not None},
+    stored: list[DeadLetter | None] = [None] * len(failed)
+    with transaction.atomic():
+        counted_only = _over_flood_limit(failed, now)
+        keys = {(f.consumer, _text(f.properties.get("message_id"), 255)) for i, f in enumerate(failed)
+                if i not in counted_only}  # fmt: skip
+        existing = _existing(keys)
+        created: list[DeadLetter] = []
+        for i, f in enumerate(failed):
+            if i in counted_only:
+                continue
+            message_id = _text(f.properties.get("message_id"), 255)
+            fields = _fields(f, now)
+            if (letter := existing.get((f.consumer, message_id)) if message_id else None) is not None:
+                for name, value in fields.items():
+                    setattr(letter, name, value)
+                letter.attempts = min(letter.attempts + clamped_count(f.attempts), MAX_COUNT)
+                if letter.pk is not None:
+                    letter.save()
+            else:
+                letter = DeadLetter(consumer=f.consumer, message_id=message_id, attempts=clamped_count(f.attempts),
+                                    first_failed_at=f.first_failed_at or now, **fields)  # fmt: skip
+                created.append(letter)
+                if message_id:  # the same message twice in one batch: one row
+                    existing[f.consumer, message_id] = letter
+            stored[i] = letter
+        DeadLetter.objects.bulk_create(created)
+    for f in (failed[i] for i in counted_only):
+        metrics.dead_letter_not_stored(f.consumer, f.reason)
+    for letter in {id(letter): letter for letter in stored if letter is not None}.values():
+        _log_stored(letter)
+    return stored
+
+
+def _fields(f: Failed, now: datetime) -> dict[str, Any]:
+    return {
+        "event_type": _text(f.headers.get("event_type"), 200),
+        "routing_key": _text(f.headers.get("x-original-routing-key") or f.routing_key, 255),
+        "correlation_id": _text(f.properties.get("correlation_id"), 255),
+        "reason": _text(f.reason, 100),
+        "error": _text(f.error),
+        "traceback": _text(f.traceback),
+        "body": bytes(f.body),
+        "headers": _json_safe(f.headers),
+        "properties": {k: _json_safe(f.properties[k]) for k in _KEPT_PROPERTIES if f.properties.get(k) is not None},
         "last_failed_at": now,
         "replayed_at": None,  # failing again after a replay makes it a live dead letter again
     }
-    with transaction.atomic():
-        existing = (
-            DeadLetter.objects.select_for_update().filter(consumer=consumer, message_id=message_id).first()
-            if message_id
-            else None
-        )
-        if existing:
-            for name, value in fields.items():
-                setattr(existing, name, value)
-            existing.attempts = min(existing.attempts + attempts, MAX_COUNT)
-            existing.save()
-            letter = existing
-        else:
-            letter = DeadLetter.objects.create(
-                consumer=consumer,
-                message_id=message_id,
-                attempts=attempts,
-                first_failed_at=first_failed_at or now,
-                **fields,
-            )
+
+
+def _existing(keys: set[tuple[str, str]]) -> dict[tuple[str, str], DeadLetter]:
+    """The dead letters already stored of these (consumer, message id), locked."""
+    wanted = {key for key in keys if key[1]}
+    if not wanted:
+        return {}
+    letters = DeadLetter.objects.select_for_update().filter(
+        consumer__in={c for c, _ in wanted}, message_id__in={m for _, m in wanted}
+    )
+    # The oldest of a message's rows when it has several (of a release before this one).
+    return {(letter.consumer, letter.message_id): letter for letter in letters.order_by("-id")}
+
+
+def _log_stored(letter: DeadLetter) -> None:
     logger.error(
         "dead letter: %s",
-        reason,
+        letter.reason,
         extra={
-            "consumer": consumer,
-            "message_id": message_id or "-",
-            "event_type": fields["event_type"],
-            "correlation_id": fields["correlation_id"],
+            "consumer": letter.consumer,
+            "message_id": letter.message_id or "-",
+            "event_type": letter.event_type,
+            "correlation_id": letter.correlation_id,
             "dead_letter_id": letter.pk,
-            "error": error[:500],
+            "error": letter.error[:500],
         },
     )
-    return letter
+
+
+# (consumer, reason, window start) of the windows this process saw fill up: their refusals are
+# only counted, all of a batch's in one UPDATE, without reading the rows.
+_full_windows: set[tuple[str, str, datetime]] = set()
+
+
+def flood_window_start(now: datetime) -> datetime:
+    """The start of the ``DEAD_LETTER_FLOOD_WINDOW`` that ``now`` is in (windows from the epoch)."""
+    seconds = duration("DEAD_LETTER_FLOOD_WINDOW").total_seconds()
+    return datetime.fromtimestamp(now.timestamp() // seconds * seconds, tz=UTC)
+
+
+def _over_flood_limit(failed: list[Failed], now: datetime) -> set[int]:
+    """The indexes of ``failed`` counted only: every sampled refusal counted in its window's
+    ``DeadLetterFlood`` row, those beyond ``DEAD_LETTER_FLOOD_LIMIT`` not stored (in the caller's
+    transaction: the count commits with the dead letters)."""
+    groups: dict[tuple[str, str], list[int]] = {}
+    for i, f in enumerate(failed):
+        if f.sampled:
+            groups.setdefault((f.consumer, f.reason), []).append(i)
+    if not groups:
+        return set()
+    start = flood_window_start(now)
+    full = {key: len(groups[key]) for key in sorted(groups) if (*key, start) in _full_windows}
+    counted = _counted_in_full_windows(full, start, now)
+    counted_only = {i for key in counted for i in groups[key]}
+    limit = dead_letter_flood_limit()
+    for key in sorted(groups.keys() - set(counted)):
+        allowed = _flood_count(*key, start, len(groups[key]), limit, now)
+        counted_only.update(groups[key][allowed:])
+    return counted_only
+
+
+def _counted_in_full_windows(full: dict[tuple[str, str], int], start: datetime, now: datetime) -> list[tuple[str, str]]:
+    """Add each (consumer, reason)'s count to its full window's row, in one statement; the keys
+    whose row was there (a row deleted meanwhile is made again by ``_flood_count``)."""
+    if not full:
+        return []
+    table = DeadLetterFlood._meta.db_table
+    cases = " ".join("WHEN consumer = %s AND reason = %s THEN %s" for _ in full)
+    keys = " OR ".join("(consumer = %s AND reason = %s)" for _ in full)
+    at, window_start = (connection.ops.adapt_datetimefield_value(value) for value in (now, start))  # as the ORM
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {table} SET received = received + CASE {cases} ELSE 0 END, last_at = %s "  # noqa: S608 - names only
+            f"WHERE window_start = %s AND ({keys}) RETURNING consumer, reason",
+            [*(v for (c, r), n in full.items() for v in (c, r, n)), at, window_start, *(v for k in full for v in k)],
+        )
+        return [(consumer, reason) for consumer, reason in cursor.fetchall()]
+
+
+def _flood_count(consumer: str, reason: str, start: datetime, count: int, limit: int, now: datetime) -> int:
+    """Count ``count`` refusals in their window's row; how many of them may be stored in full."""
+    window = DeadLetterFlood.objects.filter(consumer=consumer, reason=reason, window_start=start)
+    DeadLetterFlood.objects.bulk_create(
+        [DeadLetterFlood(consumer=consumer, reason=reason, window_start=start, last_at=now)], ignore_conflicts=True
+    )
+    stored = window.select_for_update().values_list("stored", flat=True).get()
+    allowed = max(0, min(count, limit - stored))
+    window.update(received=F("received") + count, stored=F("stored") + allowed, last_at=now)
+    if allowed < count:
+        _full_windows.difference_update({w for w in _full_windows if w[2] < start})  # past windows
+        _full_windows.add((consumer, reason, start))
+        logger.warning(
+            "dead letters over DEAD_LETTER_FLOOD_LIMIT (%d per %s): more %s of %s counted, not stored, until %s",
+            limit,
+            duration("DEAD_LETTER_FLOOD_WINDOW"),
+            reason,
+            consumer,
+            (start + duration("DEAD_LETTER_FLOOD_WINDOW")).isoformat(),
+            extra={"consumer": consumer, "reason": reason},
+        )
+    return allowed
+
+
+def dead_letters_not_stored() -> list[tuple[str, str, int]]:
+    """(consumer, reason, how many) of the refusals counted but not stored, over every window kept."""
+    rows = (
+        DeadLetterFlood.objects.filter(received__gt=F("stored"))
+        .values("consumer", "reason")
+        .annotate(counted_only=Sum(F("received") - F("stored")))
+        .order_by("consumer", "reason")
+    )
+    return [(row["consumer"], row["reason"], row["counted_only"]) for row in rows]
 
 
 def _text(value: object, limit: int | None = None) -> str:
@@ -141,11 +314,26 @@ def _json_safe(value: object) -> Any:
 
 # --- operators: list, show, replay, purge ----------------------------------------------------
 
-# Headers that describe a failed delivery, not the event: a replay starts afresh without them.
-_DELIVERY_HEADERS = ("x-death", "x-first-death-exchange", "x-first-death-queue", "x-first-death-reason")
-# Marks of a body the consumer did not take whole (a prefix of an oversized one, a compressed
-# one): an edited body is whole, so its replay goes without them.
-_BODY_MARKERS = (OVERSIZED, COMPRESSED)
+# The headers a replay carries of those its dead letter was stored with: the event's own, as the
+# relay publishes them (``_envelope.envelope_for_outbox``), each checked again by the consumer as on
+# arrival. Every other one is left out: a replay goes out under this deployment's own broker user
+# and must not pass on what a publisher put there (the bus's retry and wait headers, an
+# x-wait-until-ms holding it back for a day, an x-replay-of naming another message's stored
+# payload, RabbitMQ's x-death, anything of its own); a replay starts afresh.
+_EVENT_HEADERS = (
+    "event_type",
+    "schema_version",
+    "occurred_at",
+    "source",
+    "causation_id",
+    "traceparent",
+    "tracestate",
+    claim_check.HEADER,
+)
+# Marks of a body the consumer did not take whole (a prefix of an oversized one, a compressed one,
+# undecodable properties): carried, so the replay is refused as the delivery was. An edited body is
+# whole, and is the payload: its replay goes without them and without the claim check.
+_BODY_MARKERS = (OVERSIZED, COMPRESSED, UNDECODABLE)
 # On a replay published as a new message: the message id of the one it replays.
 REPLAY_OF_HEADER = "x-replay-of"
 # On the replay of an edited dead letter: the edit (``DeadLetterEdit``) it publishes.
@@ -173,8 +361,24 @@ def dead_letters_list(*, consumer: str | None = None, waiting: bool = False) -> 
 
 
 def dead_letter_display_body(letter: DeadLetter) -> str:
-    """The body for people: JSON pretty-printed with sensitive fields masked, else escaped text."""
-    return _display(bytes(letter.body))
+    """The body for people: JSON pretty-printed with sensitive fields masked, else escaped text;
+    for a payload that travelled apart, the payload as stored."""
+    try:
+        return _display(received_payload(letter))
+    except InvalidMessage as exc:
+        return f"{_display(bytes(letter.body))}\n(its payload travelled apart and cannot be read now: {exc.detail})"
+
+
+def received_payload(letter: DeadLetter) -> bytes:
+    """The body as received or, when it carried a claim check, the payload stored apart that it names
+    (checked as a consumer checks it; ``InvalidMessage`` when the storage no longer gives it). It
+    reads the storage: never call it inside a transaction."""
+    reference = (letter.headers or {}).get(claim_check.HEADER)
+    if reference is None:
+        return bytes(letter.body)
+    return claim_check.fetch(
+        reference, event_type=letter.event_type, message_id=letter.message_id, headers=letter.headers
+    )
 
 
 def _display(raw: bytes) -> str:
@@ -234,13 +438,19 @@ def latest_edit(letter: DeadLetter) -> DeadLetterEdit | None:
 
 
 def _replay_headers(letter: DeadLetter, *, edited: bool, new_message: bool) -> dict[str, Any]:
-    dropped = _DELIVERY_HEADERS + (_BODY_MARKERS if edited else ())
-    headers = {k: v for k, v in letter.headers.items() if k not in dropped}
+    """The headers of ``letter``'s replay: of those it was stored with, only ``_EVENT_HEADERS`` (and
+    its ``_BODY_MARKERS`` unless edited), a ``tracestate`` within what the consumer passes on; then
+    the replay's own."""
+    kept = _EVENT_HEADERS if not edited else tuple(h for h in _EVENT_HEADERS if h != claim_check.HEADER)
+    kept += () if edited else _BODY_MARKERS
+    headers = {name: letter.headers[name] for name in kept if name in letter.headers}
+    if len(str(headers.get("tracestate", ""))) > MAX_TRACESTATE:
+        del headers["tracestate"]  # as the consumer does on arrival: the trace is kept
     headers.update({ATTEMPT_HEADER: 1, "x-replayed-from": letter.pk})
     if new_message and letter.message_id:
         headers[REPLAY_OF_HEADER] = letter.message_id
     if letter.routing_key:
-        headers.setdefault("x-original-routing-key", letter.routing_key)
+        headers["x-original-routing-key"] = letter.routing_key
     return headers
 
 
@@ -370,7 +580,7 @@ def dead_letter_payload_text(letter: DeadLetter) -> str:
     an operator to edit: JSON pretty-printed with sensitive fields masked (an edit that leaves a
     masked value as it is shown keeps the value), else the body as escaped text."""
     edit = latest_edit(letter)
-    return _display(bytes(edit.body if edit else letter.body))
+    return _display(bytes(edit.body) if edit else received_payload(letter))
 
 
 def dead_letter_edit(dead_letter_id: int, payload_text: str, *, by: str, via: str) -> DeadLetterEdit:
@@ -382,6 +592,14 @@ def dead_letter_edit(dead_letter_id: int, payload_text: str, *, by: str, via: st
     version its reader reads, the envelope, the size, the producer. A sensitive field left masked
     as ``dead_letter_payload_text`` showed it keeps its value."""
     payload = _parsed(payload_text)
+    # The payload as received, read before the transaction (a claim check's storage may be remote; a
+    # dead letter's body and headers never change). Unreadable, the edit replaces it: its diff is
+    # against the body as it arrived.
+    unlocked = DeadLetter.objects.filter(pk=dead_letter_id).first()
+    try:
+        received = received_payload(unlocked) if unlocked is not None else b""
+    except InvalidMessage:
+        received = bytes(unlocked.body) if unlocked is not None else b""
     with transaction.atomic():
         letter = DeadLetter.objects.select_for_update().filter(pk=dead_letter_id).first()
         if letter is None:
@@ -392,7 +610,7 @@ def dead_letter_edit(dead_letter_id: int, payload_text: str, *, by: str, via: st
                 "is edited (a replay that fails again is a dead letter of its own)"
             )
         previous_edit = latest_edit(letter)
-        previous = _decoded(bytes(previous_edit.body if previous_edit else letter.body))
+        previous = _decoded(bytes(previous_edit.body) if previous_edit else received)
         payload = _restore_masked(payload, previous, set(setting("SENSITIVE_FIELDS")))
         if _same_json(previous, payload):
             raise EditRefused("the payload is unchanged: nothing to record")

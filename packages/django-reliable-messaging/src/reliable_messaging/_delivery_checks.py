@@ -8,6 +8,7 @@ from typing import Any, NamedTuple
 
 from reliable_messaging import _contracts as contracts
 from reliable_messaging import _registry as registry
+from reliable_messaging._claim_check import StorageUnavailable
 from reliable_messaging._decisions import Decision, Outcome, failure
 from reliable_messaging._envelope import IncomingEvent, InvalidMessage, parse_incoming
 from reliable_messaging._producers import UNAUTHENTICATED, producer_refusal
@@ -19,7 +20,7 @@ class Refused(Exception):
 
     def __init__(self, decision: Decision):
         super().__init__(decision.reason)
-        self.decision = decision
+        self.decision = replace(decision, refused=True)
 
 
 class Prepared(NamedTuple):
@@ -33,6 +34,8 @@ def prepare(
     """The event and its handler; ``Refused`` for a message that can never be handled."""
     try:
         event = parse_incoming(body, properties, headers, routing_key)
+    except StorageUnavailable as exc:  # no fault of the message: retried by its policy, counted by its breaker
+        raise Refused(Decision(Outcome.RETRY, exc.event, exc.reason, exc.detail, transient=True)) from None
     except InvalidMessage as exc:
         raise Refused(Decision(Outcome.DEAD_LETTER, reason=exc.reason, error=exc.detail)) from None
     if refusal := producer_refusal(event.event_type, properties.get("user_id")):

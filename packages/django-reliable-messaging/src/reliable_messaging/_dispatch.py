@@ -166,6 +166,8 @@ def decide_batch(deliveries: list[Delivery]) -> list[Decision]:
             ready.append((i, *prepare(d.consumer, d.body, d.properties, d.headers, d.routing_key)))
         except Refused as refused:
             decisions[i] = refused.decision
+    if not ready:  # every one refused (a flood of bogus messages, say): no transaction at all
+        return [d for d in decisions if d is not None]
     # One lock order for every batch: the correlation id, then arrival.
     ready.sort(key=lambda item: (item[1].correlation_id, item[0]))
     try:

@@ -3,7 +3,8 @@
 Every message: ``message_id`` = the event's UUID (the same on every re-publish),
 ``correlation_id`` = the id that ties one saga's events together (chosen by the producer),
 JSON body, persistent, and
-headers ``event_type``, ``schema_version``, ``causation_id``, ``occurred_at``.
+headers ``event_type``, ``schema_version``, ``causation_id``, ``occurred_at``. A payload stored
+apart (``reliable_messaging._claim_check``) leaves the body ``{}`` and adds ``x-claim-check``.
 """
 
 import hashlib
@@ -16,6 +17,7 @@ from typing import Any, NoReturn, Protocol
 
 from django.core.serializers.json import DjangoJSONEncoder
 
+from reliable_messaging import _claim_check as claim_check
 from reliable_messaging._amqp_properties import COMPRESSED, OVERSIZED, UNDECODABLE
 from reliable_messaging._edge import (
     ATTEMPT_HEADER,
@@ -81,9 +83,17 @@ class OutboxRow(Protocol):
     def created_at(self) -> datetime: ...
 
 
-def envelope_for_outbox(row: OutboxRow, exchange: str, trace: dict[str, str] | None = None) -> Envelope:
+def envelope_for_outbox(
+    row: OutboxRow,
+    exchange: str,
+    trace: dict[str, str] | None = None,
+    *,
+    body: bytes | None = None,
+    stored: dict[str, Any] | None = None,
+) -> Envelope:
     """The message of an outbox row; ``trace`` (the relay's PRODUCER span) replaces the row's own
-    ``traceparent``/``tracestate`` (the span it was written in) when given."""
+    ``traceparent``/``tracestate`` (the span it was written in) when given. ``body``: the payload
+    already encoded; ``stored``: its claim check, when it is stored apart (the body is then ``{}``)."""
     headers = {
         "event_type": row.event_type,
         "schema_version": row.schema_version,
@@ -95,11 +105,13 @@ def envelope_for_outbox(row: OutboxRow, exchange: str, trace: dict[str, str] | N
     if trace is None:
         trace = {"traceparent": row.traceparent, "tracestate": getattr(row, "tracestate", "")}
     headers.update({name: value for name, value in trace.items() if value})
+    if stored is not None:
+        headers[claim_check.HEADER] = stored
     return Envelope(
         message_id=str(row.event_id),
         exchange=exchange,
         routing_key=row.event_type,
-        body=encode_body(row.payload),
+        body=claim_check.BODY if stored is not None else body if body is not None else encode_body(row.payload),
         correlation_id=row.correlation_id,
         headers=headers,
     )
@@ -143,6 +155,23 @@ def parse_incoming(body: bytes, properties: dict[str, Any], headers: dict[str, A
     attempt = attempt_of(headers)
     occurred_at = occurred_at_of(headers)
     refuse_unstorable(str(message_id), properties.get("correlation_id"), headers.get("causation_id"))
+    if claim_check.HEADER in headers:  # before any transaction: the payload it names, checked
+        try:
+            body = claim_check.fetch(
+                headers[claim_check.HEADER], event_type=event_type, message_id=str(message_id), headers=headers
+            )
+        except claim_check.StorageUnavailable as exc:  # what a consumer needs to retry it
+            exc.event = IncomingEvent(
+                str(message_id),
+                event_type,
+                schema_version,
+                {},
+                routing_key=routing_key,
+                attempt=attempt,
+                correlation_id=str(properties.get("correlation_id") or ""),
+                headers=dict(headers),
+            )
+            raise
     refuse_deep_body(body)
     try:
         payload = json.loads(body, parse_constant=_non_finite, parse_float=_finite_float)

@@ -66,6 +66,12 @@ CONSUMER_WAITS = Counter(
     "Deliveries sent back unattempted: a retry before its time (waiting), a handler's breaker open (breaker).",
     ["consumer", "reason"],
 )
+DEAD_LETTERS_NOT_STORED = Counter(
+    "messaging_dead_letters_not_stored_total",
+    "Refusals of hostile input beyond DEAD_LETTER_FLOOD_LIMIT of their consumer and reason in a window: "
+    "counted (messaging_dead_letter_flood), not stored as dead letters.",
+    ["consumer", "reason"],
+)
 BREAKER_OPEN = Gauge(
     "messaging_breaker_open",
     "1 while a handler's circuit breaker is open in this consumer process (its messages wait), else 0.",
@@ -106,3 +112,7 @@ def consumer_wait(consumer: str, reason: str) -> None:
 
 def breaker_open(consumer: str, handler: str, is_open: bool) -> None:
     BREAKER_OPEN.labels(consumer, handler).set(1 if is_open else 0)
+
+
+def dead_letter_not_stored(consumer: str, reason: str) -> None:
+    DEAD_LETTERS_NOT_STORED.labels(consumer, reason).inc()

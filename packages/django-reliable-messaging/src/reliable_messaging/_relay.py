@@ -13,6 +13,12 @@ a relay that dies mid-batch releases its rows and another publishes them again (
 deduplicate by ``message_id``). Rows are never drained by an id cursor: a sequence value is
 taken at insert, not at commit, so a slow transaction's row would be skipped.
 
+A payload stored apart (``CLAIM_CHECK_BYTES``, ``reliable_messaging._claim_check``) is stored
+between two batches, outside any transaction: a claimed row whose payload this relay has not
+stored yet is left unmarked (its lock goes with the commit), stored, and published by the next
+claim, with its reference. A slow storage then holds no row lock, and a failure to store counts
+as the row's refusal (retried, then parked).
+
 Pipelines: ``run_outbox_relay --pipelines N`` (``RELAY_PIPELINES``, 2) runs N such loops in
 one process, each with its own database connection and broker connection, so that one batch's wait for
 its confirms overlaps the next batch's claim and publication; every row stays locked until its
@@ -42,14 +48,15 @@ from django.utils import timezone
 from opentelemetry.trace import Span
 
 from reliable_messaging import _broker as broker
+from reliable_messaging import _claim_check as claim_check
 from reliable_messaging import _metrics as metrics
 from reliable_messaging import _telemetry as telemetry
 from reliable_messaging._conf import duration, exchange_name, setting
-from reliable_messaging._envelope import envelope_for_outbox
+from reliable_messaging._envelope import encode_body, envelope_for_outbox
 from reliable_messaging._faults import fault_point
 from reliable_messaging._housekeeping import messages_purge
 from reliable_messaging._lifecycle import DATABASE_BACKOFF_MAX, Backoff, Stopper, drop_broken_db_connections
-from reliable_messaging._publisher import BatchPublisher, ConfirmTimeout
+from reliable_messaging._publisher import BatchPublisher, ConfirmTimeout, PublishResult
 from reliable_messaging._scheduled import MOVED_PER_TRANSACTION, any_due, move_due_messages
 from reliable_messaging._session import BrokerSession
 from reliable_messaging.models import OutboxMessage
@@ -61,6 +68,9 @@ NOTIFY_CHANNEL = "messaging_outbox"  # sent by the trigger of migration 0002
 APPLICATION_NAME = "outbox_relay"  # how a relay's connection shows in pg_stat_activity
 IDLE_SLICE = 0.5  # longest uninterrupted wait: bounds the reaction to SIGTERM
 MOVE_PASSES = 20  # scheduled messages moved per look, at most: 20 transactions of 500
+# Claim checks a relay keeps for rows it stored and has not published (another relay may have):
+# past this many, forgotten (a row stored again has a second copy, removed with its row).
+REMEMBERED_CLAIM_CHECKS = 10_000
 
 
 class ClaimedRow(NamedTuple):
@@ -140,7 +150,8 @@ def mark_published(ids: list[int]) -> None:
 
 
 def record_failure(row: ClaimedRow, reason: str, max_attempts: int) -> None:
-    """Count a refusal of a claimed ``row``: retry it later, or park it after its attempts."""
+    """Count a refusal of a claimed ``row`` (by the broker, or by the storage of its payload): retry
+    it later, or park it after its attempts."""
     now = timezone.now()
     attempts = row.attempts + 1
     extra = {"message_id": str(row.event_id), "event_type": row.event_type, "correlation_id": row.correlation_id}
@@ -150,8 +161,9 @@ def record_failure(row: ClaimedRow, reason: str, max_attempts: int) -> None:
         logger.error("outbox row parked after %d attempts: %s", attempts, reason, extra=extra)
     else:
         changes["next_attempt_at"] = now + timedelta(seconds=retry_delay(attempts))
-        logger.warning("outbox row refused by the broker, will retry: %s", reason, extra=extra)
-    OutboxMessage.objects.filter(pk=row.id).update(**changes)
+        logger.warning("outbox row not published, will retry: %s", reason, extra=extra)
+    # A row whose payload could not be stored is no longer locked: another relay may have published it.
+    OutboxMessage.objects.filter(pk=row.id, published_at__isnull=True).update(**changes)
 
 
 class Wakeup:
@@ -223,6 +235,7 @@ class OutboxRelay:
         housekeeping = housekeeping and setting("HOUSEKEEPING_INTERVAL") is not None
         self.housekeeping_interval = duration("HOUSEKEEPING_INTERVAL").total_seconds() if housekeeping else 0
         self._next_purge = 0.0
+        self._stored: dict[uuid.UUID, dict[str, Any]] = {}  # event id -> its claim check, not yet published
 
     # --- one batch -------------------------------------------------------------------------
     def relay_batch(self) -> int:
@@ -234,18 +247,34 @@ class OutboxRelay:
                 timeout_ms = int(self.confirm_timeout * 4000)
                 with connection.cursor() as cursor:
                     cursor.execute(f"SET LOCAL idle_in_transaction_session_timeout = {timeout_ms}")
-            rows = claim_batch(self.batch_size)
-            if not rows:
+            claimed = claim_batch(self.batch_size)
+            if not claimed:
                 return 0
+            bodies = {row.id: encode_body(row.payload) for row in claimed}
+            # Stored after this transaction, published by the next claim.
+            to_store = [
+                row for row in claimed if row.event_id not in self._stored and claim_check.stored_apart(bodies[row.id])
+            ]
+            waiting = {row.id for row in to_store}
+            rows = [row for row in claimed if row.id not in waiting]
             spans = self._producer_spans(rows)
             try:
                 envelopes = [
-                    envelope_for_outbox(row, self.exchange, telemetry.trace_headers(span) if span else None)
+                    envelope_for_outbox(
+                        row,
+                        self.exchange,
+                        telemetry.trace_headers(span) if span else None,
+                        body=bodies[row.id],
+                        stored=self._stored.get(row.event_id),
+                    )
                     for row, span in zip(rows, spans, strict=True)
                 ]
-                if self._publisher is None:  # run() connects before every batch
+                if not envelopes:  # every row claimed waits for its payload to be stored
+                    result = PublishResult()
+                elif self._publisher is None:  # run() connects before every batch
                     raise RuntimeError("the relay has no broker connection")
-                result = self._publisher.publish(envelopes)
+                else:
+                    result = self._publisher.publish(envelopes)
             except BaseException as exc:
                 for recording in filter(None, spans):
                     telemetry.fail(recording, f"{type(exc).__name__}: {exc}")
@@ -266,13 +295,28 @@ class OutboxRelay:
                 mark_published(delivered_ids)
             for message_id, reason in result.failed.items():
                 record_failure(by_message_id[message_id], reason, self.max_attempts)
+        for row in rows:
+            self._stored.pop(row.event_id, None)
+        self._store_apart(to_store, bodies)
         metrics.relay_batch(len(delivered_ids), result.failed, time.monotonic() - started)
         if logger.isEnabledFor(logging.DEBUG):
             published = set(delivered_ids)
             for row in (row for row in rows if row.id in published):
                 logger.debug("published", extra={"message_id": str(row.event_id), "event_type": row.event_type})
-        logger.info("relayed a batch", extra={"claimed": len(rows), "published": len(delivered_ids)})
-        return len(rows)
+        logger.info("relayed a batch", extra={"claimed": len(claimed), "published": len(delivered_ids)})
+        return len(claimed)
+
+    def _store_apart(self, rows: list[ClaimedRow], bodies: dict[int, bytes]) -> None:
+        """Store the payloads of ``rows`` (no transaction open): the next claim publishes them."""
+        if len(self._stored) > REMEMBERED_CLAIM_CHECKS:
+            self._stored.clear()
+        for row in rows:
+            try:
+                self._stored[row.event_id] = claim_check.store(row.event_type, str(row.event_id), bodies[row.id])
+            except Exception as exc:  # noqa: BLE001 - any storage's own errors: the row is retried, then parked
+                record_failure(
+                    row, f"its payload could not be stored apart: {type(exc).__name__}: {exc}", self.max_attempts
+                )
 
     def _producer_spans(self, rows: list[ClaimedRow]) -> list[Span | None]:
         """A PRODUCER span per row, child of the span it was written in; Nones when tracing is off
@@ -354,7 +398,7 @@ class OutboxRelay:
         except (DatabaseError, InterfaceError) as exc:  # a lost database: the claim below backs off
             logger.warning("housekeeping failed, again in %ds: %s", self.housekeeping_interval, exc)
             return
-        for table in ("outbox", "inbox", "event_log", "dead_letters"):
+        for table in ("outbox", "inbox", "event_log", "dead_letters", "stored_payloads"):
             metrics.PURGED.labels(table).inc(getattr(purged, table))
         logger.info("purged past their retention: %s", purged)
 

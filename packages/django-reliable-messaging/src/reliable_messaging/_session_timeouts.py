@@ -11,9 +11,6 @@ unless told to ignore them).
 
 from django.db import connections
 
-POSTGRESQL_ENGINES = ("config.postgresql", "django.db.backends.postgresql")
-
-
 def options_with_timeouts(options: str, timeouts: dict[str, float]) -> str:
     """libpq ``options`` with ``-c name=<ms>`` appended for each limit (after any given ones)."""
     limits = " ".join(f"-c {name}={round(seconds * 1000)}" for name, seconds in sorted(timeouts.items()) if seconds > 0)
@@ -27,6 +24,7 @@ def apply_session_timeouts(timeouts: dict[str, float]) -> None:
     """
     for alias in connections:
         config = connections.settings[alias]
-        if config["ENGINE"] in POSTGRESQL_ENGINES and any(seconds > 0 for seconds in timeouts.values()):
+        # By vendor, not engine name: a project's own engine built on Django's PostgreSQL one counts too.
+        if connections[alias].vendor == "postgresql" and any(seconds > 0 for seconds in timeouts.values()):
             opts = config.setdefault("OPTIONS", {})
             opts["options"] = options_with_timeouts(opts.get("options", ""), timeouts)

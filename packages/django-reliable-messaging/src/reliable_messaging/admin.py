@@ -29,6 +29,7 @@ from reliable_messaging._dead_letters import (
     dead_letter_payload_text,
     dead_letter_purge,
     dead_letter_replay,
+    dead_letters_not_stored,
     describe_change,
 )
 from reliable_messaging._edge import InvalidMessage, schema_version_of
@@ -39,6 +40,7 @@ from reliable_messaging._selectors import outbox_backlog
 from reliable_messaging.models import (
     DeadLetter,
     DeadLetterEdit,
+    DeadLetterFlood,
     EventLogEntry,
     InboxMessage,
     OutboxMessage,
@@ -469,6 +471,18 @@ class DeadLetterAdmin(ObjectActionsMixin, MessageTableAdmin):
 
     def changelist_view(self, request: HttpRequest, extra_context: dict[str, Any] | None = None) -> HttpResponse:
         grouped_url = reverse("admin:messaging_deadletter_grouped")
+        if request.method == "GET" and (not_stored := dead_letters_not_stored()):
+            counts = format_html_join(", ", "{} {}: {}", ((c, r, f"{n:,}") for c, r, n in not_stored))
+            flood_url = reverse("admin:messaging_deadletterflood_changelist")
+            self.message_user(
+                request,
+                format_html(
+                    'Not stored, counted only (over DEAD_LETTER_FLOOD_LIMIT): {}. <a href="{}">By window</a>.',
+                    counts,
+                    flood_url,
+                ),
+                messages.WARNING,
+            )
         return super().changelist_view(request, {**(extra_context or {}), "grouped_url": grouped_url})
 
     def edit_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
@@ -551,6 +565,28 @@ class DeadLetterAdmin(ObjectActionsMixin, MessageTableAdmin):
             "changelist_url": changelist,
         }
         return TemplateResponse(request, "admin/messaging/deadletter/grouped.html", context)
+
+
+@admin.register(DeadLetterFlood)
+class DeadLetterFloodAdmin(ReadOnlyAdmin):
+    """Refusals of hostile input per consumer, reason and window: beyond DEAD_LETTER_FLOOD_LIMIT of a
+    window, counted here and not stored as dead letters."""
+
+    list_display = ["consumer", "reason", "window", "received", "stored", "not_stored", "last"]
+    list_filter = ["consumer", "reason"]
+    ordering = ["-window_start", "consumer", "reason"]
+
+    @admin.display(description="window from (UTC)", ordering="window_start")
+    def window(self, obj: DeadLetterFlood) -> str:
+        return compact_time(obj.window_start)
+
+    @admin.display(description="counted only")
+    def not_stored(self, obj: DeadLetterFlood) -> int:
+        return obj.not_stored
+
+    @admin.display(description="last (UTC)", ordering="last_at")
+    def last(self, obj: DeadLetterFlood) -> str:
+        return compact_time(obj.last_at)
 
 
 def edit_replay(edit: DeadLetterEdit) -> str:

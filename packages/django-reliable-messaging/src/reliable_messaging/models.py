@@ -219,3 +219,32 @@ class DeadLetterEdit(models.Model):
 
     def __str__(self) -> str:
         return f"edit #{self.pk} of dead letter #{self.dead_letter_id} by {self.edited_by}"
+
+
+class DeadLetterFlood(models.Model):
+    """Refusals of hostile input counted per consumer, reason and window (``DEAD_LETTER_FLOOD_WINDOW``).
+
+    The first ``DEAD_LETTER_FLOOD_LIMIT`` of a window are stored in full as dead letters; the
+    others only add to ``received``: a flood of bogus messages leaves a bounded table, and a count
+    of every message it held.
+    """
+
+    consumer = models.CharField(max_length=50)
+    reason = models.CharField(max_length=100)
+    window_start = models.DateTimeField()
+    received = models.PositiveBigIntegerField(default=0, help_text="Refusals of this window, stored or not.")
+    stored = models.PositiveBigIntegerField(default=0, help_text="Of those, stored in full as dead letters.")
+    last_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        db_table = "messaging_dead_letter_flood"
+        constraints = [
+            models.UniqueConstraint(fields=["consumer", "reason", "window_start"], name="deadletter_flood_window_uniq")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.consumer}: {self.reason} from {self.window_start:%Y-%m-%d %H:%M}"
+
+    @property
+    def not_stored(self) -> int:
+        return self.received - self.stored
