@@ -123,6 +123,13 @@ source_modules = {listed(["config", "operations", "kernel", BUS, *contexts, FAKE
 forbidden_modules = ["faultlib"]
 
 [[tool.importlinter.contracts]]
+name = "The fault library imports no context: each offers its steps and invariants from its own tests package"
+type = "forbidden"
+source_modules = ["faultlib"]
+forbidden_modules = {listed(contexts)}
+allow_indirect_imports = true
+
+[[tool.importlinter.contracts]]
 name = "The application knows the fake card gateway only by its HTTP API (installed by name in development)"
 type = "forbidden"
 source_modules = {listed(["config", "operations", "kernel", BUS, *contexts])}

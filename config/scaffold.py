@@ -11,7 +11,7 @@ import importlib.util
 import json
 import keyword
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from reliable_messaging.hosting import (
@@ -22,6 +22,8 @@ from reliable_messaging.hosting import (
     context_of,
     schema_folder,
 )
+
+from kernel.upcasters import UPCASTERS_FILE, upcasters_in
 
 MAX_NAME = 40  # a consumer's name in the inbox and dead letters (50 characters), with room
 INSTALLED_LIST = re.compile(r"^INSTALLED_CONTEXTS = \[\n(?P<items>(?:    \"[^\"]+\",\n)*)\]", re.MULTILINE)
@@ -36,6 +38,8 @@ class Request:
     name: str
     consumes: tuple[str, ...]
     publishes: tuple[str, ...]
+    # consumed key -> its newest version, for those with several (their upcasters are bound)
+    newest: dict[str, int] = field(default_factory=dict)
 
     @property
     def title(self) -> str:
@@ -52,8 +56,9 @@ class Request:
         return f"on_{key.replace('.', '_')}" if clash else f"on_{short}"
 
 
-def check(request: Request, base_dir: Path, installed: tuple[ContextDeclaration, ...]) -> None:
-    """Raise ``ScaffoldError`` for a request that would not give a working, installable context."""
+def check(request: Request, base_dir: Path, installed: tuple[ContextDeclaration, ...]) -> Request:
+    """Raise ``ScaffoldError`` for a request that would not give a working, installable context;
+    else the request, with the newest version of each consumed event that has several."""
     name = request.name
     if not CONTEXT_NAME.match(name) or name in RESERVED_NAMES:
         raise ScaffoldError(f"{name!r}: a context's name is lower_snake_case and not one of {sorted(RESERVED_NAMES)}")
@@ -72,21 +77,27 @@ def check(request: Request, base_dir: Path, installed: tuple[ContextDeclaration,
     if name in {d.name for d in installed}:
         raise ScaffoldError(f"{name!r} is installed already")
     published_by = {event_type: d for d in installed for event_type in d.publishes}
+    newest = {}
     for key in request.consumes:
         if key not in published_by:
             raise ScaffoldError(
                 f"--consumes {key}: no installed context publishes it; choose among {', '.join(sorted(published_by))}"
             )
         versions = schema_versions(base_dir, published_by[key], key)
-        if len(versions) > 1:
+        folder = schema_folder(base_dir, published_by[key])
+        steps = upcasters_in(folder).get(key, []) if folder is not None else []
+        if len(steps) < len(versions) - 1:
             raise ScaffoldError(
-                f"--consumes {key}: it has versions {versions[0]}..{versions[-1]}, so its reader needs an upcaster "
-                "per step (docs/evolving-events.md); scaffold without it, then add it under [consumes] and "
-                "[upcasters] by hand"
+                f"--consumes {key}: it has versions {versions[0]}..{versions[-1]}, and its producer keeps "
+                f"{len(steps)} upcaster(s) of it beside its schemas ({UPCASTERS_FILE}, kernel/upcasters.py): its "
+                "reader needs one per step (docs/evolving-events.md)"
             )
+        if len(versions) > 1:
+            newest[key] = versions[-1]
     for event_type in request.publishes:
         if not EVENT_TYPE.match(event_type) or context_of(event_type) != name:
             raise ScaffoldError(f"--publishes {event_type}: a context publishes only '{name}.<aggregate>.<event>'")
+    return replace(request, newest=newest)
 
 
 def schema_versions(base_dir: Path, declaration: ContextDeclaration, event_type: str) -> list[int]:
@@ -108,7 +119,9 @@ def files_of(request: Request) -> dict[str, str]:
     files[f"{name}/services.py"] = _services(request)
     files[f"{name}/handlers.py"] = _handlers(request)
     files[f"{name}/admin.py"] = _admin(request)
-    files[f"{name}/invariants.py"] = _invariants(request)
+    if request.newest:
+        files[f"{name}/upcasters.py"] = _upcasters(request)
+    files[f"{name}/tests/invariants.py"] = _invariants(request)
     files[f"{name}/tests/integration/test_{name}.py"] = _tests(request)
     for event_type in request.publishes:
         files[f"{name}/schemas/{event_type}.v1.json"] = _schema(event_type)
@@ -146,6 +159,35 @@ def _declaration(request: Request) -> str:
         "[publishes]",
     ]
     lines += [f'"{event_type}" = "step"' for event_type in request.publishes]
+    if request.newest:
+        lines += [
+            "",
+            "# Older versions of what it reads, brought to the newest one step at a time before the handler",
+            "# (upcasters.py binds its producers' own steps, kept beside their schemas).",
+            "[upcasters]",
+        ]
+        for key, newest in request.newest.items():
+            lines.append(f'"{key}" = {json.dumps([f"{request.name}.upcasters.{s}" for s in _steps(key, newest)])}')
+    return "\n".join(lines) + "\n"
+
+
+def _steps(key: str, newest: int) -> list[str]:
+    """The names of ``key``'s upcasters, one per step: ``<aggregate>_<event>_v1_to_v2``, ..."""
+    short = "_".join(key.split(".")[1:])
+    return [f"{short}_v{v}_to_v{v + 1}" for v in range(1, newest)]
+
+
+def _upcasters(request: Request) -> str:
+    lines = [
+        f'"""Older versions of the events {request.name} reads, brought to the newest before its handler sees them',
+        "(declared under ``upcasters``): their producers' own steps, kept beside their schemas and bound here",
+        '(kernel/upcasters.py)."""',
+        "",
+        "from kernel.upcasters import producer_upcaster",
+        "",
+    ]
+    for key, newest in request.newest.items():
+        lines += [f'{step} = producer_upcaster("{key}", {v})' for v, step in enumerate(_steps(key, newest), 1)]
     return "\n".join(lines) + "\n"
 
 
@@ -259,7 +301,8 @@ class ReceivedAdmin(ReadOnlyAdmin):
 
 def _invariants(request: Request) -> str:
     return f'''"""{request.title}'s invariants (kernel/invariants.py), checked after every fault test and
-`make chaos`: no order under test had an event handled twice, under two message ids."""
+`make chaos` (faultlib.invariants finds them here): no order under test had an event handled twice,
+under two message ids. Test code: {request.name}'s production code never imports it."""
 
 from django.db.models import Count
 

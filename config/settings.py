@@ -10,7 +10,7 @@ from urllib.parse import unquote, urlsplit
 
 import environ
 from django.core.exceptions import ImproperlyConfigured
-from reliable_messaging.hosting import known_packages, names, parse_contexts, read_declarations
+from reliable_messaging.hosting import context_of, known_packages, names, parse_contexts, read_declarations
 
 from kernel.durations import parse_duration
 
@@ -91,6 +91,17 @@ try:
     CONTEXTS = parse_contexts(env.list("CONTEXTS", default=names(_DECLARATIONS)), names(_DECLARATIONS))
 except ValueError as exc:
     raise ImproperlyConfigured(str(exc)) from None
+# A hosted context that waits for the events of a context not installed would wait forever (the
+# orchestrated saga without a participant it sends a step to): refused here, naming the one missing.
+# A deployment that joined alone knows its producers by their schemas only (EVENT_SCHEMAS_DIR).
+if not env.str("EVENT_SCHEMAS_DIR", default=""):
+    for _declaration in (d for d in _DECLARATIONS if d.name in CONTEXTS):
+        for _event_type in _declaration.consumes:
+            if (_producer := context_of(_event_type)) not in names(_DECLARATIONS):
+                raise ImproperlyConfigured(
+                    f"{_declaration.name} consumes {_event_type}, and {_producer} is not installed "
+                    f"(INSTALLED_CONTEXTS): install {_producer}, or leave {_declaration.name} out"
+                )
 
 # The other deployments' databases, where this process was told them (`make run-split` exports
 # ORDERS_/PAYMENTS_/INVENTORY_DATABASE_URL to every deployment): the order page then prints a

@@ -20,6 +20,7 @@ from faultlib.load import CATALOG, OrderLoad
 from faultlib.processes import BASE_DIR, ProcessGroup, wait_until
 from faultlib.saga import seed_catalog
 from faultlib.scenarios import FAST_RETRIES, Outcome, _settle
+from faultlib.steps import offered
 
 _spec = importlib.util.spec_from_file_location("rabbitmq_cluster", BASE_DIR / "scripts" / "rabbitmq_cluster.py")
 rabbitmq_cluster = importlib.util.module_from_spec(_spec)
@@ -176,9 +177,7 @@ def node_loss(
 def saga_durations(outcome: Outcome | None = None) -> list[str]:
     """How long the sagas took (checkout to their last change), in all and per phase of the run
     (orders placed after each fault): the pause a node loss caused shows as a phase's longest."""
-    from orders.models import Order
-
-    took = {str(o.id): (o.updated_at - o.created_at).total_seconds() for o in Order.objects.all()}
+    took = offered("saga_seconds")()
 
     def line(name: str, ids) -> str:
         seconds = sorted(took[str(i)] for i in ids if str(i) in took)

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from contextlib import contextmanager
 
 from django.db import connections
+from reliable_messaging.hosting import installed
 from reliable_messaging.models import InboxMessage, OutboxMessage
 
 from faultlib.broker import publish_exact
@@ -100,6 +101,9 @@ def year_10000() -> str:
     return send("orders_queue", body, event_type="payments.payment.succeeded", occurred_at=YEAR_10000)
 
 
+# A context that only follows the saga (shipping, where it is installed), else inventory: its consumer too.
+FOLLOWER = next((d.name for d in installed() if d.extra.get("follows")), "inventory")
+
 # (consumer, reason, how to make it): the message id it was sent with, "" when it has none.
 HOSTILE_KINDS: list[tuple[str, str, Callable[[], str]]] = [
     *[("payments", "invalid_headers", failing_charge_with_attempt(a)) for a in ("abc", [1, 2], -10, 2**40)],
@@ -108,9 +112,9 @@ HOSTILE_KINDS: list[tuple[str, str, Callable[[], str]]] = [
     ("payments", "broker_dead_lettered", into_dead_letter_queue("payments", "x")),
     ("inventory", "broker_dead_lettered", into_dead_letter_queue("inventory", [{"count": "abc"}])),
     (
-        "shipping",
+        FOLLOWER,
         "broker_delivery_limit",
-        into_dead_letter_queue("shipping", [{"count": 2**40, "reason": "delivery_limit"}]),
+        into_dead_letter_queue(FOLLOWER, [{"count": 2**40, "reason": "delivery_limit"}]),
     ),
     ("orders", "invalid_headers", year_10000),
     ("payments", "invalid_headers", lambda: send("payments_queue", order_created(), message_id=b"\xff\xfe")),

@@ -26,15 +26,22 @@ from reliable_messaging.testing import schemas, validation_error
 from kernel.invariants import SagaFacts
 
 
-def context_invariants() -> list[tuple[str, ModuleType]]:
-    """Each installed context's ``invariants`` module, by its name, in the installed order: the
-    checks of its own rows, from its own package (kernel/invariants.py says what one holds)."""
+def context_support(module: str) -> list[tuple[str, ModuleType]]:
+    """Each installed context's test-support module ``<package>/tests/<module>.py``, by the context's
+    name, in the installed order: what it offers the fault tests from its own package, test code
+    its production code never imports (a context removed takes it along)."""
     found = []
     for declaration in installed():
-        module = f"{declaration.package}.invariants"
-        if importlib.util.find_spec(module) is not None:
-            found.append((declaration.name, importlib.import_module(module)))
+        dotted = f"{declaration.package}.tests.{module}"
+        if importlib.util.find_spec(f"{declaration.package}.tests") and importlib.util.find_spec(dotted):
+            found.append((declaration.name, importlib.import_module(dotted)))
     return found
+
+
+def context_invariants() -> list[tuple[str, ModuleType]]:
+    """Each installed context's ``<package>/tests/invariants.py``: the checks of its own rows (kernel/invariants.py
+    says what one holds)."""
+    return context_support("invariants")
 
 
 def once_per_order() -> tuple[str, ...]:

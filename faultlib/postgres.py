@@ -26,6 +26,7 @@ from faultlib.load import CATALOG, OrderLoad
 from faultlib.processes import BASE_DIR, ProcessGroup, wait_until
 from faultlib.saga import seed_catalog
 from faultlib.scenarios import FAST_RETRIES, Outcome, _settle
+from faultlib.steps import offered
 
 _spec = importlib.util.spec_from_file_location("postgres_cluster", BASE_DIR / "scripts" / "postgres_cluster.py")
 postgres_cluster = importlib.util.module_from_spec(_spec)
@@ -191,9 +192,7 @@ def primary_loss(
 
 
 def _statuses(load: OrderLoad) -> list[str]:
-    from orders.models import Order
-
-    return list(Order.objects.filter(pk__in=list(load.orders)).values_list("status", flat=True))
+    return offered("order_statuses")(list(load.orders))
 
 
 def outage_lines(outcome: Outcome) -> list[str]:

@@ -9,9 +9,7 @@ from reliable_messaging.hosting import context_of, installed
 
 from fake_gateway.ledger import money_moved
 from faultlib.processes import wait_until
-from inventory.models import Product
-from inventory.services import product_upsert
-from orders.models import Order, StorefrontProduct
+from faultlib.steps import offered
 
 
 def asserted(event_types, *followers: str) -> list:
@@ -29,9 +27,10 @@ CATALOG = [("WIDGET", "Widget", Decimal("19.99"), 1000), ("RARE", "Rare print", 
 def seed_catalog(processes_running: bool = True, catalog=CATALOG) -> None:
     """Create products in inventory; with the saga running, wait for the storefront copy."""
     for sku, name, price, stock in catalog:
-        product_upsert(sku=sku, name=name, price=price, stock=stock)
+        offered("product_stocked")(sku=sku, name=name, price=price, stock=stock)
     if processes_running:
-        wait_until(lambda: StorefrontProduct.objects.count() == len(catalog), timeout=30, message="the storefront copy")
+        storefront_size = offered("storefront_size")
+        wait_until(lambda: storefront_size() == len(catalog), timeout=30, message="the storefront copy")
 
 
 def checkout(client: Client, items, token="tok_visa", customer="cust", key=None, ship_to: str = "") -> dict:
@@ -53,8 +52,9 @@ def checkout(client: Client, items, token="tok_visa", customer="cust", key=None,
 
 def wait_terminal(order_ids, timeout: float = 60) -> None:
     ids = [uuid.UUID(str(i)) for i in order_ids]
+    pending = offered("orders_pending")
     wait_until(
-        lambda: not Order.objects.filter(pk__in=ids, status=Order.Status.PENDING).exists(),
+        lambda: not pending(ids),
         timeout=timeout,
         message=f"{len(ids)} order(s) to reach a terminal state",
     )
@@ -65,4 +65,4 @@ def ledger(order_id) -> list[tuple[str, Decimal]]:
 
 
 def stock(sku: str) -> int:
-    return Product.objects.get(sku=sku).stock
+    return offered("stock")(sku)

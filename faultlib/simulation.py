@@ -27,19 +27,9 @@ from reliable_messaging.testing import (
 )
 
 from faultlib.invariants import Report, check_invariants
-from inventory.services import product_upsert
-from orders.models import Order
-from orders.services.checkout import Line, order_place
-from orders.services.saga import InvalidOrderState, order_cancel, orders_expire
-from payments.gateway_calls import run_due_calls
-from payments.models import Payment
+from faultlib.steps import offered
 
 MAX_ATTEMPTS = 4
-# Orders decides on a stock outcome only once the order's payment success has reached it: one
-# delivered first is retried, and after its last attempt a dead letter (the deadline then fails
-# and compensates the order). Only here can it overtake its cause: a queue keeps their order.
-WAITS_FOR_PAYMENT = {("orders", "inventory.stock.reserved"), ("orders", "inventory.stock.reservation_failed")}
-WAITED_FOR_PAYMENT = "before the order's payment succeeded here"
 MAX_DUPLICATES = 6
 MAX_STEPS = 400
 
@@ -101,58 +91,55 @@ class Bus:
         return decision.outcome
 
 
-def calls_in_flight(order_ids: list) -> bool:
-    return Payment.objects.filter(
-        order_id__in=order_ids, status__in=[Payment.Status.CHARGING, Payment.Status.REFUNDING]
-    ).exists()
-
-
-def gateway_worker_step(order_ids: list) -> None:
-    """Time runs forward to the calls' due time (a backoff, a lease); the worker makes them."""
-    Payment.objects.filter(order_id__in=order_ids).update(call_due_at=timezone.now())
-    run_due_calls(rounds=1)
-
-
 TOKENS = ["tok_visa", "tok_visa", "tok_chargeDeclined", "tok_timeout", "tok_unavailable"]
 
 
 def shuffled_sagas(data: st.DataObject) -> Report:
     """One to three orders on a fresh SKU of scarce stock, every delivery order chosen by ``data``."""
+    # The contexts' own steps (faultlib.steps): each from its <package>/tests/steps.py.
+    order_placed, order_cancelled, orders_expired = (
+        offered(name) for name in ("order_placed", "order_cancelled", "orders_expired")
+    )
+    calls_in_flight, gateway_worker_step = offered("gateway_calls_in_flight"), offered("gateway_worker_step")
+    # The one message that can overtake its cause (only here: a queue keeps their order) is retried
+    # until its cause arrives, and after its last attempt dead-lettered saying so.
+    waits_for_payment, waited_for_payment = offered("WAITS_FOR_PAYMENT"), offered("WAITED_FOR_PAYMENT")
+
     sku = f"PROP-{uuid.uuid4().hex[:10]}"
     stock = data.draw(st.integers(0, 3), label="stock")
-    product_upsert(sku=sku, name="Property", price=Decimal("5.00"), stock=stock)
+    offered("product_stocked")(sku=sku, name="Property", price=Decimal("5.00"), stock=stock)
     bus = Bus({sku})
     bus.relay()
     while bus.pending:  # the storefront learns of the product first: checkout needs it
         bus.deliver(0)
-    orders = [
-        order_place(
+    order_ids = [
+        order_placed(
             customer_id="prop",
-            lines=[Line(sku, data.draw(st.integers(1, 2), label="quantity"))],
+            sku=sku,
+            quantity=data.draw(st.integers(1, 2), label="quantity"),
             payment_token=data.draw(st.sampled_from(TOKENS), label="token"),
         )
         for _ in range(data.draw(st.integers(1, 3), label="orders"))
     ]
     cancel_at = data.draw(st.none() | st.integers(0, 40), label="cancel at step")
-    cancelled = data.draw(st.sampled_from(orders), label="cancelled order")
+    cancelled = data.draw(st.sampled_from(order_ids), label="cancelled order")
     expire_at = data.draw(st.none() | st.integers(0, 40), label="deadline at step")
-    order_ids = [o.id for o in orders]
     accepted = []
-    bus.scope.update(str(o.id) for o in orders)
+    bus.scope.update(str(o) for o in order_ids)
     bus.relay()
 
     duplicates = 0
     for step in range(MAX_STEPS):
-        if step == cancel_at and _cancel(cancelled.id):
-            accepted.append(cancelled.id)
+        if step == cancel_at and order_cancelled(cancelled):
+            accepted.append(cancelled)
         if step == expire_at:
-            orders_expire(timeout_seconds=0)
+            orders_expired()
         bus.relay()
         calls = calls_in_flight(order_ids)
         if not bus.pending and not calls:
-            if not Order.objects.filter(pk__in=order_ids, status=Order.Status.PENDING).exists():
+            if not offered("orders_pending")(order_ids):
                 break
-            orders_expire(timeout_seconds=0)  # a saga stuck on a dead letter: the deadline always comes
+            orders_expired()  # a saga stuck on a dead letter: the deadline always comes
             continue
         index = data.draw(st.integers(0, len(bus.pending) - 1 + calls), label="deliver, or the gateway worker")
         if index == len(bus.pending):
@@ -164,27 +151,18 @@ def shuffled_sagas(data: st.DataObject) -> Report:
     else:
         raise AssertionError(f"still {len(bus.pending)} deliveries after {MAX_STEPS} steps")
 
-    report = check_invariants(
-        initial_stock={sku: stock}, order_ids=[o.id for o in orders], cancelled=accepted, broker=False
-    )
+    report = check_invariants(initial_stock={sku: stock}, order_ids=order_ids, cancelled=accepted, broker=False)
     assert report.violations == [], str(report)
     unexpected = [
         (d.consumer, d.envelope.headers["event_type"], outcome)
         for d, outcome in bus.outcomes
-        if (d.consumer, d.envelope.headers["event_type"]) not in WAITS_FOR_PAYMENT
+        if (d.consumer, d.envelope.headers["event_type"]) not in waits_for_payment
         and outcome in (Outcome.DEAD_LETTER, Outcome.RETRY)
     ]
     # only a stock outcome that overtook its payment is retried: a charge whose answer was lost
     # or that the gateway refused is the gateway worker's to try again, never a redelivery
     assert unexpected == []
-    waited = DeadLetter.objects.filter(consumer="orders", correlation_id__in=[str(o.id) for o in orders])
-    assert [d.error for d in waited.exclude(error__contains=WAITED_FOR_PAYMENT)] == []
+    waiting = {consumer for consumer, _ in waits_for_payment}
+    waited = DeadLetter.objects.filter(consumer__in=waiting, correlation_id__in=[str(o) for o in order_ids])
+    assert [d.error for d in waited.exclude(error__contains=waited_for_payment)] == []
     return report
-
-
-def _cancel(order_id) -> bool:
-    try:
-        order_cancel(order_id=order_id)
-    except InvalidOrderState:
-        return False
-    return True

@@ -1,7 +1,8 @@
 """What the saga's invariants are checked against, shared by every context's ``invariants`` module.
 
 After a fault test or ``make chaos`` (``faultlib.invariants.check_invariants``), each installed
-context with an ``<context>/invariants.py`` checks its own rows against each order's outcome.
+context with a ``<context>/tests/invariants.py`` (test code its production code never imports)
+checks its own rows against each order's outcome.
 Such a module may define:
 
 - ``saga_outcomes(order_ids)``: each order's outcome (the one context that keeps the order);

@@ -1,17 +1,7 @@
 """Older versions of the events payments reads, brought to the newest before its handler sees
-them (declared under ``upcasters``); keep each as long as docs/evolving-events.md says."""
+them (declared under ``upcasters``): its producers' own steps, kept beside their schemas and bound
+here (kernel/upcasters.py); keep each as long as docs/evolving-events.md says."""
 
+from kernel.upcasters import producer_upcaster
 
-def order_created_v1_to_v2(payload: dict) -> dict:
-    """v1 gave money as decimal strings, with one currency for the order: v2 gives each amount
-    with its currency."""
-    currency = payload["currency"]
-    return {
-        "order_id": payload["order_id"],
-        "customer_id": payload["customer_id"],
-        "total": {"amount": payload["total"], "currency": currency},
-        "items": [
-            {**item, "unit_price": {"amount": item["unit_price"], "currency": currency}} for item in payload["items"]
-        ],
-        "payment_token": payload["payment_token"],
-    }
+order_created_v1_to_v2 = producer_upcaster("orders.order.created", 1)

@@ -10,6 +10,25 @@ from faultlib.processes import ProcessGroup, database_url, process_environment
 
 ALL_DATABASES = ["default", "gateway"]
 
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers",
+        "needs_contexts(*names): the test is about these contexts; skipped, saying so, where one is not installed",
+    )
+
+
+def pytest_collection_modifyitems(items):
+    """A test about a context that is not installed (removed: its folder and its INSTALLED_CONTEXTS
+    line) is skipped with the reason, never lost to an import error: it imports the context's code
+    inside the test. A test of one context alone belongs in its package (<context>/tests/)."""
+    installed = {package.rsplit(".", 1)[-1] for package in settings.INSTALLED_CONTEXTS}
+    for item in items:
+        for mark in item.iter_markers("needs_contexts"):
+            if missing := sorted(set(mark.args) - installed):
+                item.add_marker(pytest.mark.skip(reason=f"{', '.join(missing)} not installed (INSTALLED_CONTEXTS)"))
+
+
 # The orchestrated saga's tests need the orchestrator installed (its tables, its queue): make test
 # runs them in a session of their own with ORCHESTRATOR=1; a session without it does not collect them.
 if "orchestrator" not in settings.INSTALLED_CONTEXTS:

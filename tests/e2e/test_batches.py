@@ -1,5 +1,8 @@
-"""Batched consumers: deliveries already waiting are decided in one transaction.
+"""Batched consumers as the shop runs them: inventory's batches that lock the same products, and
+the event log's batches.
 
+The bus's own batch tests (one transaction for what waits, a failing member alone, a message twice
+in a batch) are the package's: packages/django-reliable-messaging/tests/test_consumer_batches.py.
 The consumer counts its batches (``messaging_consumer_batch_size``, on ``--metrics-port``). Rows
 written inside a savepoint carry the savepoint's own transaction id (``xmin``), so only rows of the
 savepoint-free attempt share one: the last test uses that.
@@ -18,23 +21,13 @@ from reliable_messaging.models import DeadLetter, EventLogEntry, InboxMessage, O
 
 from faultlib.broker import publish_raw
 from faultlib.invariants import broker_queue_depths
-from faultlib.load import order_created_payload
 from faultlib.processes import free_port, wait_until
-from faultlib.saga import ledger
-from inventory.models import Product, Reservation
-from payments.models import Payment
 from tests.conftest import ALL_DATABASES
-from tests.support.locks import payment_row_held
 from tests.support.waits import read_until
 
 pytestmark = pytest.mark.django_db(transaction=True, databases=ALL_DATABASES)
 
-FAST_RETRIES = {"CONSUMER_RETRY_DELAYS": "0.2", "CONSUMER_MAX_ATTEMPTS": "2"}
 BATCHED = ("messaging_consumer_batch_size_sum", ())  # the deliveries a consumer has counted
-
-
-def order_created(order_id: str, token: str = "tok_visa") -> dict:
-    return order_created_payload(order_id, payment_token=token)
 
 
 def payment_succeeded(order_id: str, sku: str) -> dict:
@@ -93,96 +86,6 @@ def queue_empty(name: str) -> bool:
     return (broker_queue_depths() or {}).get(name) == 0
 
 
-def test_deliveries_already_waiting_are_handled_in_one_transaction(processes, quiet_broker):
-    orders = [str(uuid.uuid4()) for _ in range(40)]
-    for order_id in orders:
-        send("orders.order.created", order_created(order_id))
-    wait_until(lambda: (broker_queue_depths() or {}).get("payments_queue") == 40, timeout=30, message="40 queued")
-    port = free_port()
-
-    consumer = processes.start(
-        "payments", "run_consumers", "payments", "--metrics-port", str(port), env={"CONSUMER_BATCH_SIZE": "40"}
-    )
-    wait_until(lambda: InboxMessage.objects.filter(consumer="payments").count() == 40, timeout=60, message="40 handled")
-    wait_until(lambda: queue_empty("payments_queue"), timeout=30, message="every delivery acked")
-    samples = scrape_settled(port, 40)
-    assert processes.stop(consumer) == 0
-
-    batches = samples[("messaging_consumer_batch_size_count", ())]
-    assert samples[BATCHED] == 40
-    assert batches <= 10  # 40 messages: one transaction each before batching
-    assert outcomes(samples, "payments") == {"handled": 40}
-    charged = Payment.objects.filter(status=Payment.Status.CHARGED)  # by the gateway worker, after the batches
-    wait_until(lambda: charged.count() == 40, timeout=30, message="40 charges recorded")
-    assert OutboxMessage.objects.filter(event_type="payments.payment.succeeded").count() == 40
-    assert "broker unavailable" not in processes.logs()  # no ack the broker refused
-
-
-def test_a_failing_message_rolls_back_alone_and_its_retry_is_not_a_duplicate(processes, quiet_broker):
-    good = [str(uuid.uuid4()) for _ in range(6)]
-    failing = str(uuid.uuid4())
-    for order_id in good[:3]:
-        send("orders.order.created", order_created(order_id))
-    failing_message = send("orders.order.created", order_created(failing))
-    for order_id in good[3:]:
-        send("orders.order.created", order_created(order_id))
-    wait_until(lambda: (broker_queue_depths() or {}).get("payments_queue") == 7, timeout=30, message="7 queued")
-    port = free_port()
-
-    # the failing one: its payment row held by another session for as long as the consumer runs
-    with payment_row_held(failing):
-        consumer = processes.start(
-            "payments",
-            "run_consumers",
-            "payments",
-            "--metrics-port",
-            str(port),
-            env={**FAST_RETRIES, "WORKER_LOCK_TIMEOUT": "0.5", "LOG_FORMAT": "json"},
-        )
-        wait_until(lambda: DeadLetter.objects.filter(consumer="payments").exists(), timeout=60, message="a dead letter")
-        wait_until(lambda: queue_empty("payments_queue"), timeout=30, message="every delivery settled")
-        samples = scrape_settled(port, 7 + 1)  # the 7, then the failing one's retry
-        assert processes.stop(consumer) == 0
-
-    # They shared a batch, whose first attempt the failing member abandoned for the savepoint one.
-    assert samples[("messaging_consumer_batch_size_count", ())] < 7 + 1  # the 7, then the retry alone
-    assert "a member of the batch failed" in processes.logs(tail=100_000)
-
-    # The six around it committed; the failing one was retried once (handled again, not a duplicate), then
-    # dead-lettered, its inbox claim rolled back each time with its handler.
-    wait_until(lambda: [ledger(o) for o in good] == [[("charge", Decimal("10.00"))]] * 6, timeout=30, message="6")
-    assert ledger(failing) == []
-    assert outcomes(samples, "payments") == {"handled": 6, "retry": 1, "dead_letter": 1}
-    letter = DeadLetter.objects.get(consumer="payments")
-    assert (letter.message_id, letter.reason, letter.attempts) == (failing_message, "handler_error", 2)
-    assert not InboxMessage.objects.filter(message_id=failing_message).exists()
-    assert Payment.objects.get(order_id=failing).status == Payment.Status.NEW  # as the holder left it
-
-
-def test_the_same_message_twice_in_one_batch_takes_effect_once(processes, quiet_broker):
-    order_id, twice = str(uuid.uuid4()), str(uuid.uuid4())
-    others = [str(uuid.uuid4()) for _ in range(4)]
-    send("orders.order.created", order_created(others[0]))
-    send("orders.order.created", order_created(order_id), twice)
-    send("orders.order.created", order_created(others[1]))
-    send("orders.order.created", order_created(order_id), twice)
-    for other in others[2:]:
-        send("orders.order.created", order_created(other))
-    wait_until(lambda: (broker_queue_depths() or {}).get("payments_queue") == 6, timeout=30, message="6 queued")
-    port = free_port()
-
-    consumer = processes.start("payments", "run_consumers", "payments", "--metrics-port", str(port))
-    wait_until(lambda: queue_empty("payments_queue"), timeout=60, message="every delivery acked")
-    samples = scrape_settled(port, 6)
-    assert processes.stop(consumer) == 0
-
-    assert samples[("messaging_consumer_batch_size_count", ())] < 5  # they did share a batch
-    assert ledger(order_id) == [("charge", Decimal("10.00"))]
-    assert InboxMessage.objects.filter(consumer="payments", message_id=twice).count() == 1
-    assert outcomes(samples, "payments") == {"handled": 5, "duplicate": 1}
-    assert OutboxMessage.objects.filter(event_type="payments.payment.succeeded", correlation_id=order_id).count() == 1
-
-
 def test_two_consumer_processes_whose_batches_lock_the_same_products_never_deadlock_for_good(processes, quiet_broker):
     # Orders of one SKU each, alternating between two hot products: two batches can each hold one
     # product and want the other. PostgreSQL breaks such a cycle (40P01) and the loser is decided
@@ -190,6 +93,8 @@ def test_two_consumer_processes_whose_batches_lock_the_same_products_never_deadl
     # invariants under whatever contention comes; the bus's own
     # packages/django-reliable-messaging/tests/test_batch_deadlocks.py forces the deadlocks and
     # proves the loser's path.
+    from inventory.models import Product, Reservation  # the context's own: the file collects without it
+
     Product.objects.bulk_create(
         [Product(sku="HOT-A", name="A", price=Decimal("1.00"), stock=10_000),
          Product(sku="HOT-B", name="B", price=Decimal("1.00"), stock=10_000)]

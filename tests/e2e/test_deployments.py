@@ -14,6 +14,7 @@ import uuid
 from decimal import Decimal
 
 import pytest
+from django.apps import apps
 from reliable_messaging._declarations import installed, names
 
 from faultlib.processes import ProcessGroup, free_port, wait_until
@@ -41,14 +42,8 @@ DJANGO_TABLES = {
     "axes_accessfailurelog",
     "axes_accesslog",
 }
-MESSAGING_TABLES = {
-    "messaging_outbox",
-    "messaging_scheduled",
-    "messaging_inbox",
-    "messaging_event_log",
-    "messaging_dead_letter",
-    "messaging_dead_letter_edit",
-}
+# The bus's own tables, in every deployment: those of its models, whichever they are (its own tests say).
+MESSAGING_TABLES = {m._meta.db_table for m in apps.get_app_config("messaging").get_models(include_auto_created=True)}
 OWN_TABLES = {
     "orders": {"orders_order", "orders_order_line", "orders_storefront_product", "orders_checkout_request"},
     "payments": {"payments_payment", "fake_gateway_operation"},
@@ -77,7 +72,8 @@ def group(tmp_path_factory):
 
 def test_each_database_holds_only_its_own_contexts_tables(split):
     for context, own in OWN_TABLES.items():
-        assert split[context].tables() == own | MESSAGING_TABLES | DJANGO_TABLES, context
+        if context in split.deployments:  # installed (shipping may be removed)
+            assert split[context].tables() == own | MESSAGING_TABLES | DJANGO_TABLES, context
 
 
 def test_a_deployment_has_no_code_of_another_context_and_says_so(split):
@@ -122,6 +118,7 @@ def test_a_deployment_has_no_code_of_another_context_and_says_so(split):
     assert bogus.returncode == 1 and "CONTEXTS names unknown contexts ['billing']" in bogus.stderr
 
 
+@pytest.mark.needs_contexts("shipping")  # the follower that starts last
 def test_the_saga_runs_across_four_deployments_whichever_starts_first(split, group):
     orders, payments, inventory, shipping = split["orders"], split["payments"], split["inventory"], split["shipping"]
 

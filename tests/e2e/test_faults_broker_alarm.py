@@ -7,7 +7,7 @@ from reliable_messaging.models import OutboxMessage
 from faultlib.faults import memory_alarm
 from faultlib.processes import wait_until
 from tests.conftest import ALL_DATABASES
-from tests.e2e.test_relay import publish_things, unpublished
+from tests.support.outbox import publish_things, unpublished
 
 pytestmark = pytest.mark.django_db(transaction=True, databases=ALL_DATABASES)
 

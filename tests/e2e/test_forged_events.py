@@ -20,10 +20,6 @@ from faultlib.invariants import wait_quiet
 from faultlib.processes import procfile_commands, wait_until
 from faultlib.saga import checkout, ledger, seed_catalog, stock, wait_terminal
 from faultlib.scenarios import FAST_RETRIES
-from inventory.services import product_upsert
-from orders.models import Order, StorefrontProduct
-from payments.models import Payment
-from shipping.models import Shipment
 from tests.conftest import ALL_DATABASES
 from tests.support import forged
 
@@ -44,6 +40,11 @@ def dead_letters() -> Counter:
 
 
 def test_each_forged_event_of_row_6_then_a_genuine_order_confirms(processes, quiet_broker):
+    from inventory.services import product_upsert  # the contexts' own: the file collects without them
+    from orders.models import Order, StorefrontProduct
+    from payments.models import Payment
+    from shipping.models import Shipment
+
     for name, args in procfile_commands().items():
         if name != "deadline":  # the stuck order must stay PENDING while the test looks at it
             processes.start(name, *args, env={**FAST_RETRIES, "GATEWAY_CHARGE_ATTEMPTS": "1000", "LOG_FORMAT": "json"})

@@ -1,6 +1,9 @@
 """Hostile messages, published with py-amqp itself (exact header types), into the queues of the
 consumers the Procfile runs, on PostgreSQL and RabbitMQ: each becomes a dead letter with its
-reason, no consumer process stops, and the next genuine order confirms (issue 26, rows 1-5, 12)."""
+reason, neither consumer process stops, the order's timeline records nothing of them, and the next
+genuine order confirms (issue 26, rows 2, 5). Every row against one consumer (x-attempt, x-death,
+counts past a column, a reused message id) is the bus's own test:
+packages/django-reliable-messaging/tests/test_hostile_headers.py."""
 
 import json
 import uuid
@@ -8,21 +11,18 @@ from decimal import Decimal
 
 import pytest
 from django.test import Client
-from reliable_messaging._edge import MAX_COUNT
-from reliable_messaging.models import DeadLetter, EventLogEntry, OutboxMessage
+from reliable_messaging.models import DeadLetter, EventLogEntry
 
 from faultlib.hostile import deeper_recursion
 from faultlib.hostile import send as send_exact
 from faultlib.load import order_created_payload
 from faultlib.processes import wait_until
 from faultlib.saga import checkout, ledger, seed_catalog, wait_terminal
-from orders.models import Order
 from tests.conftest import ALL_DATABASES
 
 pytestmark = pytest.mark.django_db(transaction=True, databases=ALL_DATABASES)
 
 FAST_RETRIES = {"CONSUMER_RETRY_DELAYS": "0.2", "CONSUMER_MAX_ATTEMPTS": "3"}
-CREATED = "orders.order.created"
 
 
 @pytest.fixture
@@ -52,10 +52,6 @@ def test_hostile_headers_and_bodies_are_dead_letters_and_every_consumer_keeps_co
     wait_terminal([genuine["id"]])
     expected: set[tuple[str, str, str]] = set()
 
-    # row 1: x-attempt of another type, or out of range, on a message whose handler fails
-    for attempt in ["abc", [1, 2], -10, 0]:
-        failing = order_created_payload(payment_token="tok_unavailable")
-        expected.add(("payments", send("payments_queue", failing, **{"x-attempt": attempt}), "invalid_headers"))
     # row 2: 100,000 [ into the queues of both processes
     for consumer in ("payments", "events"):
         expected.add((consumer, send(f"{consumer}_queue", None, body=b"[" * 100_000), "invalid_payload"))
@@ -67,21 +63,6 @@ def test_hostile_headers_and_bodies_are_dead_letters_and_every_consumer_keeps_co
         deep = [deep]
     with deeper_recursion():  # py-amqp encodes it recursively, as it decodes it
         send("events_queue", order_created_payload(), **{"x-deep": deep})
-    # row 3: a malformed x-death straight into a dead-letter queue (no delivery limit there)
-    unreadable = send("payments_queue_dead_letters", order_created_payload(), **{"x-death": "x"})
-    bad_count = send("payments_queue_dead_letters", order_created_payload(), **{"x-death": [{"count": "abc"}]})
-    # row 4: numbers past any column: an x-death count and an x-attempt of 2^40
-    huge_count = send(
-        "payments_queue_dead_letters",
-        order_created_payload(),
-        **{"x-death": [{"count": 2**40, "reason": "delivery_limit", "queue": "payments_queue"}]},
-    )
-    expected |= {
-        ("payments", unreadable, "broker_dead_lettered"),
-        ("payments", bad_count, "broker_dead_lettered"),
-        ("payments", huge_count, "broker_delivery_limit"),
-        ("payments", send("payments_queue", order_created_payload(), **{"x-attempt": 2**40}), "invalid_headers"),
-    }
     # row 5: an instant in year 10000, about a real order, to the consumers that would record it
     far = {"order_id": genuine["id"], "amount": "19.99", "currency": "USD", "payment_id": str(uuid.uuid4())}
     for consumer in ("orders", "events"):
@@ -89,12 +70,6 @@ def test_hostile_headers_and_bodies_are_dead_letters_and_every_consumer_keeps_co
             f"{consumer}_queue", far, event_type="payments.payment.succeeded", occurred_at="9999-12-31T23:59:59-14:00"
         )
         expected.add((consumer, message_id, "invalid_headers"))
-    # row 12: the genuine order's own event id again, with another total
-    created = OutboxMessage.objects.get(correlation_id=genuine["id"], event_type=CREATED)
-    forged = {**created.payload, "total": {"amount": "0.01", "currency": "USD"}}
-    reused_id = send("payments_queue", forged, message_id=str(created.event_id), schema_version=created.schema_version)
-    expected.add(("payments", reused_id, "message_id_reused"))
-
     # the two whose properties could not be decoded have no message id: they are rows of their own
     expected |= {("payments", "", "invalid_headers"), ("events", "", "invalid_headers")}
     wait_until(lambda: len(letters()) >= len(expected), timeout=60, message=f"{len(expected)} dead letters")
@@ -107,11 +82,6 @@ def test_hostile_headers_and_bodies_are_dead_letters_and_every_consumer_keeps_co
          "in position 0: invalid start byte"),
     ]  # fmt: skip
     assert [p.poll() for p in procfile_consumers] == [None, None]
-    assert DeadLetter.objects.get(message_id=huge_count).attempts == MAX_COUNT
-    assert "x-death unreadable: str 'x'" in DeadLetter.objects.get(message_id=unreadable).error
-    assert "x-death fields unreadable: count" in DeadLetter.objects.get(message_id=bad_count).error
-    reused = DeadLetter.objects.get(reason="message_id_reused")
-    assert reused.error.startswith(f"payments handled message {created.event_id} with content sha256 ")
     # nothing of the hostile messages took effect: one charge of the genuine order, its page and
     # its timeline as they were
     assert ledger(genuine["id"]) == [("charge", Decimal("19.99"))]
@@ -122,6 +92,6 @@ def test_hostile_headers_and_bodies_are_dead_letters_and_every_consumer_keeps_co
     # and the next genuine order goes through the same processes
     after = checkout(client, [{"sku": "WIDGET", "quantity": 2}])
     wait_terminal([after["id"]])
-    assert Order.objects.get(pk=after["id"]).status == "CONFIRMED"
+    assert client.get(f"/api/orders/{after['id']}/").json()["status"] == "CONFIRMED"
     assert ledger(after["id"]) == [("charge", Decimal("39.98"))]
     assert [p.poll() for p in procfile_consumers] == [None, None]

@@ -1,5 +1,6 @@
-"""Prometheus metrics: the web's /metrics (database gauges, token guard) and the relay's and
-consumers' own ports (counters where the work is done)."""
+"""Prometheus metrics: the web's /metrics (database gauges, token guard), the shop's counters on the
+consumers' and the deadline loop's ports. The relay's and consumers' own counters on their ports
+are the bus's test: packages/django-reliable-messaging/tests/test_metrics_ports.py."""
 
 import urllib.request
 import uuid
@@ -14,11 +15,8 @@ from reliable_messaging._dead_letters import dead_letter_record
 from reliable_messaging._topology import consumers
 from reliable_messaging.models import DeadLetter, OutboxMessage
 
-from faultlib.invariants import wait_quiet
 from faultlib.processes import free_port, wait_until
 from faultlib.saga import checkout, seed_catalog, wait_terminal
-from orders.models import Order
-from payments.models import Payment
 from tests.conftest import ALL_DATABASES
 from tests.support.waits import read_until
 
@@ -49,6 +47,8 @@ def outbox_row(**fields) -> OutboxMessage:
 
 @pytest.mark.django_db
 def test_metrics_reads_backlog_dead_letters_and_pending_orders_from_the_database():
+    from orders.models import Order  # the context's own: the file collects without it
+
     now = timezone.now()
     outbox_row(created_at=now - timedelta(seconds=90))
     outbox_row()
@@ -86,6 +86,8 @@ def test_metrics_reads_backlog_dead_letters_and_pending_orders_from_the_database
 
 @pytest.mark.django_db
 def test_metrics_says_whether_the_gateway_worker_keeps_up():
+    from payments.models import Payment  # the context's own: the file collects without it
+
     now = timezone.now()
     status = Payment.Status
 
@@ -131,28 +133,15 @@ def scrape_when_up(port: int) -> dict[tuple[str, tuple], float]:
         return {}
 
 
-def published() -> int:
-    return OutboxMessage.objects.filter(published_at__isnull=False).count()
-
-
 @pytest.mark.django_db(transaction=True, databases=ALL_DATABASES)
-def test_relay_and_consumers_serve_their_counters_on_their_own_ports(processes, quiet_broker):
-    relay_port, consumers_port = free_port(), free_port()
-    processes.start("relay", "run_outbox_relay", "--metrics-port", str(relay_port))
+def test_the_consumers_count_the_saga_outcomes_they_decide(processes, quiet_broker):
+    consumers_port = free_port()
+    processes.start("relay", "run_outbox_relay")
     processes.start("consumers", "run_consumers", "--metrics-port", str(consumers_port))
     seed_catalog()
 
     order = checkout(Client(), [{"sku": "WIDGET", "quantity": 1}])
     wait_terminal([order["id"]])
-    # The confirmation has consequences of its own (the shipment's event, through the same relay):
-    # wait until nothing is left to do, so that what the relay counts is all there will be.
-    wait_quiet(timeout=60)
-    relayed = ("messaging_relay_published_total", ())
-    wait_until(lambda: scrape_when_up(relay_port).get(relayed) == published(), timeout=10)
-
-    relay = scrape(relay_port)
-    assert relay[("messaging_relay_published_total", ())] == published()
-    assert relay[("messaging_relay_batch_seconds_count", ())] >= 1
     # The orders consumer counts the outcome (then its latency) once its transaction has committed,
     # after the order can be seen CONFIRMED here: wait for both.
     confirmed = ("orders_saga_outcomes_total", (("reason", "none"), ("status", "CONFIRMED")))
@@ -163,9 +152,6 @@ def test_relay_and_consumers_serve_their_counters_on_their_own_ports(processes, 
         timeout=10,
         what="the outcome counted",
     )
-    handled = (("consumer", "payments"), ("event_type", "orders.order.created"), ("outcome", "handled"))
-    assert consumers[("messaging_consumer_messages_total", handled)] == 1
-    assert consumers[("messaging_consumer_handle_seconds_count", (("consumer", "payments"),))] >= 1
     # The orders consumer decided the outcome, so it counted it.
     assert consumers[confirmed] == 1
     assert consumers[latency] == 1
@@ -173,6 +159,8 @@ def test_relay_and_consumers_serve_their_counters_on_their_own_ports(processes, 
 
 @pytest.mark.django_db(transaction=True, databases=ALL_DATABASES)
 def test_the_deadline_loop_counts_the_timeouts_it_decides(processes):
+    from orders.models import Order  # the context's own: the file collects without it
+
     order = Order.objects.create(customer_id="c", total=Decimal("1.00"), currency="USD")
     Order.objects.filter(pk=order.pk).update(created_at=timezone.now() - timedelta(minutes=10))
     port = free_port()

@@ -1,5 +1,7 @@
 """OpenTelemetry on the real stack as the Procfile runs it: one trace from the checkout request
-through every hop, exported over OTLP/HTTP (protobuf) to an endpoint that decodes what it gets.
+through every hop of the saga and every process, exported over OTLP/HTTP (protobuf) to an endpoint
+that decodes what it gets. What each span of the bus says (its name, attributes, batch links, a
+dead letter's error) is the bus's own test: packages/django-reliable-messaging/tests/test_message_spans.py.
 
 The processes are the Procfile's (a web server, a relay, `run_consumers --except orders,events` and
 `run_consumers orders events`) with only the standard variables set: OTEL_EXPORTER_OTLP_ENDPOINT
@@ -16,11 +18,8 @@ from reliable_messaging import _topology as topology
 from reliable_messaging._topology import subscribers_of
 from reliable_messaging.models import OutboxMessage
 
-from faultlib.broker import publish_raw
-from faultlib.load import as_json, order_created_payload
 from faultlib.processes import ProcessGroup, free_port, wait_until
 from faultlib.saga import seed_catalog
-from orders.models import Order
 from tests.conftest import ALL_DATABASES
 from tests.support.otlp import OtlpReceiver
 from tests.support.split import SplitSystem
@@ -28,7 +27,6 @@ from tests.support.web import call, checkout_body, get
 
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
 CALLER_SPAN = "00f067aa0ba902b7"
-POISON_TRACE = "0af7651916cd43dd8448eb211c80319c"
 SHOP_CONSUMERS = ("orders", "payments", "inventory", "shipping", "events")
 SAGA = [
     "orders.order.created",
@@ -90,7 +88,7 @@ def test_the_whole_saga_is_one_trace_of_server_producer_and_consumer_spans(otlp,
     order_id = placed["id"]
     wait_until(
         lambda: (
-            Order.objects.get(pk=order_id).status == "CONFIRMED"
+            get(web, f"/api/orders/{order_id}/").json()["status"] == "CONFIRMED"
             and OutboxMessage.objects.filter(correlation_id=order_id, event_type=SAGA[-1]).exists()
             and not OutboxMessage.objects.filter(correlation_id=order_id, published_at__isnull=True).exists()
         ),
@@ -139,20 +137,7 @@ def test_the_whole_saga_is_one_trace_of_server_producer_and_consumer_spans(otlp,
     # and the message carried that PRODUCER span
     producers = {s.attributes["messaging.message.id"]: s for s in saga_spans("PRODUCER")}
     assert len(producers) == len(SAGA)
-    for message_id, producer in producers.items():
-        event_type = message_ids[message_id]
-        assert producer.name == f"send {event_type}"
-        assert producer.service == "saga-shop-relay"
-        assert producer.attributes == {
-            "messaging.system": "rabbitmq",
-            "messaging.operation.type": "send",
-            "messaging.operation.name": "send",
-            "messaging.destination.name": "ecommerce_events",
-            "messaging.rabbitmq.destination.routing_key": event_type,
-            "messaging.message.id": message_id,
-            "messaging.message.conversation_id": order_id,
-        }
-        assert not producer.status_error
+    assert {producer.service for producer in producers.values()} == {"saga-shop-relay"}
     assert producers[str(rows["orders.order.created"].event_id)].parent_id == server.span_id
     assert rows["orders.order.created"].traceparent == f"00-{TRACE_ID}-{server.span_id}-01"
 
@@ -176,23 +161,7 @@ def test_the_whole_saga_is_one_trace_of_server_producer_and_consumer_spans(otlp,
         message_id = span.attributes["messaging.message.id"]
         consumer = span.attributes["messaging.consumer.group.name"]
         assert span.parent_id == producers[message_id].span_id
-        assert span.name == f"process {message_ids[message_id]}"
         assert span.service == process_of[consumer]
-        assert (span.attributes["messaging.system"], span.attributes["messaging.operation.type"]) == (
-            "rabbitmq",
-            "process",
-        )
-        assert span.attributes["messaging.message.conversation_id"] == order_id
-        assert span.attributes["reliable_messaging.outcome"] == "handled"
-        assert not span.status_error
-
-    # decided in a batch: linked to the batch's span (a trace of its own: it serves many sagas)
-    linked = {span_id for span in consumers for _, span_id in span.links}
-    wait_until(lambda: linked <= {s.span_id for s in otlp.spans}, timeout=30, message="the batches' spans")
-    batches = {s.span_id: s for s in otlp.spans if s.span_id in linked}
-    for batch in batches.values():
-        assert (batch.name, batch.kind, batch.parent_id) == ("process batch", "INTERNAL", "")
-        assert batch.attributes["messaging.batch.message_count"] >= 2
 
     # what a handler published is the child of the CONSUMER span that handled its cause
     consumer_at = {
@@ -206,31 +175,6 @@ def test_the_whole_saga_is_one_trace_of_server_producer_and_consumer_spans(otlp,
         ("shipping.shipment.created", ("shipping", "orders.order.confirmed")),
     ]:
         assert producers[str(rows[event_type].event_id)].parent_id == consumer_at[cause].span_id
-
-    # a message that becomes a dead letter: its CONSUMER span is an error with the reason
-    poison_id = str(uuid.uuid4())
-    publish_raw(
-        "payments_queue",
-        as_json(order_created_payload(total="-5")),
-        properties={"message_id": poison_id, "correlation_id": str(uuid.uuid4())},
-        headers={
-            "event_type": "orders.order.created",
-            "schema_version": 1,
-            "traceparent": f"00-{POISON_TRACE}-{CALLER_SPAN}-01",
-        },
-        exchange="",
-    )
-    wait_until(lambda: otlp.in_trace(POISON_TRACE), timeout=30, interval=0.2, message="the poison's span")
-    [poisoned] = otlp.in_trace(POISON_TRACE)
-    assert (poisoned.kind, poisoned.parent_id, poisoned.attributes["messaging.message.id"]) == (
-        "CONSUMER",
-        CALLER_SPAN,
-        poison_id,
-    )
-    assert poisoned.status_error and poisoned.attributes["error.type"] == "invalid_payload"
-    assert poisoned.attributes["reliable_messaging.outcome"] == "dead_letter"
-    assert [name for name, _ in poisoned.events] == ["dead_lettered"]
-    assert poisoned.events[0][1]["reason"] == "invalid_payload"
 
 
 @pytest.fixture

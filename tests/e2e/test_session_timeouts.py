@@ -1,18 +1,10 @@
-"""The PostgreSQL limits every long-running loop's and the web server's connections start with,
-and what they do to a consumer stuck behind someone else's lock."""
+"""The PostgreSQL limits this project gives every long-running loop's and the web server's
+connections (config: its WORKER_* and WEB_* variables). What the limits do to a consumer stuck behind
+someone else's lock is the bus's own test: packages/django-reliable-messaging/tests/test_session_limits.py."""
 
-import json
-import time
-import uuid
-
-import psycopg
 import pytest
 
-from faultlib.broker import publish_raw
-from faultlib.load import order_created_payload
-from faultlib.saga import ledger
-from payments.models import Payment
-from tests.conftest import ALL_DATABASES, database_url
+from tests.conftest import ALL_DATABASES
 
 pytestmark = pytest.mark.django_db(transaction=True, databases=ALL_DATABASES)
 
@@ -88,40 +80,3 @@ def test_a_gateway_worker_that_would_never_try_a_charge_is_refused(processes):
 
     assert result.returncode == 1
     assert result.stderr == "Configuration error: GATEWAY_CHARGE_ATTEMPTS must be at least 1, not 0\n"
-
-
-def test_a_consumer_behind_a_stuck_lock_gives_up_after_lock_timeout_and_retries_later(processes, quiet_broker):
-    """Someone holds the order's payment row and never lets go: the payments consumer waits
-    WORKER_LOCK_TIMEOUT (1 s), not forever; the message goes to its delay queue, nothing changes."""
-    order_id = str(uuid.uuid4())
-    Payment.objects.create(order_id=order_id)
-    message_id = str(uuid.uuid4())
-    publish_raw(
-        "orders.order.created",
-        json.dumps(order_created_payload(order_id)).encode(),
-        properties={"message_id": message_id, "correlation_id": order_id},
-        headers={"event_type": "orders.order.created", "schema_version": 1, "occurred_at": "2026-01-01T00:00:00Z"},
-    )
-
-    with psycopg.connect(database_url()) as holder:
-        holder.execute("SELECT 1 FROM payments_payment WHERE order_id = %s FOR UPDATE", [order_id])
-        started = time.monotonic()
-        result = processes.run(
-            "run_consumers",
-            "payments",
-            "--once",
-            env={"WORKER_LOCK_TIMEOUT": "1", "CONSUMER_RETRY_DELAYS": "60", "LOG_FORMAT": "json"},
-            timeout=60,
-        )
-        took = time.monotonic() - started
-        holder.rollback()
-
-    assert result.returncode == 0, result.stderr
-    retries = [json.loads(line) for line in result.stderr.splitlines() if line.startswith('{"')]
-    retries = [line for line in retries if line["event"].startswith("handler failed, retry 1 of 4")]
-    assert [line["message_id"] for line in retries] == [message_id]
-    assert "canceling statement due to lock timeout" in retries[0]["event"]
-    print(f"run_consumers --once behind the lock: {took:.1f} s")
-    assert took < 30  # without lock_timeout it would wait for the holder: forever
-    assert Payment.objects.get(order_id=order_id).status == "new"
-    assert ledger(order_id) == []

@@ -33,8 +33,8 @@ def test_startcontext_installs_a_working_context_changing_two_files(tree, tmp_pa
     assert [f for f in changed if f not in generated] == ["config/settings.py", "pyproject.toml"]
     assert f"docs/schemas-snapshot/{NAME}.customer.notified.v1.json" in added
     assert all(f.startswith(f"{NAME}/") for f in added if not f.startswith("docs/"))
-    own = ["context.toml", "migrations/0001_initial.py", "invariants.py", f"tests/integration/test_{NAME}.py"]
-    assert {f"{NAME}/{f}" for f in own} <= set(added)
+    own = [f"{NAME}/context.toml", f"{NAME}/migrations/0001_initial.py", f"{NAME}/tests/invariants.py"]
+    assert {*own, f"{NAME}/tests/integration/test_{NAME}.py"} <= set(added)
     # its admin lists "messages received", not "Receiveds"
     assert "'verbose_name_plural': 'messages received'" in (tree / NAME / "migrations" / "0001_initial.py").read_text()
     assert f"{NAME}.customer.notified.v1" in (tree / "docs" / "asyncapi.yaml").read_text()
@@ -75,7 +75,6 @@ def test_startcontext_refuses_what_would_not_work(tree, tmp_path):
         (["json"], "'json': a context's name is a Python package name of at most 40 characters that no"),
         (["class"], "'class': a context's name is a Python package name"),
         (["billing", "--consumes", "orders.order.shipped"], "--consumes orders.order.shipped: no installed context"),
-        (["billing", "--consumes", "orders.order.created"], "it has versions 1..2, so its reader needs an upcaster"),
         (["billing", "--publishes", "orders.invoice.sent"], "a context publishes only 'billing.<aggregate>.<event>'"),
     ]
     for args, message in cases:
@@ -83,3 +82,47 @@ def test_startcontext_refuses_what_would_not_work(tree, tmp_path):
         assert refused.returncode == 1 and message in refused.stderr, (args, refused.stderr)
     status = run(["git", "status", "--porcelain", "--untracked-files=all"], tree, env).stdout
     assert status == ""  # nothing written
+
+
+def test_a_reader_of_an_event_with_several_versions_binds_its_producers_upcasters(tree, tmp_path):
+    """orders.order.created has two versions: the new reader binds orders' own step, kept beside its
+    schemas (kernel/upcasters.py), and reads a v1 order as v2; nobody copies the step."""
+    env = scaffold_env(tmp_path / "var")
+    python = str(tree / ".venv" / "bin" / "python")
+    made = run([python, "manage.py", "startcontext", "billing", "--consumes", "orders.order.created"], tree, env)
+    assert made.returncode == 0, made.stdout + made.stderr
+    declaration = (tree / "billing" / "context.toml").read_text()
+    assert '[upcasters]\n"orders.order.created" = ["billing.upcasters.order_created_v1_to_v2"]\n' in declaration
+    code = [p for p in tree.rglob("*.py") if p.parts[len(tree.parts)] not in (".venv", "tests")]  # not the tests
+    steps = [p for p in code if "def order_created_v1_to_v2" in p.read_text()]
+    assert steps == [tree / "orders" / "schemas" / "upcasters.py"]
+
+    v1 = {
+        "order_id": "6f1c1a4e-0000-4000-8000-000000000001",
+        "customer_id": "c",
+        "total": "20.00",
+        "currency": "USD",
+        "items": [{"sku": "WIDGET", "quantity": 2, "unit_price": "10.00"}],
+        "payment_token": "tok_visa",
+    }
+    read = (
+        "import json; from reliable_messaging.testing import validation_error; "
+        "from billing.upcasters import order_created_v1_to_v2 as up; "
+        f"v1 = {v1!r}; "
+        "print(json.dumps([validation_error('orders.order.created', 1, v1), up(v1), "
+        "validation_error('orders.order.created', 2, up(v1))]))"
+    )
+    done = run([python, "manage.py", "shell", "-c", read], tree, env)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout.splitlines()[-1]) == [  # after the shell's own line
+        "",
+        {
+            "order_id": v1["order_id"],
+            "customer_id": "c",
+            "total": {"amount": "20.00", "currency": "USD"},
+            "items": [{"sku": "WIDGET", "quantity": 2, "unit_price": {"amount": "10.00", "currency": "USD"}}],
+            "payment_token": "tok_visa",
+        },
+        "",
+    ]
+    assert run([python, "manage.py", "check"], tree, env).returncode == 0

@@ -6,6 +6,10 @@ import threading
 from contextlib import contextmanager
 from unittest import mock
 
+from django.db import transaction
+from reliable_messaging.api import publish
+from reliable_messaging.models import OutboxMessage
+
 _lock = threading.Lock()
 _inside = 0  # threads inside at once (a test's late transaction beside its main thread): one patch for all
 _patch = mock.patch("reliable_messaging._outbox.publish_refusal", return_value="")
@@ -26,3 +30,16 @@ def unchecked_publishing():
             _inside -= 1
             if _inside == 0:
                 _patch.stop()
+
+
+def publish_things(count: int, event_type: str = "test.thing.happened") -> list[str]:
+    """``count`` made-up events in the outbox, in one transaction; their message ids."""
+    with unchecked_publishing(), transaction.atomic():
+        return [
+            str(publish(event_type=event_type, payload={"n": n}, aggregate_type="thing", aggregate_id=str(n)))
+            for n in range(count)
+        ]
+
+
+def unpublished() -> int:
+    return OutboxMessage.objects.filter(published_at__isnull=True).count()

@@ -38,7 +38,7 @@ class Command(BaseCommand):
         base_dir = Path(settings.BASE_DIR)
         request = Request(name=name, consumes=keys(consumes), publishes=keys(publishes))
         try:
-            check(request, base_dir, installed())
+            request = check(request, base_dir, installed())
         except ScaffoldError as exc:
             raise CommandError(str(exc)) from None
         for relative, content in files_of(request).items():

@@ -1,0 +1,19 @@
+"""What payments offers the fault tests (faultlib.steps): its gateway worker, one round at a time.
+Test code: payments' production code never imports it."""
+
+from django.utils import timezone
+
+from payments.gateway_calls import run_due_calls
+from payments.models import Payment
+
+
+def gateway_calls_in_flight(order_ids) -> bool:
+    return Payment.objects.filter(
+        order_id__in=order_ids, status__in=[Payment.Status.CHARGING, Payment.Status.REFUNDING]
+    ).exists()
+
+
+def gateway_worker_step(order_ids) -> None:
+    """Time runs forward to the calls' due time (a backoff, a lease); the worker makes them."""
+    Payment.objects.filter(order_id__in=order_ids).update(call_due_at=timezone.now())
+    run_due_calls(rounds=1)
