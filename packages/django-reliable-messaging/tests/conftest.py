@@ -32,19 +32,24 @@ def database_url() -> str:
     return f"postgres://{quote(given['USER'], safe='')}{password}@{host}/{given['NAME']}"
 
 
-def drained(queue: str) -> list[tuple[str, dict, str | bytes]]:
-    """Every message waiting in ``queue`` on RabbitMQ: its message id, headers and body (taken with
-    py-amqp, so the queue's own arguments are never redeclared)."""
+def amqp_connection():
+    """A py-amqp connection to BROKER_URL, as its user: raw messages exactly as given, and queues
+    read without being redeclared (kombu would declare them with its own arguments)."""
     import amqp as py_amqp
 
     parts = urlsplit(os.environ["BROKER_URL"].split(";")[0])
-    received = []
-    with py_amqp.Connection(
+    return py_amqp.Connection(
         host=f"{parts.hostname}:{parts.port or 5672}",
         userid=unquote(parts.username or "guest"),
         password=unquote(parts.password or "guest"),
         virtual_host=unquote(parts.path[1:]) or "/",
-    ) as connection:
+    )
+
+
+def drained(queue: str) -> list[tuple[str, dict, str | bytes]]:
+    """Every message waiting in ``queue`` on RabbitMQ: its message id, headers and body."""
+    received = []
+    with amqp_connection() as connection:
         channel = connection.channel()
         while (message := channel.basic_get(queue, no_ack=True)) is not None:
             received.append((message.properties["message_id"], message.headers, message.body))

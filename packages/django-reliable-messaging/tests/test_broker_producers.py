@@ -12,7 +12,7 @@ import pytest
 from archive.models import Filed
 from reliable_messaging.models import DeadLetter, InboxMessage
 
-from conftest import amqp
+from conftest import amqp, amqp_connection
 
 PRODUCERS = {"notes": "notes_user", "archive": "archive_user"}
 
@@ -43,12 +43,7 @@ def test_a_message_no_owner_published_is_a_dead_letter_with_no_effect(manage, wi
     parts = urlsplit(os.environ["BROKER_URL"].split(";")[0])
     user = unquote(parts.username or "guest")
     forged, anonymous = str(uuid.uuid4()), str(uuid.uuid4())
-    with py_amqp.Connection(
-        host=f"{parts.hostname}:{parts.port or 5672}",
-        userid=user,
-        password=unquote(parts.password or "guest"),
-        virtual_host=unquote(parts.path[1:]) or "/",
-    ) as broker:
+    with amqp_connection() as broker:
         channel = broker.channel()
         for message_id, user_id in [(forged, {"user_id": user}), (anonymous, {})]:
             body = json.dumps({"note_id": str(uuid.uuid4()), "text": "forged"}).encode()

@@ -7,7 +7,6 @@ import json
 import threading
 import time
 import uuid
-from urllib.parse import unquote, urlsplit
 
 import pytest
 from archive.models import Filed
@@ -16,7 +15,7 @@ from notes.services import write_note
 from reliable_messaging.models import DeadLetter, InboxMessage
 from retrying.bus import bus, consume, relay  # noqa: F401 - bus: the fixture
 
-from conftest import amqp
+from conftest import amqp, amqp_connection
 
 needs_rabbitmq = pytest.mark.skipif(not amqp(), reason="raw messages are published to RabbitMQ")
 
@@ -32,17 +31,9 @@ def note(note_id: str | None = None, **overrides) -> bytes:
 def publish_raw(queue: str, body: bytes, headers: dict, message_id: str | None = None) -> None:
     """Straight into ``queue`` through the default exchange with py-amqp (exact header types), as a
     hostile producer, or RabbitMQ's own dead-lettering, would."""
-    import os
-
     import amqp as py_amqp
 
-    parts = urlsplit(os.environ["BROKER_URL"].split(";")[0])
-    with py_amqp.Connection(
-        host=f"{parts.hostname}:{parts.port or 5672}",
-        userid=unquote(parts.username or "guest"),
-        password=unquote(parts.password or "guest"),
-        virtual_host=unquote(parts.path[1:]) or "/",
-    ) as broker:
+    with amqp_connection() as broker:
         properties = {"message_id": message_id} if message_id else {}
         message = py_amqp.Message(body, application_headers=headers, delivery_mode=2, **properties)
         broker.channel().basic_publish_confirm(message, exchange="", routing_key=queue, mandatory=True)

@@ -9,7 +9,6 @@ import sys
 import time
 import uuid
 import zlib
-from urllib.parse import unquote, urlsplit
 
 import pytest
 from archive.models import Filed
@@ -20,7 +19,7 @@ from reliable_messaging._consumer_batch import RETRY_HEADERS_BYTES, retry_header
 from reliable_messaging._envelope import InvalidMessage, parse_incoming
 from reliable_messaging.models import DeadLetter
 
-from conftest import HERE, amqp
+from conftest import HERE, amqp, amqp_connection
 
 LIMIT = 1024 * 1024  # MAX_MESSAGE_BYTES's default
 WRITTEN = {"event_type": "notes.note.written", "schema_version": 1}
@@ -155,25 +154,12 @@ def publish_raw(body: bytes, headers: dict, message_id: str | None = None) -> st
     import amqp as py_amqp
 
     message_id = message_id or str(uuid.uuid4())
-    with py_amqp.Connection(**_connection_arguments()) as connection:
+    with amqp_connection() as connection:
         message = py_amqp.Message(body, application_headers=headers, message_id=message_id, delivery_mode=2,
                                   content_type="application/json")  # fmt: skip
         connection.channel().basic_publish_confirm(message, exchange="", routing_key="archive_queue",
                                                    mandatory=True, confirm_timeout=30)  # fmt: skip
     return message_id
-
-
-def _connection_arguments() -> dict:
-    import os
-
-    parts = urlsplit(os.environ["BROKER_URL"].split(";")[0])
-    return {
-        "host": f"{parts.hostname}:{parts.port or 5672}",
-        "userid": unquote(parts.username or "guest"),
-        "password": unquote(parts.password or "guest"),
-        "virtual_host": unquote(parts.path[1:]) or "/",
-        "connect_timeout": 5,
-    }
 
 
 def declared(manage) -> None:

@@ -3,9 +3,7 @@ running consumer's queues on RabbitMQ: each becomes a dead letter with its reaso
 process never stops, nothing hostile takes effect, and the next genuine note is filed."""
 
 import json
-import os
 import uuid
-from urllib.parse import unquote, urlsplit
 
 import amqp as py_amqp
 import pytest
@@ -14,7 +12,7 @@ from notes.services import write_note
 from reliable_messaging._edge import MAX_COUNT
 from reliable_messaging.models import DeadLetter, OutboxMessage
 
-from conftest import amqp, wait_until
+from conftest import amqp, amqp_connection, wait_until
 
 pytestmark = pytest.mark.skipif(not amqp(), reason="raw messages are published to RabbitMQ")
 
@@ -23,13 +21,7 @@ def send(queue: str, body: bytes, *, message_id: str | bytes | None = None, **he
     """Into ``queue`` through the default exchange, exactly as given; the message id it is stored
     under ("" when it cannot be decoded)."""
     message_id = message_id if message_id is not None else str(uuid.uuid4())
-    parts = urlsplit(os.environ["BROKER_URL"].split(";")[0])
-    with py_amqp.Connection(
-        host=f"{parts.hostname}:{parts.port or 5672}",
-        userid=unquote(parts.username or "guest"),
-        password=unquote(parts.password or "guest"),
-        virtual_host=unquote(parts.path[1:]) or "/",
-    ) as broker:
+    with amqp_connection() as broker:
         message = py_amqp.Message(
             body,
             application_headers={"event_type": "notes.note.written", "schema_version": 1, **headers},

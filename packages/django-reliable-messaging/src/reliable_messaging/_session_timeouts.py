@@ -11,6 +11,7 @@ unless told to ignore them).
 
 from django.db import connections
 
+
 def options_with_timeouts(options: str, timeouts: dict[str, float]) -> str:
     """libpq ``options`` with ``-c name=<ms>`` appended for each limit (after any given ones)."""
     limits = " ".join(f"-c {name}={round(seconds * 1000)}" for name, seconds in sorted(timeouts.items()) if seconds > 0)
