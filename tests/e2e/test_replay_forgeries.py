@@ -33,7 +33,7 @@ PASSWORD = "replay-forgery-test"
 ROUTES = {
     "queue": (lambda: "payments_queue", "unauthenticated_producer"),
     "delay_queue": (lambda: broker.retry_queue_name("payments", broker.DELAY_LADDER[0]), "unauthenticated_producer"),
-    "dead_letter_queue": (lambda: broker.dead_letter_queue_name("payments"), "broker_delivery_limit"),
+    "dead_letter_queue": (lambda: broker.dead_letter_queue_name("payments"), "unauthenticated_producer"),
 }
 
 

@@ -18,7 +18,7 @@ from reliable_messaging._conf import check_settings
 from reliable_messaging._dead_letters import Failed, dead_letters_record
 from reliable_messaging.models import DeadLetter, DeadLetterFlood, InboxMessage
 
-from conftest import amqp
+from conftest import amqp, amqp_connection
 
 WRITTEN = "notes.note.written"
 EACH = 500  # of each of the four kinds: 2,000 bogus messages
@@ -103,6 +103,40 @@ def test_a_flood_of_bogus_messages_costs_a_genuine_one_a_moment_and_leaves_sampl
     handled = InboxMessage.objects.get(consumer="archive", message_id=genuine).handled_at
     assert (handled - first_refused).total_seconds() < 4.0
     assert consumed.stderr.count("counted, not stored") == len(reasons)  # one line per reason and window
+
+
+@pytest.mark.skipif(not amqp(), reason="published to RabbitMQ")
+def test_a_flood_into_the_dead_letter_queue_is_refused_by_its_producer_and_counted_past_the_limit(
+    manage, with_settings
+):
+    """Anyone allowed to publish into archive_queue_dead_letters could flood the table through it,
+    as RabbitMQ's dead-lettering: a message its event type's owner did not publish is refused there
+    as on the main queue (unauthenticated_producer), and sampled like any hostile input."""
+    import amqp as py_amqp
+
+    manage("run_consumers", "--once")  # the topology declared
+    limit = {"x-death": [{"count": 20, "reason": "delivery_limit", "queue": "archive_queue"}]}
+    with amqp_connection() as connection:
+        channel = connection.channel()
+        channel.confirm_select()
+        for _ in range(3 * LIMIT):
+            message = py_amqp.Message(note(), application_headers={"event_type": WRITTEN, **limit},
+                                      message_id=str(uuid.uuid4()), user_id=broker_user(), delivery_mode=2)  # fmt: skip
+            channel.basic_publish_confirm(message, exchange="", routing_key="archive_queue_dead_letters")
+
+    with_settings(**FLOOD, PRODUCERS={"notes": "notes_elsewhere"}, BROKER_USER="archive_elsewhere")(
+        "run_consumers", "--once"
+    )
+
+    letters = list(DeadLetter.objects.values_list("reason", "error"))
+    owner = "notes.note.written belongs to notes, whose broker user is 'notes_elsewhere'"
+    assert letters == [
+        ("unauthenticated_producer", f"{owner}; this message's user_id is '{broker_user()}' "
+         "(found in archive_queue_dead_letters)")
+    ] * LIMIT  # fmt: skip
+    assert list(DeadLetterFlood.objects.values_list("reason", "received", "stored")) == [
+        ("unauthenticated_producer", 3 * LIMIT, LIMIT)
+    ]
 
 
 def failed(reason: str, refused: bool) -> Failed:

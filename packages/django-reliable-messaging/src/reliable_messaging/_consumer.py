@@ -49,6 +49,7 @@ from reliable_messaging._edge import death_of
 from reliable_messaging._health import database_reachable
 from reliable_messaging._heartbeat import HandlerHeartbeat
 from reliable_messaging._lifecycle import DATABASE_BACKOFF_MAX, Backoff, Stopper, drop_broken_db_connections
+from reliable_messaging._producers import UNAUTHENTICATED, producer_refusal
 from reliable_messaging._publisher import BatchPublisher, ConfirmTimeout
 from reliable_messaging._session import BrokerSession
 
@@ -222,17 +223,16 @@ class ConsumerWorker(BatchSettling):
         arrived_key = message.delivery_info.get("routing_key", "")
         death = death_of(headers, default_queue=queue_name(consumer), default_routing_key=arrived_key)
         error = f"RabbitMQ dead-lettered it from {death.queue}: {death.reason}"
+        reason, error = f"broker_{death.reason}"[:100], f"{error} ({death.note})" if death.note else error
+        # Anyone allowed to publish into this queue can flood it: a message its event type's owner did
+        # not publish is refused as on the main queue, counted only past the flood limit.
+        if refusal := producer_refusal(str(headers.get("event_type") or ""), properties.get("user_id")):
+            reason, error = UNAUTHENTICATED, f"{refusal} (found in {broker.dead_letter_queue_name(consumer)})"
+        failed = Failed(consumer=consumer, body=raw_body(message), properties=properties, headers=headers,
+                        routing_key=death.routing_key, reason=reason, error=error, attempts=death.count,
+                        refused=reason == UNAUTHENTICATED)  # fmt: skip
         try:
-            store_dead_letter(
-                consumer=consumer,
-                body=raw_body(message),
-                properties=properties,
-                headers=headers,
-                routing_key=death.routing_key,
-                reason=f"broker_{death.reason}"[:100],
-                error=f"{error} ({death.note})" if death.note else error,
-                attempts=death.count,
-            )
+            store_dead_letters([failed])
         except DatabaseDown:
             self._requeue(message)
             raise
