@@ -264,6 +264,7 @@ def test_an_exception_never_retried_must_be_one_the_host_can_import(monkeypatch)
 @pytest.mark.usefixtures("bus")
 def test_the_broker_s_delay_queues_are_the_ladder_s_only():
     assert not amqp() or broker.retry_queues("retrying")[0].queue_arguments["x-message-ttl"] == 100
-    assert [broker.delay_step(w) for w in (0.01, 0.1, 0.6, 1.0, 4.9, 12, 299, 301, 7200)] == [
-        0.1, 0.1, 0.1, 1.0, 1.0, 5.0, 30.0, 300.0, 3600.0,
+    waits = (0.01, 0.1, 0.6, 0.9, 0.91, 1.0, 4.5, 4.6, 12, 299, 301, 3300, 7200)
+    assert [broker.delay_step(w) for w in waits] == [
+        0.1, 0.1, 0.1, 0.1, 1.0, 1.0, 1.0, 5.0, 5.0, 300.0, 300.0, 3600.0, 3600.0,
     ]  # fmt: skip

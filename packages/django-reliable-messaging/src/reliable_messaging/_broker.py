@@ -215,9 +215,15 @@ def wait_until_header(until: float) -> dict[str, int]:
     return {WAIT_HEADER: int(until * 1000)}
 
 
+# A wait may end this much later than asked (a tenth), so that one hop serves a wait just short of
+# a step (a breaker's cool-down reckoned from now, say): ten hops of the step below cost far more.
+STEP_SLACK = 0.1
+
+
 def delay_step(wait: float) -> float:
-    """The ladder's step to wait in: the longest that does not outlast ``wait``, else the shortest."""
-    return max((step for step in DELAY_LADDER if step <= wait), default=DELAY_LADDER[0])
+    """The ladder's step to wait in: the longest that does not outlast ``wait`` by more than
+    ``STEP_SLACK`` of it, else the shortest."""
+    return max((step for step in DELAY_LADDER if step <= wait * (1 + STEP_SLACK)), default=DELAY_LADDER[0])
 
 
 def retry_queues(consumer: str) -> list[Queue]:

@@ -196,7 +196,7 @@ class BatchSettling:
                 # out the cool-down with the others, its attempt unspent, however long the outage lasts.
                 headers = retry_headers(delivery.headers, event.attempt - 1, decision.error, delivery.routing_key)
                 self._send_to_wait(consumer, message, delivery, headers=headers, until=until)
-                logger.warning("handler failed, its breaker open: waits %.1fs, attempt %d unspent: %s",
+                logger.warning("handler failed with its breaker open again: waits %.1fs, attempt %d unspent: %s",
                                until - time.time(), event.attempt, decision.error)  # fmt: skip
                 return Outcome.RETRY
         # A retry always has its event (a message refused before it was read is a dead letter at once).
