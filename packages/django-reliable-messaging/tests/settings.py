@@ -77,4 +77,6 @@ MESSAGING = {
     "CONTEXTS_DIR": BASE_DIR,
     "BROKER_URL": os.environ.get("BROKER_URL") or "filesystem://",
     "DECLARATION_KEYS": {"audited": False},
+    # notes/context.toml encrypts a note's secret (test_field_encryption*.py): tests-only keys
+    "ENCRYPTION_KEYS": {"tests-1": "dGVzdHMtb25seSBrZXksIDMyIGJ5dGVzIGV4YWN0bHk="},
 }

@@ -115,6 +115,8 @@ def test_two_relays_publish_every_row_exactly_once_and_never_skip_a_late_commit(
     assert not OutboxMessage.objects.filter(event_id=late.message_id).exists()  # invisible until it commits
 
     relays = [workers.start("run_outbox_relay", "--batch-size", "20") for _ in range(2)]
+    for relay in relays:  # both up: on a busy machine one could still be starting when the other is done
+        wait_until(lambda relay=relay: "relay started" in relay.log.read_text(), timeout=60, message="a relay up")
     wait_until(lambda: unpublished() == 0, timeout=60, message="300 rows published")
     # The late row took its id and created_at before the 300 rows; a cursor over ids would skip it.
     late.release.set()

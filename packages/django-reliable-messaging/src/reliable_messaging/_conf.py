@@ -58,6 +58,9 @@ DEFAULTS: dict[str, Any] = {
     "CLAIM_CHECK_MAX_BYTES": 16 * 1024 * 1024,
     "CLAIM_CHECK_STORAGE": None,
     "SENSITIVE_FIELDS": [],
+    # key id -> base64 of 32 random bytes, for the fields contexts declare [encrypted]: the last
+    # listed encrypts, every listed one decrypts (reliable_messaging._field_crypto)
+    "ENCRYPTION_KEYS": {},
     "EVENT_VERSIONS": "",
     # a timedelta, or a number of seconds
     "OUTBOX_RETENTION": timedelta(days=7),

@@ -35,7 +35,8 @@ from reliable_messaging._contracts import schemas, validation_error
 from reliable_messaging._delivery_checks import Refused, prepare
 from reliable_messaging._edge import MAX_COUNT, clamped_count
 from reliable_messaging._envelope import ATTEMPT_HEADER, Envelope, InvalidMessage, encode_body, parse_incoming
-from reliable_messaging._masking import mask_sensitive, mask_text, mask_value
+from reliable_messaging._field_crypto import is_encrypted, without_encrypted
+from reliable_messaging._masking import mask_sensitive, mask_text, mask_value, shown_encrypted
 from reliable_messaging._producers import UNAUTHENTICATED, producer_refusal
 from reliable_messaging._publisher import BatchPublisher
 from reliable_messaging._telemetry import MAX_TRACESTATE
@@ -667,12 +668,14 @@ def _same_json(a: Any, b: Any) -> bool:
 
 
 def _restore_masked(new: Any, old: Any, sensitive: set[str]) -> Any:
-    """``new`` with each sensitive value that is still the mask ``old``'s was shown as put back."""
+    """``new`` with each sensitive value that is still the mask ``old``'s was shown as put back,
+    and each encrypted value still as it was shown (``encrypted for ...``)."""
     if isinstance(new, dict) and isinstance(old, dict):
         return {
             key: (
                 old[key]
-                if key in sensitive and key in old and old[key] and value == mask_value(old[key])
+                if (key in sensitive and key in old and old[key] and value == mask_value(old[key]))
+                or (is_encrypted(old.get(key)) and value == shown_encrypted(old[key]))
                 else _restore_masked(value, old.get(key), sensitive)
             )
             for key, value in new.items()
@@ -700,7 +703,10 @@ def edit_refusal(letter: DeadLetter, body: bytes) -> str | None:
         return f"{exc.reason}: {exc.detail}"
     if (event.event_type, event.schema_version) not in schemas():
         return f"no schema of {event.event_type} v{event.schema_version} is known here: an edit of it cannot be checked"
-    if error := validation_error(event.event_type, event.schema_version, event.payload, decoded_json=True):
+    # an encrypted field is judged by its reader's checks below, once decrypted
+    if error := validation_error(
+        event.event_type, event.schema_version, without_encrypted(event.payload), decoded_json=True
+    ):
         return f"invalid_payload: {error}"
     if registry.handler_for(letter.consumer, event.event_type) is not None:  # its reader is here: its checks too
         try:

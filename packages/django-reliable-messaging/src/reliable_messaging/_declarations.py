@@ -113,6 +113,9 @@ class ContextDeclaration:
     downcasters: dict[str, tuple[str, ...]] = field(default_factory=dict)
     # handler (as consumes and obeys name it) -> its retries and breaker; a handler not here: the settings'
     handlers: dict[str, HandlerPolicy] = field(default_factory=dict)
+    # event type it publishes -> its encrypted fields -> the consumers that may read each
+    # (``[encrypted."<event type>"]``, field = [consumers]: reliable_messaging._field_crypto)
+    encrypted: dict[str, dict[str, tuple[str, ...]]] = field(default_factory=dict)
 
     @property
     def queue(self) -> str:
@@ -175,6 +178,7 @@ def read_declaration(base_dir: Path, package: str) -> ContextDeclaration:
     }
     if undeclared := sorted(set(handlers) - set(consumes.values()) - set(obeys.values())):
         fail(f"handlers {undeclared[0]!r}: not a handler under consumes or obeys")
+    encrypted = _encrypted_of(data.get("encrypted", {}), publishes, fail)
     schemas = data.get("schemas", "")
     if not isinstance(schemas, str) or (schemas and not (path.parent / schemas).is_dir()):
         fail(f"schemas {schemas!r}: the folder of its events' JSON Schemas, in its package")
@@ -195,7 +199,29 @@ def read_declaration(base_dir: Path, package: str) -> ContextDeclaration:
         upcasters=upcasters,
         downcasters=downcasters,
         handlers=handlers,
+        encrypted=encrypted,
     )
+
+
+def _encrypted_of(
+    value: object, publishes: Container[str], fail: Callable[[str], NoReturn]
+) -> dict[str, dict[str, tuple[str, ...]]]:
+    """``[encrypted."<event type>"]``: field = [consumers], for events under publishes."""
+    encrypted = {}
+    for event_type, fields in _table(value, "encrypted", fail).items():
+        if event_type not in publishes:
+            fail(f"encrypted {event_type!r}: not under publishes")
+        readers_of = {}
+        for name, readers in _table(fields, f"encrypted {event_type!r}", fail).items():
+            names = readers if isinstance(readers, list) else []
+            if not (names and all(isinstance(r, str) and CONTEXT_NAME.match(r) for r in names)):
+                fail(
+                    f"encrypted {event_type!r}: {name} = {readers!r}: a non-empty list of the consumers "
+                    "(context names) that may read it"
+                )
+            readers_of[name] = tuple(readers)
+        encrypted[event_type] = readers_of
+    return encrypted
 
 
 def _table(value: object, where: str, fail: Callable[[str], NoReturn]) -> dict[str, Any]:

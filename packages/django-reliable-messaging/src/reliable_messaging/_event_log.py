@@ -24,7 +24,7 @@ def event_log_record_many(events: list[IncomingEvent]) -> None:
                 correlation_id=event.correlation_id[:100],
                 causation_id=event.causation_id[:255],
                 occurred_at=parse_datetime(event.occurred_at) if event.occurred_at else None,
-                payload=mask_sensitive(event.payload),
+                payload=mask_sensitive(event.payload, keep_encrypted=True),
             )
             for event in events
         ],

@@ -5,6 +5,7 @@ import re
 from typing import Any
 
 from reliable_messaging._conf import setting
+from reliable_messaging._field_crypto import MARK, is_encrypted
 
 MASK = "****"
 # A token's kind, shown before the mask (a prefix such as ``tok_`` or ``key_``): a few ASCII letters only,
@@ -17,17 +18,30 @@ def mask_value(value: Any) -> str:
     return f"{prefix.group()}{MASK}" if prefix else MASK
 
 
-def mask_sensitive(data: Any) -> Any:
-    """A copy of ``data`` with the value of every sensitive key masked, at any depth."""
+def shown_encrypted(value: dict[str, Any]) -> str:
+    """How an encrypted field's value is shown: ``encrypted for <readers> (key <id>)``."""
+    sealed = value[MARK] if isinstance(value[MARK], dict) else {}
+    readers = sealed.get("for")
+    readers = ", ".join(map(str, readers)) if isinstance(readers, list) else "?"
+    return f"encrypted for {readers} (key {sealed.get('kid', '?')})"
+
+
+def mask_sensitive(data: Any, *, keep_encrypted: bool = False) -> Any:
+    """A copy of ``data`` with the value of every sensitive key masked, at any depth, and each
+    encrypted field's value shown as ``encrypted for ...`` (``keep_encrypted``: kept as it is)."""
     sensitive = set(setting("SENSITIVE_FIELDS"))
-    return _mask(data, sensitive)
+    return _mask(data, sensitive, keep_encrypted)
 
 
-def _mask(data: Any, sensitive: set[str]) -> Any:
+def _mask(data: Any, sensitive: set[str], keep_encrypted: bool) -> Any:
+    if is_encrypted(data):
+        return data if keep_encrypted else shown_encrypted(data)
     if isinstance(data, dict):
-        return {k: (mask_value(v) if k in sensitive and v else _mask(v, sensitive)) for k, v in data.items()}
+        return {
+            k: (mask_value(v) if k in sensitive and v else _mask(v, sensitive, keep_encrypted)) for k, v in data.items()
+        }
     if isinstance(data, list):
-        return [_mask(item, sensitive) for item in data]
+        return [_mask(item, sensitive, keep_encrypted) for item in data]
     return data
 
 

@@ -14,6 +14,7 @@ from django.utils import timezone
 from reliable_messaging._contracts import publish_refusal, version_to_write
 from reliable_messaging._declarations import context_of
 from reliable_messaging._envelope import IncomingEvent
+from reliable_messaging._field_crypto import encrypt_fields
 from reliable_messaging._ids import new_event_id
 from reliable_messaging._sql import Statement, insert_row, insert_rows, rows_statement
 from reliable_messaging._telemetry import creation_context
@@ -70,6 +71,8 @@ def publish(
         schema_version, payload = version_to_write(event_type, payload)
     if refusal := publish_refusal(event_type, schema_version, payload):
         raise UnpublishableEvent(refusal)
+    # The schema judges the clear payload; what is written holds the declared fields encrypted.
+    payload = encrypt_fields(event_type, payload)
     cause = _handling.get()
     event_id = new_event_id()
     # The span this event is written in (the request's, or the handled message's): the relay's

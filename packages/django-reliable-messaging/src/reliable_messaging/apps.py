@@ -22,10 +22,12 @@ class MessagingConfig(AppConfig):
         from reliable_messaging._contracts import check_contracts
         from reliable_messaging._declarations import check_host_keys, hosted
         from reliable_messaging._event_log import register_event_log
+        from reliable_messaging._field_crypto import check_encryption
         from reliable_messaging._registry import register_declared
 
         check_settings()
         check_host_keys()
+        check_encryption()
         amqp_properties.install()
         check_contracts()
         for declaration in hosted():

@@ -4,13 +4,13 @@ from reliable_messaging.api import publish
 from notes.models import Note
 
 
-def write_note(text: str) -> Note:
-    """The note and its event, in one transaction."""
+def write_note(text: str, secret: str | None = None) -> Note:
+    """The note and its event, in one transaction (its secret, if any, readable by the archive only)."""
     with transaction.atomic():
         note = Note.objects.create(text=text)
         publish(
             event_type="notes.note.written",
-            payload={"note_id": str(note.id), "text": text},
+            payload={"note_id": str(note.id), "text": text, **({"secret": secret} if secret else {})},
             aggregate_type="note",
             aggregate_id=str(note.id),
         )

@@ -1,0 +1,180 @@
+"""Field-level encryption: the payload fields a context declares sensitive (``[encrypted]`` in its
+context.toml: event type -> field -> the consumers that may read it) are encrypted by ``publish``
+before the outbox row is written, so the outbox, the broker, dead letters and the event log hold
+only ciphertext; a permitted consumer's handler, schema check and upcasters see the clear value,
+any other consumer's the payload without the field.
+
+An encrypted field's value is ``{"$encrypted": {"kid": <key id>, "for": [<consumers>], "ct": <b64>}}``:
+AES-256-GCM (the ``cryptography`` library, extra ``[crypto]``), a random 96-bit nonce before the
+ciphertext, and the event type, field name and reader list as associated data (a value moved to
+another event or field, or a reader added to ``for``, fails authentication). Keys:
+``MESSAGING["ENCRYPTION_KEYS"]`` (key id -> base64 of 32 bytes); the last listed encrypts, every
+listed one decrypts (rotation: list a new key first in every deployment, then last; drop an old
+one once nothing it wrote is kept).
+Top-level fields only.
+"""
+
+import base64
+import binascii
+import json
+import os
+from collections.abc import Iterable
+from typing import Any
+
+from django.core.exceptions import ImproperlyConfigured
+
+from reliable_messaging._conf import setting
+from reliable_messaging._declarations import installed
+from reliable_messaging._schema_catalog import schemas
+
+MARK = "$encrypted"
+KEY_BYTES = 32
+NONCE_BYTES = 12
+
+
+class Undecryptable(ValueError):
+    """An encrypted field this consumer may read but cannot: a key id not among its keys, a
+    malformed value, or a ciphertext that fails authentication (tampered, or moved)."""
+
+
+def is_encrypted(value: object) -> bool:
+    return isinstance(value, dict) and set(value) == {MARK}
+
+
+def _keys() -> dict[str, bytes]:
+    """``ENCRYPTION_KEYS`` decoded; ImproperlyConfigured names what is wrong."""
+    given = setting("ENCRYPTION_KEYS")
+    if not isinstance(given, dict):
+        raise ImproperlyConfigured(
+            f"MESSAGING['ENCRYPTION_KEYS'] is {type(given).__name__}: give a dict of key id -> base64 of 32 bytes"
+        )
+    keys = {}
+    for kid, encoded in given.items():
+        try:
+            key = base64.b64decode(encoded, validate=True) if isinstance(encoded, str) else b""
+        except (binascii.Error, ValueError):
+            key = b""
+        if not (isinstance(kid, str) and kid) or len(key) != KEY_BYTES:
+            raise ImproperlyConfigured(
+                f"MESSAGING['ENCRYPTION_KEYS'][{kid!r}]: give a non-empty key id and the base64 of {KEY_BYTES} "
+                "random bytes (python -c 'import os, base64; print(base64.b64encode(os.urandom(32)).decode())')"
+            )
+        keys[kid] = key
+    return keys
+
+
+def sensitive_fields(event_type: str) -> dict[str, tuple[str, ...]]:
+    """The fields of ``event_type`` its producer declares encrypted -> the consumers that may read them."""
+    return next((d.encrypted.get(event_type, {}) for d in installed() if event_type in d.publishes), {})
+
+
+def check_encryption() -> None:
+    """At start-up: the keys given are usable; and where an installed context declares an
+    encrypted field, the ``cryptography`` library is installed and there is a key."""
+    keys = _keys()
+    declaring = [d.package for d in installed() if d.encrypted]
+    if not declaring:
+        return
+    try:
+        import cryptography  # noqa: F401
+    except ImportError:
+        raise ImproperlyConfigured(
+            f"{declaring[0]}/context.toml declares encrypted fields and the cryptography library is missing: "
+            "install django-reliable-messaging[crypto]"
+        ) from None
+    if not keys:
+        raise ImproperlyConfigured(
+            f"{declaring[0]}/context.toml declares encrypted fields and MESSAGING['ENCRYPTION_KEYS'] is empty: "
+            "give key id -> base64 of 32 random bytes (the last listed encrypts)"
+        )
+    # A consumer that may not read a field gets the payload without it: its schema must allow that.
+    for (event_type, _), schema in schemas().items():
+        required = set(schema.schema.get("required", ())) & set(sensitive_fields(event_type))
+        if required:
+            raise ImproperlyConfigured(
+                f"{schema.path.name} requires {sorted(required)[0]!r}, which its producer encrypts: a consumer that "
+                "may not read it receives the payload without it; remove it from the schema's required"
+            )
+
+
+def _associated(event_type: str, field: str, readers: Iterable[str]) -> bytes:
+    return json.dumps([event_type, field, list(readers)]).encode()
+
+
+def encrypt_fields(event_type: str, payload: dict[str, Any]) -> dict[str, Any]:
+    """``payload`` with each declared field present encrypted for its readers (the same payload
+    when ``event_type`` declares none)."""
+    declared = sensitive_fields(event_type)
+    present = [field for field in declared if field in payload]
+    if not present:
+        return payload
+    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+    kid, key = list(_keys().items())[-1]
+    encrypted = dict(payload)
+    for field in present:
+        readers = sorted(declared[field])
+        nonce = os.urandom(NONCE_BYTES)
+        clear = json.dumps(payload[field], separators=(",", ":")).encode()
+        sealed = AESGCM(key).encrypt(nonce, clear, _associated(event_type, field, readers))
+        encrypted[field] = {MARK: {"kid": kid, "for": readers, "ct": base64.b64encode(nonce + sealed).decode()}}
+    return encrypted
+
+
+def without_encrypted(payload: Any) -> Any:
+    """``payload`` without its encrypted fields: what its schema can judge without the keys (as a
+    consumer that may not read them sees it)."""
+    if not isinstance(payload, dict):
+        return payload
+    return {field: value for field, value in payload.items() if not is_encrypted(value)}
+
+
+def reveal_for(consumer: str, event_type: str, payload: Any) -> Any:
+    """``payload`` as ``consumer`` may see it: each encrypted field it is a reader of decrypted,
+    each other encrypted field removed; ``Undecryptable`` when a field it may read cannot be."""
+    if not isinstance(payload, dict) or not any(is_encrypted(v) for v in payload.values()):
+        return payload
+    seen = {}
+    for field, value in payload.items():
+        if not is_encrypted(value):
+            seen[field] = value
+            continue
+        sealed = value[MARK]
+        readers = sealed.get("for") if isinstance(sealed, dict) else None
+        if not (isinstance(readers, list) and all(isinstance(r, str) for r in readers)):
+            raise Undecryptable(f"field {field!r}: a malformed encrypted value (no list of readers)")
+        if consumer in readers:
+            seen[field] = _decrypt(event_type, field, readers, sealed)
+    return seen
+
+
+def _decrypt(event_type: str, field: str, readers: list[str], sealed: dict[str, Any]) -> Any:
+    kid, text = sealed.get("kid"), sealed.get("ct")
+    keys = _keys()
+    if kid not in keys:
+        raise Undecryptable(
+            f"field {field!r}: key id {kid!r} is not in MESSAGING['ENCRYPTION_KEYS'] ({', '.join(keys) or 'none'}): "
+            "add it back, then replay this dead letter"
+        )
+    try:  # a deployment that carries no declaration of encrypted fields may lack the extra
+        from cryptography.exceptions import InvalidTag
+        from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+    except ImportError:
+        raise Undecryptable(
+            f"field {field!r}: the cryptography library is missing: install django-reliable-messaging[crypto], "
+            "then replay this dead letter"
+        ) from None
+    try:
+        raw = base64.b64decode(text, validate=True) if isinstance(text, str) else b""
+    except (binascii.Error, ValueError):
+        raw = b""
+    if len(raw) <= NONCE_BYTES:
+        raise Undecryptable(f"field {field!r}: a malformed ciphertext (not base64 of a nonce and a sealed value)")
+    try:
+        clear = AESGCM(keys[kid]).decrypt(raw[:NONCE_BYTES], raw[NONCE_BYTES:], _associated(event_type, field, readers))
+    except InvalidTag:
+        raise Undecryptable(
+            f"field {field!r}: the ciphertext fails authentication under key {kid!r} "
+            "(tampered with, or moved from another event, field or reader list)"
+        ) from None
+    return json.loads(clear)
