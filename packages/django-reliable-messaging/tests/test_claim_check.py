@@ -31,7 +31,7 @@ ON = {"CLAIM_CHECK_BYTES": 1024}
 STORED = Path("var/claim-check")
 
 
-def priced(remark: str) -> str:
+def priced(remark: str = "r" * 2000) -> str:
     """A priced note whose remark makes the payload as large as wanted; its message id."""
     payload = {
         "note_id": str(uuid.uuid4()),

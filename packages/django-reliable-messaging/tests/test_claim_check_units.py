@@ -11,7 +11,6 @@ import pytest
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.core.files.storage import Storage, storages
-from django.db import transaction
 from django.test import override_settings
 from django.utils import timezone
 from reliable_messaging import _claim_check as claim_check
@@ -21,10 +20,9 @@ from reliable_messaging._delivery_checks import Refused, prepare
 from reliable_messaging._envelope import InvalidMessage, encode_body, parse_incoming
 from reliable_messaging._housekeeping import messages_purge
 from reliable_messaging._relay import OutboxRelay
-from reliable_messaging.api import publish
 from reliable_messaging.models import OutboxMessage
+from test_claim_check import PRICED, priced
 
-PRICED = "notes.note.priced"
 IN_MEMORY = {
     **settings.STORAGES,
     "payloads": {"BACKEND": "django.core.files.storage.InMemoryStorage"},
@@ -44,19 +42,6 @@ class BrokenStorage(Storage):
 
 def messaging(**changed: Any) -> Any:
     return override_settings(MESSAGING={**settings.MESSAGING, **changed}, STORAGES=IN_MEMORY)
-
-
-def priced(remark: str = "r" * 2000) -> str:
-    payload = {
-        "note_id": str(uuid.uuid4()),
-        "total": {"amount": "1.00", "currency": "USD"},
-        "lines": [{"word": "w", "count": 1}],
-        "words": 1,
-        "reason": "priced_by_word",
-        "remark": remark,
-    }
-    with transaction.atomic():
-        return str(publish(event_type=PRICED, payload=payload, aggregate_type="note", aggregate_id="n1"))
 
 
 def parsed(message_id: str, reference: object, **headers: Any) -> Any:
