@@ -2,12 +2,11 @@
 PYTHON ?= python3.11
 VENV := .venv
 PY := $(VENV)/bin/python
-# The bus is installed from its own folder, and each context, the shared kernel and the operator's views
-# from theirs (every <folder>/pyproject.toml, editable): their dependencies count too.
+# The bus is installed from its own folder: its dependencies (its pyproject.toml) count too. The contexts
+# are not installed: the monolith runs them from this checkout (an installed copy would hide a removed
+# one), and requirements.txt pins what each one's pyproject.toml declares (make service installs them).
 BUS_PYPROJECT := packages/django-reliable-messaging/pyproject.toml
-DISTRIBUTIONS := $(patsubst %/pyproject.toml,%,$(wildcard */pyproject.toml))
-PYPROJECTS := $(BUS_PYPROJECT) $(addsuffix /pyproject.toml,$(DISTRIBUTIONS))
-STAMP := $(VENV)/.installed-$(shell cat requirements.txt $(PYPROJECTS) | sha1sum | cut -c1-12)
+STAMP := $(VENV)/.installed-$(shell cat requirements.txt $(BUS_PYPROJECT) | sha1sum | cut -c1-12)
 PORT ?= 8000
 SERVE_HOST ?= 0.0.0.0
 PYTEST_ARGS ?=
@@ -18,12 +17,12 @@ PYTEST_ARGS ?=
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
 
-$(STAMP): requirements.txt $(PYPROJECTS)
+$(STAMP): requirements.txt $(BUS_PYPROJECT)
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
-	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.txt $(addprefix -e ./,$(DISTRIBUTIONS))
+	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.txt
 	@rm -f $(VENV)/.installed-* && touch $@
 
-install: $(STAMP) ## create .venv, install the pinned requirements and each context's distribution (editable)
+install: $(STAMP) ## create .venv and install the pinned requirements
 
 # The workers' metrics ports follow PORT (PORT + 1101..1104: 9101-9104 for the default 8000, which
 # deploy/prometheus/ scrapes), and so does the fake gateway's (PORT + 90: 8090), so a second make run

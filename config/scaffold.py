@@ -175,8 +175,8 @@ def _declaration(request: Request) -> str:
 def _pyproject(request: Request) -> str:
     """Its distribution, as each context's: what its code imports (Django, the bus, the shared kernel)."""
     name = request.name
-    return f"""# The {name} distribution: `pip install -e ./{name}` (make install installs every one editable; the
-# pinned versions are the root requirements.txt's, make service writes them into a service's).
+    return f"""# The {name} distribution: what its code needs. make service installs it (editable, in the
+# service's tree, at the versions the root requirements.txt pins); the monolith runs it from the checkout.
 [build-system]
 requires = ["setuptools==84.0.0"]
 build-backend = "setuptools.build_meta"

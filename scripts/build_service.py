@@ -118,8 +118,9 @@ def build_bus_wheel(out: Path) -> Path:
 
 def pinned(roots: list[Requirement]) -> dict[str, str]:
     """Every distribution ``roots`` need, each at the version installed here (this repository's pins:
-    make install installs requirements.txt), this repository's own left out."""
-    own = {"django-reliable-messaging"} | {f"saga-shop-{name}" for name in (*SHARED, *declarations())}
+    make install installs requirements.txt), this repository's own left out: the bus is its wheel, and
+    the contexts' and the kernel's needs are among the roots (the monolith does not install them)."""
+    own = {f"saga-shop-{name}" for name in (*SHARED, *declarations())}
     pins: dict[str, str] = {}
     seen: set[tuple[str, frozenset[str]]] = set()
     todo = [(r, "") for r in roots]
@@ -128,11 +129,11 @@ def pinned(roots: list[Requirement]) -> dict[str, str]:
         if requirement.marker and not requirement.marker.evaluate({**default_environment(), "extra": extra}):
             continue
         name = canonicalize_name(requirement.name)
-        if (name, frozenset(requirement.extras)) in seen:
+        if (name, frozenset(requirement.extras)) in seen or name in own:  # own: its needs are among the roots
             continue
         seen.add((name, frozenset(requirement.extras)))
         distribution = importlib.metadata.distribution(name)
-        if name not in own:
+        if name != "django-reliable-messaging":  # the bus: its wheel
             pins[distribution.metadata["Name"]] = distribution.version
         for needed in distribution.requires or []:
             needed = Requirement(needed)

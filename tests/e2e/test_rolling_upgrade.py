@@ -146,7 +146,7 @@ def upgrade_orders_and_replay(split: SplitSystem, group: ProcessGroup, tmp_path,
         if name.startswith("orders-") and proc.poll() is None:
             assert group.stop(proc) == 0
     old = split["orders"]
-    upgraded = Deployment("orders", make_tree(tmp_path, "orders"), old.database, old.env, gateway=split.gateway)
+    upgraded = Deployment("orders", make_tree("orders"), old.database, old.env, gateway=split.gateway)
     split.deployments["orders"] = upgraded
     split.migrate()
     upgraded.start(group, "relay", "run_outbox_relay")
@@ -191,7 +191,7 @@ def test_a_writer_upgraded_before_its_reader_leaves_a_dead_letter_replayed_once_
         for name, proc, _ in list(group.procs):
             if name.startswith("payments-") and proc.poll() is None:
                 assert group.stop(proc) == 0
-        tree = make_tree(tmp_path, "payments")
+        tree = make_tree("payments")
         upgraded = Deployment("payments", tree, payments.database, payments.env, gateway=split.gateway)
         split.deployments["payments"] = upgraded
         split.migrate()

@@ -30,9 +30,8 @@ PLATFORM = {
 
 
 @pytest.fixture(scope="module")
-def trees(tmp_path_factory):
-    root = tmp_path_factory.mktemp("services")
-    return {context: make_tree(root, context) for context in SAGA if context in {d.name for d in installed()}}
+def trees():
+    return {context: make_tree(context) for context in SAGA if context in {d.name for d in installed()}}
 
 
 def files(tree: Path) -> set[str]:

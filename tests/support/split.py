@@ -14,15 +14,19 @@ shipments, and every event of every outbox handled by every consumer bound to it
 consumer's own database.
 """
 
+import atexit
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import uuid
 from collections import Counter, defaultdict
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from decimal import Decimal
+from functools import cache
 from pathlib import Path
 
 import psycopg
@@ -53,19 +57,23 @@ def consumer_host(consumer: str) -> str:
     return consumer
 
 
-def make_tree(root: Path, context: str) -> Path:
+@cache
+def make_tree(context: str) -> Path:
     """``make service``'s tree of ``context``, with its requirements installed in its own ``.venv``
-    (uv: seconds, from its cache)."""
-    tree = build(context, root / f"{context}-service")
+    (uv: seconds, from its cache). Built once a test session and shared by every split: a deployment
+    writes nothing in it (its ``VAR_DIR`` and database are its own)."""
+    root = Path(tempfile.mkdtemp(prefix=f"{context}-service-"))
+    atexit.register(shutil.rmtree, root, ignore_errors=True)
+    tree = build(context, root / "tree")
     python = tree / ".venv" / "bin" / "python"
     subprocess.run([UV, "venv", "--quiet", "--python", sys.executable, tree / ".venv"], check=True)
-    installed_ = subprocess.run(
+    done = subprocess.run(
         [UV, "pip", "install", "--quiet", "--python", python, "-r", "requirements.txt"],
         cwd=tree,
         capture_output=True,
         text=True,
     )
-    assert installed_.returncode == 0, installed_.stderr
+    assert done.returncode == 0, done.stderr
     return tree
 
 
@@ -196,7 +204,7 @@ class SplitSystem:
                     "VAR_DIR": str(root / f"var-{context}"),
                     **extra_env.get(context, {}),
                 }
-                tree = trees.get(context) or make_tree(root, context)
+                tree = trees.get(context) or make_tree(context)
                 system.deployments[context] = Deployment(context, tree, name, env, gateway=system.gateway)
         return system
 
