@@ -3,8 +3,9 @@ on one broker, started together with honcho until Ctrl-C.
 
 The deployments follow ``INSTALLED_CONTEXTS`` (config/settings.py): each is the service ``make service``
 builds for its context (scripts/build_service.py, under ``<var-dir>/services/``, built afresh), run with
-this checkout's virtual environment (the same pinned versions) and its tree's Procfile, the web server
-runserver (development). The fake card gateway runs from this checkout, beside payments' database.
+this checkout's virtual environment (the same pinned versions; its ``.venv`` links to it) and its tree's
+Procfile, the web server runserver (development). The fake card gateway runs from this checkout,
+beside payments' database.
 For a context ``name``:
 ``<NAME>_DATABASE_URL`` (default ``sqlite:///var/split/<name>.sqlite3``) and ``<NAME>_PORT``
 (default ``PORT`` + its place in the list) choose its database and port; ``BROKER_URL`` is
@@ -52,6 +53,9 @@ def deployments(first_port: int, var_dir: Path, environ: dict[str, str]) -> list
         tree = var_dir / "services" / declaration.name
         shutil.rmtree(tree, ignore_errors=True)
         build(declaration.name, tree)
+        # It runs with this checkout's environment (the same pins as its requirements.txt), at the
+        # path a deployment's printed commands name (.venv/bin/python) in the tree as here.
+        (tree / ".venv").symlink_to(BASE_DIR / ".venv")
         result.append(
             {
                 "name": declaration.name,

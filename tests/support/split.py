@@ -115,14 +115,23 @@ class Deployment:
         )
 
     def start(self, group: ProcessGroup, name: str, *args: str, env: dict[str, str] | None = None):
+        # A whole tree (a copy of this checkout, or a past release's) runs the fake gateway beside
+        # payments (fake_gateway/server.py; before it left payments, payments' gateway_server module):
+        # its consumers start it from there. A service reaches the checkout's own (SplitSystem.gateway).
+        whole = any(
+            server.exists()
+            for server in (self.tree / "fake_gateway" / "server.py", self.tree / "payments" / "gateway_server.py")
+        )
+        if whole and "GATEWAY_PORT" not in self.env:
+            port = str(free_port())
+            self.env.update(GATEWAY_PORT=port, GATEWAY_URL=f"http://127.0.0.1:{port}")
         merged = {**self.env, **(env or {})}
-        # A whole tree of a past release runs the fake gateway inside payments (payments' gateway_server
-        # module, or in process): its consumers start it from there. A service's reaches the checkout's.
-        if (self.tree / "payments" / "gateway_server.py").exists():
+        if whole:
             if args and args[0] == GATEWAY_COMMAND:
                 return group.start_gateway(f"{self.context}-{name}", *args, env=merged, cwd=self.tree)
             if args and args[0] == "run_consumers":
                 group.ensure_gateway(merged, cwd=self.tree)
+                group.ensure_gateway_calls(merged, cwd=self.tree, name=f"{self.context}-gateway-calls")
         elif self.gateway is not None and args and args[0] == "run_consumers":
             group.ensure_gateway(self.gateway.env, cwd=self.gateway.tree)
             group.ensure_gateway_calls(merged, cwd=self.tree, name=f"{self.context}-gateway-calls", python=self.python)
