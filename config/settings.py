@@ -348,7 +348,7 @@ CURRENCY = env.str("CURRENCY", default="USD")  # one per system: the bus checks 
 # The contexts' own settings have their defaults in their packages (<context>/conf.py, and the fake
 # gateway's fake_gateway/conf.py; .env.example says what each means): set here only where the
 # environment overrides one, so a deployment's values are its context's unless told otherwise.
-CONTEXT_SETTINGS = {
+_CONTEXT_SETTINGS = {
     # orders
     "SAGA_TIMEOUT": parse_duration,
     "IDEMPOTENCY_KEY_TTL": parse_duration,
@@ -366,7 +366,7 @@ CONTEXT_SETTINGS = {
     "FAKE_GATEWAY_LATENCY": float,
     "FAKE_GATEWAY_TIMEOUT_RATE": float,
 }
-globals().update({name: cast(env.str(name)) for name, cast in CONTEXT_SETTINGS.items() if env.str(name, default="")})
+globals().update({name: cast(env.str(name)) for name, cast in _CONTEXT_SETTINGS.items() if env.str(name, default="")})
 # Checked here, not where it is read: the gateway worker would start and never try a charge.
 if env.int("GATEWAY_CHARGE_ATTEMPTS", default=1) < 1:
     raise ImproperlyConfigured(f"GATEWAY_CHARGE_ATTEMPTS must be at least 1, not {env.int('GATEWAY_CHARGE_ATTEMPTS')}")
