@@ -2,7 +2,9 @@
 PYTHON ?= python3.11
 VENV := .venv
 PY := $(VENV)/bin/python
-# The bus is installed from its own folder: its dependencies (its pyproject.toml) count too.
+# The bus is installed from its own folder: its dependencies (its pyproject.toml) count too. The contexts
+# are not installed: the monolith runs them from this checkout (an installed copy would hide a removed
+# one), and requirements.txt pins what each one's pyproject.toml declares (make service installs them).
 BUS_PYPROJECT := packages/django-reliable-messaging/pyproject.toml
 STAMP := $(VENV)/.installed-$(shell cat requirements.txt $(BUS_PYPROJECT) | sha1sum | cut -c1-12)
 PORT ?= 8000
@@ -10,7 +12,7 @@ SERVE_HOST ?= 0.0.0.0
 PYTEST_ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help install run run-split serve test test-unit test-bus bus-lane-1 bus-lane-2 upgrade-test lint chaos bench soak demo browser-check clean
+.PHONY: help install run run-split service serve test test-unit test-bus bus-lane-1 bus-lane-2 upgrade-test lint chaos bench soak demo browser-check clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
@@ -56,8 +58,12 @@ SPLIT_VAR := $(CURDIR)/var/split
 run-split: export GATEWAY_PORT ?= $(shell expr $(PORT) + 90)
 run-split: export DEBUG ?= 1
 run-split: export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
-run-split: $(STAMP) ## run each installed context as its own deployment, each on its own database, one broker (embedded unless <CONTEXT>_DATABASE_URL and BROKER_URL are set; scripts/run_split.py)
+run-split: $(STAMP) ## run each installed context as the service make service builds (under var/split/services/), each on its own database, one broker (embedded unless <CONTEXT>_DATABASE_URL and BROKER_URL are set; scripts/run_split.py)
 	python scripts/run_split.py --port $(PORT) --var-dir $(SPLIT_VAR)
+
+service: $(STAMP) ## CONTEXT=<name> OUT=<dir>: build that context as a service of its own (its package, the platform, the bus's wheel, settings, manage.py, Procfile, requirements.txt; scripts/build_service.py)
+	@test -n "$(CONTEXT)" -a -n "$(OUT)" || { echo "make service CONTEXT=<name> OUT=<dir>, e.g. make service CONTEXT=payments OUT=/tmp/payments-service"; exit 2; }
+	$(PY) scripts/build_service.py $(CONTEXT) $(OUT)
 
 BUS := packages/django-reliable-messaging
 

@@ -114,6 +114,7 @@ def files_of(request: Request) -> dict[str, str]:
     files[f"{name}/tests/__init__.py"] = ""
     files[f"{name}/tests/integration/__init__.py"] = ""
     files[f"{name}/context.toml"] = _declaration(request)
+    files[f"{name}/pyproject.toml"] = _pyproject(request)
     files[f"{name}/apps.py"] = _apps(request)
     files[f"{name}/models.py"] = _models(request)
     files[f"{name}/services.py"] = _services(request)
@@ -169,6 +170,41 @@ def _declaration(request: Request) -> str:
         for key, newest in request.newest.items():
             lines.append(f'"{key}" = {json.dumps([f"{request.name}.upcasters.{s}" for s in _steps(key, newest)])}')
     return "\n".join(lines) + "\n"
+
+
+def _pyproject(request: Request) -> str:
+    """Its distribution, as each context's: what its code imports (Django, the bus, the shared kernel)."""
+    name = request.name
+    return f"""# The {name} distribution: what its code needs. make service installs it (editable, in the
+# service's tree, at the versions the root requirements.txt pins); the monolith runs it from the checkout.
+[build-system]
+requires = ["setuptools==84.0.0"]
+build-backend = "setuptools.build_meta"
+
+[project]
+name = "saga-shop-{name.replace("_", "-")}"
+version = "0.1.0"
+description = "The {name} context: it follows the order saga"
+requires-python = ">=3.11"
+dependencies = [
+    "Django>=5.2,<6",
+    "django-reliable-messaging>=2.3,<3",
+    "saga-shop-kernel>=0.1,<0.2",
+]
+
+# The package is this folder (so `import {name}` works from the repository's root as from a service's):
+# found from the folder above, without its tests.
+[tool.setuptools]
+package-dir = {{"{name}" = "."}}
+
+[tool.setuptools.packages.find]
+where = [".."]
+include = ["{name}", "{name}.*"]
+exclude = ["{name}.tests", "{name}.tests.*"]
+
+[tool.setuptools.package-data]
+{name} = ["context.toml", "schemas/*", "templates/**/*"]
+"""
 
 
 def _steps(key: str, newest: int) -> list[str]:

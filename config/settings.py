@@ -344,44 +344,38 @@ MESSAGING = {
 }
 
 # --- Business -----------------------------------------------------------------------------
-CURRENCY = env.str("CURRENCY", default="USD")
-SAGA_TIMEOUT = parse_duration(env.str("SAGA_TIMEOUT", default="300"))
-# The orchestrator's deadline per step: a step with no reply in ORCHESTRATOR_STEP_TIMEOUT is sent
-# again with the same key, ORCHESTRATOR_STEP_ATTEMPTS times in all, then compensated. 95 s: longer
-# than a charge's own retries (GATEWAY_CHARGE_ATTEMPTS, about 90 s), so a slow gateway is waited
-# for, not doubted; three sends (285 s) within SAGA_TIMEOUT, so the orchestrator's give-up runs
-# before orders' deadline (orchestrator.W001 warns of settings where it would not).
-ORCHESTRATOR_STEP_TIMEOUT = parse_duration(env.str("ORCHESTRATOR_STEP_TIMEOUT", default="95"))
-ORCHESTRATOR_STEP_ATTEMPTS = env.int("ORCHESTRATOR_STEP_ATTEMPTS", default=3)
-IDEMPOTENCY_KEY_TTL = parse_duration(env.str("IDEMPOTENCY_KEY_TTL", default="24h"))
-# How long a checkout waits for a concurrent one with the same key to finish, then 409.
-IDEMPOTENCY_KEY_WAIT = parse_duration(env.str("IDEMPOTENCY_KEY_WAIT", default="2s"))
-
-# --- Bounds on what a hung dependency can hold (docs/operations.md, "Bounded waits") --------
-# The caller's wait for the payment gateway's answer; a later answer is a timeout (retried).
-GATEWAY_TIMEOUT = parse_duration(env.str("GATEWAY_TIMEOUT", default="10"))
-# Payments reaches the card gateway over HTTP (payments/gateway_client.py); by default the fake
-# gateway the Procfile runs (fake_gateway/server.py) on GATEWAY_PORT. "inprocess:" is the
-# in-process stand-in of the unit and integration tiers (no HTTP, the same ledger): the object
-# GATEWAY_IN_PROCESS names, the fake gateway's where it is installed.
-GATEWAY_PORT = env.int("GATEWAY_PORT", default=8090)
-GATEWAY_URL = env.str("GATEWAY_URL", default=f"http://127.0.0.1:{GATEWAY_PORT}")
+CURRENCY = env.str("CURRENCY", default="USD")  # one per system: the bus checks every amount's currency
+# The contexts' own settings have their defaults in their packages (<context>/conf.py, and the fake
+# gateway's fake_gateway/conf.py; .env.example says what each means): set here only where the
+# environment overrides one, so a deployment's values are its context's unless told otherwise.
+_CONTEXT_SETTINGS = {
+    # orders
+    "SAGA_TIMEOUT": parse_duration,
+    "IDEMPOTENCY_KEY_TTL": parse_duration,
+    "IDEMPOTENCY_KEY_WAIT": parse_duration,
+    # payments
+    "GATEWAY_TIMEOUT": parse_duration,
+    "GATEWAY_URL": str,
+    "GATEWAY_PORT": int,
+    "GATEWAY_CONCURRENCY": int,
+    "GATEWAY_CHARGE_ATTEMPTS": int,
+    # the orchestrator
+    "ORCHESTRATOR_STEP_TIMEOUT": parse_duration,
+    "ORCHESTRATOR_STEP_ATTEMPTS": int,
+    # the fake gateway
+    "FAKE_GATEWAY_LATENCY": float,
+    "FAKE_GATEWAY_TIMEOUT_RATE": float,
+}
+globals().update({name: cast(env.str(name)) for name, cast in _CONTEXT_SETTINGS.items() if env.str(name, default="")})
+# Checked here, not where it is read: the gateway worker would start and never try a charge.
+if env.int("GATEWAY_CHARGE_ATTEMPTS", default=1) < 1:
+    raise ImproperlyConfigured(f"GATEWAY_CHARGE_ATTEMPTS must be at least 1, not {env.int('GATEWAY_CHARGE_ATTEMPTS')}")
+# "inprocess:" as GATEWAY_URL is the in-process stand-in of the unit and integration tiers (no HTTP,
+# the same ledger): the object GATEWAY_IN_PROCESS names, the fake gateway's where it is installed.
 if FAKE_GATEWAY:
     GATEWAY_IN_PROCESS = "fake_gateway.in_process.gateway"
-# Gateway calls in the air at once per payments process: the HTTP client's connection pool and
-# the gateway worker's threads.
-GATEWAY_CONCURRENCY = env.int("GATEWAY_CONCURRENCY", default=128)
-# Payments' handlers record each call in flight and commit; the gateway worker (manage.py
-# run_gateway_calls) makes it outside any transaction (docs/payments-gateway.md). A charge still
-# unanswered after this many attempts (backoff 0.5 s doubling to 30 s) is given up, once the
-# gateway says it holds nothing under its key: the order fails (decline code processing_error).
-GATEWAY_CHARGE_ATTEMPTS = env.int("GATEWAY_CHARGE_ATTEMPTS", default=8)
-if GATEWAY_CHARGE_ATTEMPTS < 1:
-    raise ImproperlyConfigured(f"GATEWAY_CHARGE_ATTEMPTS must be at least 1, not {GATEWAY_CHARGE_ATTEMPTS}")
-# The fake gateway's pace (fake_gateway/conf.py): its median answer time (ms, lognormal, p99 about
-# 6x the median) and the share of answers that never come (done, the answer lost: a timeout).
-FAKE_GATEWAY_LATENCY = env.float("FAKE_GATEWAY_LATENCY", default=0.0)
-FAKE_GATEWAY_TIMEOUT_RATE = env.float("FAKE_GATEWAY_TIMEOUT_RATE", default=0.0)
+
+# --- Bounds on what a hung dependency can hold (docs/operations.md, "Bounded waits") --------
 # PostgreSQL limits on the relay's and the consumers' sessions (seconds; 0: not set, the
 # server's own value applies). No transaction waits on the network (the gateway worker calls
 # outside any), so a session idle in a transaction this long is stuck: PostgreSQL ends it.

@@ -100,7 +100,11 @@ class ProcessGroup:
         self.start_gateway(env=env, cwd=cwd)
 
     def ensure_gateway_calls(
-        self, env: dict[str, str] | None = None, cwd: Path = BASE_DIR, name: str = "gateway-calls"
+        self,
+        env: dict[str, str] | None = None,
+        cwd: Path = BASE_DIR,
+        name: str = "gateway-calls",
+        python: str = sys.executable,
     ) -> None:
         """Payments' gateway worker, started if none is running: without it an order's charge stays
         in flight. Not in a deployment without payments, nor in a tree from before the worker."""
@@ -111,7 +115,7 @@ class ProcessGroup:
             return
         if not (cwd / "payments" / "gateway_calls.py").exists():
             return
-        self.gateway_calls = self.spawn(name, [sys.executable, "manage.py", GATEWAY_CALLS_COMMAND], env=env, cwd=cwd)
+        self.gateway_calls = self.spawn(name, [python, "manage.py", GATEWAY_CALLS_COMMAND], env=env, cwd=cwd)
 
     def spawn(
         self, name: str, argv: list[str], env: dict[str, str] | None = None, cwd: Path = BASE_DIR

@@ -4,9 +4,14 @@ changes (config/settings.py reads them from the environment). Read at the moment
 from django.conf import settings
 
 DEFAULTS = {
-    "GATEWAY_TIMEOUT": 10.0,  # seconds: a whole call, connect to last byte
-    "GATEWAY_CONCURRENCY": 128,  # calls in the air at once per gateway worker
-    "GATEWAY_CHARGE_ATTEMPTS": 8,  # a charge never answered is given up after these
+    # Seconds: a whole call, connect to last byte; a later answer is a timeout (retried with its key).
+    "GATEWAY_TIMEOUT": 10.0,
+    # Calls in the air at once per payments process: the HTTP client's pool and the worker's threads.
+    "GATEWAY_CONCURRENCY": 128,
+    # The gateway worker (run_gateway_calls) makes each call outside any transaction; a charge still
+    # unanswered after this many attempts (backoff 0.5 s doubling to 30 s) is given up once the
+    # gateway says it holds nothing under its key: the order fails (decline code processing_error).
+    "GATEWAY_CHARGE_ATTEMPTS": 8,
     "GATEWAY_PORT": 8090,  # the card gateway's port on this machine, when GATEWAY_URL is not set
 }
 

@@ -1,9 +1,12 @@
 """``make run-split``: one deployment per installed context, each on a database of its own, all
 on one broker, started together with honcho until Ctrl-C.
 
-The deployments follow ``INSTALLED_CONTEXTS`` (config/settings.py) and each context's
-declaration (``context.toml``): every deployment runs a web server, a relay, its consumers if
-it has any, and the processes its contexts declare. For a context ``name``:
+The deployments follow ``INSTALLED_CONTEXTS`` (config/settings.py): each is the service ``make service``
+builds for its context (scripts/build_service.py, under ``<var-dir>/services/``, built afresh), run with
+this checkout's virtual environment (the same pinned versions; its ``.venv`` links to it) and its tree's
+Procfile, the web server runserver (development). The fake card gateway runs from this checkout,
+beside payments' database.
+For a context ``name``:
 ``<NAME>_DATABASE_URL`` (default ``sqlite:///var/split/<name>.sqlite3``) and ``<NAME>_PORT``
 (default ``PORT`` + its place in the list) choose its database and port; ``BROKER_URL`` is
 shared (default: one filesystem broker under ``var/split/``).
@@ -14,6 +17,7 @@ shared (default: one filesystem broker under ``var/split/``).
 import argparse
 import os
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -21,11 +25,23 @@ from pathlib import Path
 
 BASE_DIR = Path(__file__).resolve().parents[1]
 SPLIT_VAR = BASE_DIR / "var" / "split"
+sys.path.insert(0, str(BASE_DIR))
+from scripts.build_service import build  # noqa: E402 - run as a script: the repository's root first
+
+
+def tree_processes(tree: Path, port: int) -> dict[str, str]:
+    """The tree's Procfile: process -> its command, the web tier runserver on ``port``."""
+    processes = {}
+    for line in (tree / "Procfile").read_text().splitlines():
+        name, sep, command = line.partition(": exec ")
+        if sep and not line.startswith("#"):
+            processes[name] = command
+    return processes | {"web": f"python manage.py runserver 127.0.0.1:{port} --noreload"}
 
 
 def deployments(first_port: int, var_dir: Path, environ: dict[str, str]) -> list[dict]:
-    """Each installed context's deployment: name, environment, port, the commands it runs."""
-    sys.path.insert(0, str(BASE_DIR))
+    """Each installed context's deployment, its service built: name, tree, environment, port, the
+    commands it runs."""
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
     from reliable_messaging.hosting import installed
 
@@ -34,19 +50,20 @@ def deployments(first_port: int, var_dir: Path, environ: dict[str, str]) -> list
         prefix = declaration.name.upper()
         port = int(environ.get(f"{prefix}_PORT") or first_port + place)
         url = environ.get(f"{prefix}_DATABASE_URL") or f"sqlite:///{var_dir / declaration.name}.sqlite3"
-        processes = {
-            "web": f"runserver 127.0.0.1:{port} --noreload",
-            "relay": "run_outbox_relay",
-            **({"consumers": "run_consumers"} if declaration.runs_consumer else {}),
-            **declaration.processes,
-        }
+        tree = var_dir / "services" / declaration.name
+        shutil.rmtree(tree, ignore_errors=True)
+        build(declaration.name, tree)
+        # It runs with this checkout's environment (the same pins as its requirements.txt), at the
+        # path a deployment's printed commands name (.venv/bin/python) in the tree as here.
+        (tree / ".venv").symlink_to(BASE_DIR / ".venv")
         result.append(
             {
                 "name": declaration.name,
+                "tree": tree,
                 "port": port,
                 "url": url,
                 "env": {"CONTEXTS": declaration.name, "DATABASE_URL": url},
-                "processes": processes,
+                "processes": tree_processes(tree, port),
                 "api": declaration.urls,
                 # commands an operator runs by hand (not those run when preparing it or as its processes)
                 "commands": [
@@ -60,11 +77,17 @@ def deployments(first_port: int, var_dir: Path, environ: dict[str, str]) -> list
 
 
 def procfile(split: list[dict]) -> str:
-    lines = ["# Written by scripts/run_split.py (make run-split) from INSTALLED_CONTEXTS and each context.toml."]
+    lines = ["# Written by scripts/run_split.py (make run-split): each installed context's service and its Procfile."]
     for deployment in split:
         env = " ".join(f"{k}={shlex.quote(v)}" for k, v in deployment["env"].items())
-        for process, args in deployment["processes"].items():
-            lines.append(f"{deployment['name']}-{process}: {env} exec python manage.py {args}")
+        for process, command in deployment["processes"].items():
+            lines.append(
+                f"{deployment['name']}-{process}: cd {shlex.quote(str(deployment['tree']))} && {env} exec {command}"
+            )
+        if deployment["name"] == "payments":
+            # The fake card gateway payments calls: a development service of this checkout (its ledger beside
+            # payments' database, as under make run), on GATEWAY_PORT.
+            lines.append(f"fake-gateway: {env} exec python manage.py run_fake_gateway")
     return "\n".join(lines) + "\n"
 
 
@@ -90,7 +113,7 @@ def banner(split: list[dict], broker: str, port: int) -> list[str]:
             "      " + by_hand(example, example["commands"][0], broker),
             "      " + by_hand(example, "dead_letters list", broker),
         ]
-    if any("run_fake_gateway" in d["processes"].values() for d in split):
+    if any(d["name"] == "payments" for d in split):
         gateway = os.environ.get("GATEWAY_PORT") or "8090"
         lines += [f"  Gateway: the fake card gateway on http://127.0.0.1:{gateway}/ (GATEWAY_PORT)"]
     demo_port = f" PORT={port}" if port != 8000 else ""
@@ -111,7 +134,9 @@ def main() -> int:
     os.environ.setdefault("VAR_DIR", str(var_dir))
     split = deployments(args.port, var_dir, dict(os.environ))
     # Every deployment knows the others' databases: its order page prints commands that run as pasted.
-    environ = {**os.environ, **{f"{d['name'].upper()}_DATABASE_URL": d["url"] for d in split}}
+    # Each tree's manage.py names its own settings module (the checkout's, the monolith's): none is inherited.
+    environ = {k: v for k, v in os.environ.items() if k != "DJANGO_SETTINGS_MODULE"}
+    environ |= {f"{d['name'].upper()}_DATABASE_URL": d["url"] for d in split}
     text = procfile(split)
     if args.procfile_only:
         sys.stdout.write(text)
@@ -120,7 +145,7 @@ def main() -> int:
     var_dir.mkdir(parents=True, exist_ok=True)
     for deployment in split:
         prepare = [sys.executable, "manage.py", "prepare_deployment"]
-        subprocess.run(prepare, cwd=BASE_DIR, env={**environ, **deployment["env"]}, check=True)
+        subprocess.run(prepare, cwd=deployment["tree"], env={**environ, **deployment["env"]}, check=True)
     path = var_dir / "Procfile"
     path.write_text(text)
     print("\n".join(banner(split, os.environ.get("BROKER_URL", ""), args.port)), flush=True)

@@ -1,14 +1,13 @@
 """Each context as its own service: four deployments on four PostgreSQL databases, one broker.
 
-Every deployment runs from a copy of the project that holds only its own context
-(``tests/support/split.py``), with ``CONTEXTS`` naming it. The saga runs across them unchanged,
+Every deployment runs from the tree ``make service`` builds for its context, installed from its own
+requirements (``tests/support/split.py``). The saga runs across them unchanged,
 whichever deployment starts first, and the invariants of the fault tests hold across the three
 databases: money by the gateway ledger, stock conserved, shipments following the outcomes, every
 order terminal, every message handled at most once by each consumer.
 """
 
 import subprocess
-import sys
 import time
 import uuid
 from decimal import Decimal
@@ -46,7 +45,7 @@ DJANGO_TABLES = {
 MESSAGING_TABLES = {m._meta.db_table for m in apps.get_app_config("messaging").get_models(include_auto_created=True)}
 OWN_TABLES = {
     "orders": {"orders_order", "orders_order_line", "orders_storefront_product", "orders_checkout_request"},
-    "payments": {"payments_payment", "fake_gateway_operation"},
+    "payments": {"payments_payment"},  # the fake gateway's ledger is on its own database
     "inventory": {"inventory_product", "inventory_reservation"},
     "shipping": {"shipping_shipment"},
 }
@@ -90,7 +89,7 @@ def test_a_deployment_has_no_code_of_another_context_and_says_so(split):
     )
     for deployment in split.deployments.values():
         importable = subprocess.run(
-            [sys.executable, "-c", probe], cwd=deployment.tree, env=deployment.env, capture_output=True, text=True
+            [deployment.python, "-c", probe], cwd=deployment.tree, env=deployment.env, capture_output=True, text=True
         )
         assert importable.stdout.strip() == f"['{deployment.context}']", importable.stderr
         # Of the others, only their declarations: data every deployment reads for the topology.
@@ -313,8 +312,6 @@ def event_types(api: str, order_id: str) -> list[str]:
 
 def ledger_of(split: SplitSystem) -> dict[str, list[tuple[str, Decimal]]]:
     moved: dict[str, list] = {}
-    for order_id, kind, amount in split["payments"].rows(
-        "SELECT order_id, kind, amount::text FROM fake_gateway_operation WHERE outcome = 'succeeded' ORDER BY id"
-    ):
-        moved.setdefault(order_id, []).append((kind, Decimal(amount)))
+    for order_id, kind, amount in split.ledger():
+        moved.setdefault(order_id, []).append((kind, amount))
     return moved

@@ -168,7 +168,7 @@ def dead_letters(system: SplitSystem) -> set[tuple[str, str, str]]:
 
 
 def ledger(system: SplitSystem) -> list[tuple[str, str, Decimal]]:
-    printed = system["payments"].manage("gateway_ledger")
+    printed = system.gateway.manage("gateway_ledger")  # the fake gateway's command, in this checkout
     assert printed.returncode == 0, printed.stderr
     lines = [json.loads(line) for line in printed.stdout.splitlines() if line.strip()]
     return [(line["order_id"], line["kind"], Decimal(line["amount"])) for line in lines]

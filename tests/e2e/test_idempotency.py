@@ -20,6 +20,7 @@ from django.test import Client
 from django.utils import timezone
 
 from faultlib.processes import BASE_DIR, wait_until
+from orders.conf import setting
 from orders.models import CheckoutRequest, Order, StorefrontProduct
 from orders.services import checkout as service
 from orders.services.checkout import Line, checkout, checkout_keys_purge, request_fingerprint
@@ -169,14 +170,15 @@ def test_a_failure_inside_checkout_keeps_nothing(monkeypatch):
     assert post().status_code == 201
 
 
-def test_expired_keys_are_forgotten_and_purged(settings):
+def test_expired_keys_are_forgotten_and_purged():
+    ttl = setting("IDEMPOTENCY_KEY_TTL")  # orders' own default (orders/conf.py)
     assert post().status_code == 201
-    CheckoutRequest.objects.update(created_at=timezone.now() - timedelta(seconds=settings.IDEMPOTENCY_KEY_TTL + 1))
+    CheckoutRequest.objects.update(created_at=timezone.now() - timedelta(seconds=ttl + 1))
 
     other_body = {**BODY, "customer_id": "someone else"}
     assert post(body=other_body).status_code == 201  # expired, not yet purged: free again, not a 422
     assert Order.objects.count() == 2
-    CheckoutRequest.objects.update(created_at=timezone.now() - timedelta(seconds=settings.IDEMPOTENCY_KEY_TTL + 1))
+    CheckoutRequest.objects.update(created_at=timezone.now() - timedelta(seconds=ttl + 1))
     assert checkout_keys_purge() == 1
     assert CheckoutRequest.objects.count() == 0
 

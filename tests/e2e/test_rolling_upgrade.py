@@ -67,10 +67,8 @@ def start(split: SplitSystem, group: ProcessGroup) -> str:
 
 def ledger_of(split: SplitSystem) -> dict[str, list]:
     ledger: dict[str, list] = {}
-    for order_id, kind, amount in split["payments"].rows(
-        "SELECT order_id, kind, amount::text FROM fake_gateway_operation WHERE outcome = 'succeeded' ORDER BY id"
-    ):
-        ledger.setdefault(order_id, []).append((kind, Decimal(amount)))
+    for order_id, kind, amount in split.ledger():
+        ledger.setdefault(order_id, []).append((kind, amount))
     return ledger
 
 
@@ -148,7 +146,7 @@ def upgrade_orders_and_replay(split: SplitSystem, group: ProcessGroup, tmp_path,
         if name.startswith("orders-") and proc.poll() is None:
             assert group.stop(proc) == 0
     old = split["orders"]
-    upgraded = Deployment("orders", make_tree(tmp_path, "orders"), old.database, old.env)
+    upgraded = Deployment("orders", make_tree("orders"), old.database, old.env, gateway=split.gateway)
     split.deployments["orders"] = upgraded
     split.migrate()
     upgraded.start(group, "relay", "run_outbox_relay")
@@ -193,7 +191,8 @@ def test_a_writer_upgraded_before_its_reader_leaves_a_dead_letter_replayed_once_
         for name, proc, _ in list(group.procs):
             if name.startswith("payments-") and proc.poll() is None:
                 assert group.stop(proc) == 0
-        upgraded = Deployment("payments", make_tree(tmp_path, "payments"), payments.database, payments.env)
+        tree = make_tree("payments")
+        upgraded = Deployment("payments", tree, payments.database, payments.env, gateway=split.gateway)
         split.deployments["payments"] = upgraded
         split.migrate()
         upgraded.start(group, "relay", "run_outbox_relay")

@@ -68,10 +68,8 @@ def test_the_orchestrated_saga_runs_across_five_deployments(split, group):
         "refused": ("FAILED", "shipping_refused", "orchestration"),
     }
     moved: dict[str, list] = {}
-    for order_id, kind, amount in split["payments"].rows(
-        "SELECT order_id, kind, amount::text FROM fake_gateway_operation WHERE outcome = 'succeeded' ORDER BY id"
-    ):
-        moved.setdefault(order_id, []).append((kind, Decimal(amount)))
+    for order_id, kind, amount in split.ledger():
+        moved.setdefault(order_id, []).append((kind, amount))
     assert {name: moved.get(oid, []) for name, oid in ids.items()} == {
         "confirmed": [("charge", Decimal("39.98"))],
         "declined": [],

@@ -1,45 +1,52 @@
-"""One deployment per installed context, each as its own service: a tree holding only its
-context's code, its own database.
+"""One deployment per installed context, each as its own service: the tree ``make service`` builds
+(scripts/build_service.py), installed from its own requirements into a virtual environment of its
+own, on its own database.
 
-The deployments (one per context of ``INSTALLED_CONTEXTS``) share one
-RabbitMQ vhost (of their own, apart from the rest of the suite) and nothing else. Each runs
-from a copy of the project in which the other contexts' packages are deleted but for their
-declarations (``context.toml``, data), so an import of another context fails there.
+The deployments (one per context of ``INSTALLED_CONTEXTS``) share one RabbitMQ vhost (of their own,
+apart from the rest of the suite) and nothing else. A service's tree carries its context's code and,
+of the others, their declarations (``context.toml``, schemas) only, so an import of another context
+fails there. The fake card gateway payments calls is a development service of this checkout, on a
+database of its own.
 
 The invariants of ``faultlib/invariants.py`` are checked here across the databases:
-orders' statuses against payments' gateway ledger, inventory's stock and shipping's
+orders' statuses against the fake gateway's ledger, inventory's stock and shipping's
 shipments, and every event of every outbox handled by every consumer bound to it, in that
 consumer's own database.
 """
 
+import atexit
 import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import uuid
 from collections import Counter, defaultdict
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from decimal import Decimal
+from functools import cache
 from pathlib import Path
 
 import psycopg
-from reliable_messaging._declarations import DECLARATION_FILE, installed, read_declaration, schema_folder
+from reliable_messaging._declarations import installed
 from reliable_messaging._topology import ANY_EVENT, EVENT_LOG_CONSUMER, queue_bindings
 
 from faultlib.faults import rabbitmqctl
 from faultlib.invariants import Report, once_per_order, wait_quiet
 from faultlib.processes import BASE_DIR, GATEWAY_COMMAND, ProcessGroup, free_port
+from scripts.build_service import build
 
-# Not part of a deployment: development tooling, the other contexts (added per tree), and the bus's
-# source (packages/): a deployment runs the package installed in its environment.
+# A copy of the whole project (the monolith, less a context: tests/e2e/test_without_a_context.py) leaves
+# out development tooling and the bus's source (packages/): it runs the package installed in .venv.
 NOT_SHIPPED = {
     *(".git", ".venv", "var", "tests", "faultlib", "bench", "chaos", "docs", "deploy", "scripts", "node_modules"),
     "packages",
 }
 CACHES = {"__pycache__", ".pytest_cache", ".ruff_cache", ".hypothesis"}
 FAST_RETRIES = {"CONSUMER_RETRY_DELAYS": "0.2,0.5,1", "CONSUMER_MAX_ATTEMPTS": "5"}
+UV = Path(sys.executable).parent / "uv"
 
 
 def consumer_host(consumer: str) -> str:
@@ -50,28 +57,23 @@ def consumer_host(consumer: str) -> str:
     return consumer
 
 
-def make_tree(root: Path, context: str, packages: list[str] | None = None) -> Path:
-    """A copy of the project with only ``context``'s code among the bounded contexts, and the
-    declaration of every other one of ``packages`` (default: INSTALLED_CONTEXTS)."""
-    packages = packages if packages is not None else [d.package for d in installed()]
-    others = {p.split(".")[0] for p in packages if p != context}
-
-    def ignore(directory: str, names: list[str]) -> set[str]:
-        skipped = {n for n in names if n in CACHES}
-        if Path(directory) == BASE_DIR:
-            skipped |= {n for n in names if n in NOT_SHIPPED or n in others}
-        return skipped
-
-    tree = root / f"{context}-service"
-    shutil.copytree(BASE_DIR, tree, ignore=ignore)
-    for package in packages:
-        if package != context:
-            declaration = Path(*package.split(".")) / DECLARATION_FILE
-            (tree / declaration).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy(BASE_DIR / declaration, tree / declaration)
-            schemas = schema_folder(BASE_DIR, read_declaration(BASE_DIR, package))
-            if schemas is not None:  # its events' schemas: data, like its declaration
-                shutil.copytree(schemas, tree / schemas.relative_to(BASE_DIR))
+@cache
+def make_tree(context: str) -> Path:
+    """``make service``'s tree of ``context``, with its requirements installed in its own ``.venv``
+    (uv: seconds, from its cache). Built once a test session and shared by every split: a deployment
+    writes nothing in it (its ``VAR_DIR`` and database are its own)."""
+    root = Path(tempfile.mkdtemp(prefix=f"{context}-service-"))
+    atexit.register(shutil.rmtree, root, ignore_errors=True)
+    tree = build(context, root / "tree")
+    python = tree / ".venv" / "bin" / "python"
+    subprocess.run([UV, "venv", "--quiet", "--python", sys.executable, tree / ".venv"], check=True)
+    done = subprocess.run(
+        [UV, "pip", "install", "--quiet", "--python", python, "-r", "requirements.txt"],
+        cwd=tree,
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr
     return tree
 
 
@@ -89,14 +91,22 @@ class Deployment:
     tree: Path
     database: str
     env: dict[str, str]
+    # where payments reaches the fake gateway: the checkout's own development service (SplitSystem.gateway)
+    gateway: "Deployment | None" = None
 
     @property
     def url(self) -> str:
         return database_url(self.database)
 
+    @property
+    def python(self) -> str:
+        """Its own environment's (a service's tree), else this one's (a copy of the project)."""
+        own = self.tree / ".venv" / "bin" / "python"
+        return str(own) if own.exists() and self.tree != BASE_DIR else sys.executable
+
     def manage(self, *args: str, env: dict[str, str] | None = None, timeout: float = 120):
         return subprocess.run(
-            [sys.executable, "manage.py", *args],
+            [self.python, "manage.py", *args],
             cwd=self.tree,
             env={**self.env, **(env or {})},
             capture_output=True,
@@ -105,28 +115,27 @@ class Deployment:
         )
 
     def start(self, group: ProcessGroup, name: str, *args: str, env: dict[str, str] | None = None):
-        # A tree whose payments reaches the fake gateway over HTTP (fake_gateway/server.py; in a tree
-        # from before it left payments, payments' gateway_server module): its consumers start it.
-        servers = (self.tree / "fake_gateway" / "server.py", self.tree / "payments" / "gateway_server.py")
-        if any(server.exists() for server in servers):
-            if "GATEWAY_PORT" not in self.env:
-                port = str(free_port())
-                self.env.update(GATEWAY_PORT=port, GATEWAY_URL=f"http://127.0.0.1:{port}")
-            if args and args[0] == GATEWAY_COMMAND:
-                return group.start_gateway(
-                    f"{self.context}-{name}", *args, env={**self.env, **(env or {})}, cwd=self.tree
-                )
-            if args and args[0] == "run_consumers":
-                group.ensure_gateway({**self.env, **(env or {})}, cwd=self.tree)
-                group.ensure_gateway_calls(
-                    {**self.env, **(env or {})}, cwd=self.tree, name=f"{self.context}-gateway-calls"
-                )
-        return group.spawn(
-            f"{self.context}-{name}",
-            [sys.executable, "manage.py", *args],
-            env={**self.env, **(env or {})},
-            cwd=self.tree,
+        # A whole tree (a copy of this checkout, or a past release's) runs the fake gateway beside
+        # payments (fake_gateway/server.py; before it left payments, payments' gateway_server module):
+        # its consumers start it from there. A service reaches the checkout's own (SplitSystem.gateway).
+        whole = any(
+            server.exists()
+            for server in (self.tree / "fake_gateway" / "server.py", self.tree / "payments" / "gateway_server.py")
         )
+        if whole and "GATEWAY_PORT" not in self.env:
+            port = str(free_port())
+            self.env.update(GATEWAY_PORT=port, GATEWAY_URL=f"http://127.0.0.1:{port}")
+        merged = {**self.env, **(env or {})}
+        if whole:
+            if args and args[0] == GATEWAY_COMMAND:
+                return group.start_gateway(f"{self.context}-{name}", *args, env=merged, cwd=self.tree)
+            if args and args[0] == "run_consumers":
+                group.ensure_gateway(merged, cwd=self.tree)
+                group.ensure_gateway_calls(merged, cwd=self.tree, name=f"{self.context}-gateway-calls")
+        elif self.gateway is not None and args and args[0] == "run_consumers":
+            group.ensure_gateway(self.gateway.env, cwd=self.gateway.tree)
+            group.ensure_gateway_calls(merged, cwd=self.tree, name=f"{self.context}-gateway-calls", python=self.python)
+        return group.spawn(f"{self.context}-{name}", [self.python, "manage.py", *args], env=merged, cwd=self.tree)
 
     def rows(self, sql: str, params=None) -> list[tuple]:
         with psycopg.connect(self.url, autocommit=True) as conn:
@@ -145,6 +154,8 @@ class SplitSystem:
 
     deployments: dict[str, Deployment]
     vhost: str
+    # the fake card gateway, run from this checkout on a database of its own (its ledger)
+    gateway: Deployment | None = None
     created: list[str] = field(default_factory=list)
 
     @classmethod
@@ -164,31 +175,46 @@ class SplitSystem:
         rabbitmqctl("set_permissions", "-p", vhost, "guest", ".*", ".*", ".*")
         system = cls({}, vhost)
         base = os.environ.get("TEST_DATABASE_NAME") or "test_split"
-        gateway_port = str(free_port())  # payments' fake gateway (started with its consumers)
+        gateway_port = str(free_port())  # the fake gateway (started with payments' consumers)
+        # A test's own settings module is not a deployment's: each tree's manage.py names its own.
+        inherited = {k: v for k, v in os.environ.items() if k not in {"TEST_DATABASE_NAME", "PYTHONPATH"}}
+        inherited.pop("DJANGO_SETTINGS_MODULE", None)
+        common = {
+            **inherited,
+            "GATEWAY_PORT": gateway_port,
+            "GATEWAY_URL": f"http://127.0.0.1:{gateway_port}",
+            "BROKER_URL": f"amqp://guest:guest@127.0.0.1:5672/{vhost}",
+            "DEBUG": "1",
+            "LOG_FORMAT": "json",
+            "RELAY_POLL_INTERVAL": "0.2",
+            "PYTHONUNBUFFERED": "1",
+            **FAST_RETRIES,
+        }
         with psycopg.connect(admin_url(), autocommit=True) as admin:
-            for context in [d.name for d in installed()]:
-                name = f"{base}_{run_id}_{context}"[:63]
+
+            def database(name: str) -> str:
+                name = f"{base}_{run_id}_{name}"[:63]
                 admin.execute(f'DROP DATABASE IF EXISTS "{name}"')
                 admin.execute(f'CREATE DATABASE "{name}"')
                 system.created.append(name)
+                return name
+
+            name = database("gateway")
+            url = database_url(name)
+            gateway_env = {"CONTEXTS": "payments", "DATABASE_URL": url, "GATEWAY_DATABASE_URL": url}
+            gateway_env["VAR_DIR"] = str(root / "var-gateway")
+            system.gateway = Deployment("gateway", BASE_DIR, name, {**common, **gateway_env})
+            for context in [d.name for d in installed()]:
+                name = database(context)
                 env = {
-                    **{k: v for k, v in os.environ.items() if k not in {"TEST_DATABASE_NAME", "PYTHONPATH"}},
+                    **common,
                     "CONTEXTS": context,
                     "DATABASE_URL": database_url(name),
-                    "GATEWAY_DATABASE_URL": database_url(name),
-                    "GATEWAY_PORT": gateway_port,
-                    "GATEWAY_URL": f"http://127.0.0.1:{gateway_port}",
-                    "BROKER_URL": f"amqp://guest:guest@127.0.0.1:5672/{vhost}",
-                    "DEBUG": "1",
-                    "LOG_FORMAT": "json",
-                    "RELAY_POLL_INTERVAL": "0.2",
-                    "PYTHONUNBUFFERED": "1",
                     "VAR_DIR": str(root / f"var-{context}"),
-                    **FAST_RETRIES,
                     **extra_env.get(context, {}),
                 }
-                tree = trees.get(context) or make_tree(root, context)
-                system.deployments[context] = Deployment(context, tree, name, env)
+                tree = trees.get(context) or make_tree(context)
+                system.deployments[context] = Deployment(context, tree, name, env, gateway=system.gateway)
         return system
 
     @classmethod
@@ -222,6 +248,16 @@ class SplitSystem:
         with psycopg.connect(admin_url(), autocommit=True) as admin:
             for name in self.created:
                 admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+    def ledger(self) -> list[tuple[str, str, Decimal]]:
+        """The money the fake gateway moved, in order: (order id, kind, amount). Its own database, but
+        where payments runs from a past release's whole tree: that ran it inside payments."""
+        payments = self["payments"]
+        where = self.gateway if (payments.tree / "service_settings.py").exists() else payments
+        rows = where.rows(
+            "SELECT order_id, kind, amount::text FROM fake_gateway_operation WHERE outcome = 'succeeded' ORDER BY id"
+        )
+        return [(order_id, kind, Decimal(amount)) for order_id, kind, amount in rows]
 
     # --- the state of the whole system ----------------------------------------------------------
     def queue_depths(self) -> dict[str, int] | None:
@@ -287,7 +323,7 @@ class SplitSystem:
     # --- the invariants, across the databases ---------------------------------------------------
     def check_invariants(self, *, initial_stock: dict[str, int]) -> Report:
         report = Report()
-        orders, payments, inventory = self["orders"], self["payments"], self["inventory"]
+        orders, inventory = self["orders"], self["inventory"]
         statuses = {
             r[0]: (r[1], r[2], Decimal(r[3]))
             for r in orders.rows("SELECT id::text, status, failure_reason, total::text FROM orders_order")
@@ -298,10 +334,8 @@ class SplitSystem:
         report.check("every order terminal (orders' database)", pending, f"{len(statuses)} orders: {dict(counted)}")
 
         moved: dict[str, list[tuple[str, Decimal]]] = defaultdict(list)
-        for order_id, kind, amount in payments.rows(
-            "SELECT order_id, kind, amount::text FROM fake_gateway_operation WHERE outcome = 'succeeded' ORDER BY id"
-        ):
-            moved[order_id].append((kind, Decimal(amount)))
+        for order_id, kind, amount in self.ledger():
+            moved[order_id].append((kind, amount))
         problems = []
         for oid, (status, _, total) in statuses.items():
             ops = moved.get(oid, [])
@@ -311,7 +345,7 @@ class SplitSystem:
                 problems.append(f"{status} order {oid} (total {total}) moved {ops}")
         problems += [f"money moved for {oid}, which is no order: {moved[oid]}" for oid in set(moved) - set(statuses)]
         report.check(
-            "money by the gateway ledger (payments' database) against the orders' outcomes",
+            "money by the gateway ledger (the fake gateway's database) against the orders' outcomes",
             problems,
             f"{sum(len(v) for v in moved.values())} operations",
         )
@@ -342,8 +376,18 @@ class SplitSystem:
             from shipping.tests.invariants import shipment_problems  # here: split.py loads without shipping
 
             shipments = dict(self["shipping"].rows("SELECT order_id::text, status FROM shipping_shipment"))
+            # A past release's orders (the rolling upgrade) has no saga_style: each of its orders choreographed.
+            styled = orders.one(
+                "SELECT count(*) FROM information_schema.columns "
+                "WHERE table_name = 'orders_order' AND column_name = 'saga_style'"
+            )
             orchestrated = frozenset(
-                oid for (oid,) in orders.rows("SELECT id::text FROM orders_order WHERE saga_style = 'orchestration'")
+                oid
+                for (oid,) in (
+                    orders.rows("SELECT id::text FROM orders_order WHERE saga_style = 'orchestration'")
+                    if styled
+                    else []
+                )
             )
             report.check(
                 "shipments (shipping's database) follow the orders' outcomes",

@@ -1,6 +1,6 @@
 """Each context carries its settings' defaults (``<context>/conf.py``): a deployment of it alone, or a
-project that sets none of them, still runs; and the monolith's config/settings.py, which reads them
-from the environment, gives the same values when the environment gives none."""
+project that sets none of them, still runs; and the monolith's config/settings.py sets one only where
+the environment overrides it."""
 
 import json
 import os
@@ -18,10 +18,10 @@ BASE_DIR = Path(__file__).resolve().parents[2]
 CONFS = [payments_conf, orders_conf, orchestrator_conf]
 
 
-def monolith_values(names: list[str]) -> dict:
-    """The values config/settings.py gives with no variable of the environment set."""
-    env = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "LANG")}
-    values = f"{{n: getattr(settings, n) for n in {names!r}}}"
+def monolith_values(names: list[str], **environ: str) -> dict:
+    """The values config/settings.py gives (None: not set) with only ``environ`` of the environment set."""
+    env = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "LANG")} | environ
+    values = f"{{n: getattr(settings, n, None) for n in {names!r}}}"
     script = f"from django.conf import settings; import json; print(json.dumps({values}))"
     done = subprocess.run(
         [sys.executable, "manage.py", "shell", "-v", "0", "-c", script],
@@ -35,12 +35,15 @@ def monolith_values(names: list[str]) -> dict:
     return json.loads(done.stdout)
 
 
-def test_the_monoliths_settings_default_to_each_contexts_own():
-    names = sorted({name for conf in CONFS for name in conf.DEFAULTS} | {"GATEWAY_URL"})
-    given = monolith_values(names)
-    for conf in CONFS:
-        assert {n: given[n] for n in conf.DEFAULTS} == conf.DEFAULTS, conf.__name__
-    assert given["GATEWAY_URL"] == "http://127.0.0.1:8090"
+def test_the_monolith_sets_a_contexts_setting_only_where_the_environment_overrides_it():
+    # SAGA_STYLE and CURRENCY are the composition root's too: it installs the orchestrator by the one,
+    # and the bus checks every amount against the other.
+    names = sorted({name for conf in CONFS for name in conf.DEFAULTS} - {"SAGA_STYLE", "CURRENCY"} | {"GATEWAY_URL"})
+    assert monolith_values(names) == dict.fromkeys(names)
+    overridden = monolith_values(
+        ["GATEWAY_TIMEOUT", "GATEWAY_URL", "SAGA_TIMEOUT"], GATEWAY_TIMEOUT="2.5", SAGA_TIMEOUT="2m"
+    )
+    assert overridden == {"GATEWAY_TIMEOUT": 2.5, "GATEWAY_URL": None, "SAGA_TIMEOUT": 120.0}
 
 
 @pytest.mark.parametrize("conf", CONFS, ids=lambda conf: conf.__name__)

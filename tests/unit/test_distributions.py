@@ -1,0 +1,98 @@
+"""Each context is a distribution of its own (``<context>/pyproject.toml``), as are the shared kernel and
+the operator's views it imports: it declares every distribution its code imports, so a service built
+from it installs what it needs and nothing of the monolith's. ``startcontext`` writes one for a new
+context that holds by the same rule."""
+
+import ast
+import importlib.metadata
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+from packaging.requirements import Requirement
+from reliable_messaging.hosting import installed
+
+from config.scaffold import Request, files_of
+
+BASE_DIR = Path(__file__).resolve().parents[2]
+# This project's own distributions, by the top-level package each holds.
+OWN = {
+    "kernel": "saga-shop-kernel",
+    "operations": "saga-shop-operations",
+    "reliable_messaging": "django-reliable-messaging",
+}
+DISTRIBUTIONS = sorted(path.parent.name for path in BASE_DIR.glob("*/pyproject.toml"))
+
+
+def imported_distributions(package: str, sources: dict[str, str]) -> set[str]:
+    """The distributions (canonical names) ``sources`` import, outside ``package`` and the standard library."""
+    owners = importlib.metadata.packages_distributions()
+    found = set()
+    for text in sources.values():
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names = [node.module]
+            else:
+                continue
+            for top in {name.split(".")[0] for name in names} - {package} - set(sys.stdlib_module_names):
+                found.add(OWN.get(top) or owners[top][0])
+    return {Requirement(name).name.lower().replace("_", "-") for name in found}
+
+
+def declared(pyproject: str) -> set[str]:
+    return {Requirement(r).name.lower() for r in tomllib.loads(pyproject)["project"]["dependencies"]}
+
+
+def production_sources(package: str) -> dict[str, str]:
+    folder = BASE_DIR / package
+    return {
+        str(path): path.read_text()
+        for path in folder.rglob("*.py")
+        if "tests" not in path.relative_to(folder).parts and "migrations" not in path.relative_to(folder).parts
+    }
+
+
+def test_each_installed_context_the_kernel_and_the_operators_views_is_a_distribution():
+    assert {d.package for d in installed()} | {"kernel", "operations"} <= set(DISTRIBUTIONS)
+
+
+@pytest.mark.parametrize("package", DISTRIBUTIONS)
+def test_a_distribution_declares_every_distribution_its_code_imports(package):
+    pyproject = (BASE_DIR / package / "pyproject.toml").read_text()
+    assert tomllib.loads(pyproject)["project"]["name"] == f"saga-shop-{package}"
+    assert imported_distributions(package, production_sources(package)) <= declared(pyproject)
+
+
+def test_the_contexts_declare_what_they_need_beyond_django_the_bus_and_the_kernel():
+    needs = {
+        package: declared((BASE_DIR / package / "pyproject.toml").read_text())
+        - {"django", "django-reliable-messaging", "saga-shop-kernel"}
+        for package in DISTRIBUTIONS
+    }
+    expected = {
+        "inventory": set(),
+        "kernel": {"djangorestframework", "drf-spectacular", "prometheus-client"},
+        "operations": set(),
+        "orchestrator": {"prometheus-client"},
+        "orders": {"djangorestframework", "drf-spectacular", "prometheus-client", "saga-shop-operations"},
+        "payments": {"prometheus-client", "psycopg", "requests", "urllib3"},
+        "shipping": set(),
+    }
+    # A context removed (its folder gone) is not expected; one scaffolded since is checked above.
+    assert {package: needs[package] for package in expected if package in needs} == {
+        package: wanted for package, wanted in expected.items() if package in needs
+    }
+
+
+def test_startcontext_writes_a_distribution_that_declares_what_its_code_imports():
+    request = Request(name="loyalty", consumes=("orders.order.confirmed",), publishes=("loyalty.points.granted",))
+    files = files_of(request)
+    pyproject = files.pop("loyalty/pyproject.toml")
+    production = {path: text for path, text in files.items() if path.endswith(".py") and "/tests/" not in path}
+
+    assert tomllib.loads(pyproject)["project"]["name"] == "saga-shop-loyalty"
+    assert declared(pyproject) == {"django", "django-reliable-messaging", "saga-shop-kernel"}
+    assert imported_distributions("loyalty", production) <= declared(pyproject)
