@@ -141,6 +141,10 @@ def collecting() -> Iterator[list[dict[str, Any]]]:
 
 
 def write_collected(rows: list[dict[str, Any]], chunk: int = 500) -> None:
+    """Write the rows ``collecting()`` gathered, in the caller's transaction: one insert per
+    ``chunk`` rows (none for none). Rows written are not removed from the list."""
+    if not transaction.get_connection().in_atomic_block:
+        raise OutsideTransactionError("write_collected() must run inside the transaction that published the rows")
     for start in range(0, len(rows), chunk):
         insert_rows(OutboxMessage, rows[start : start + chunk])
 

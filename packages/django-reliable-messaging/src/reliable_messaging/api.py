@@ -42,6 +42,7 @@ from reliable_messaging._outbox import (
     outbox_statements,
     publish,
     publish_again,
+    write_collected,
 )
 from reliable_messaging._payloads import payload_uuid
 from reliable_messaging._scheduled import cancel_scheduled, scheduled_delivery_time
@@ -78,5 +79,6 @@ __all__ = [
     "serve_metrics",
     "update_rows",
     "use_dedicated_connections",
+    "write_collected",
     "written_version",
 ]
