@@ -161,13 +161,11 @@ def checkout_keys_purge() -> int:
     return deleted
 
 
-def order_place(
-    *, customer_id: str, lines: list[Line], payment_token: str, ship_to: str = "", write: OrderWriter = write_order
-) -> Order:
+def order_place(*, customer_id: str, lines: list[Line], payment_token: str, ship_to: str = "") -> Order:
     """Create a PENDING order from the storefront's prices and announce it, in one transaction."""
     with transaction.atomic():
         placed = _order_place(
-            customer_id=customer_id, lines=lines, payment_token=payment_token, ship_to=ship_to, write=write
+            customer_id=customer_id, lines=lines, payment_token=payment_token, ship_to=ship_to, write=write_order
         )
     return placed.order
 
