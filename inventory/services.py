@@ -5,10 +5,11 @@ import uuid
 from decimal import Decimal
 
 from django.db import transaction
-from reliable_messaging.api import Turn, publish, publish_again, update_rows
+from reliable_messaging.api import Turn, publish, publish_again
 
 from inventory.events import Line
 from inventory.models import Product, Reservation
+from kernel.bulk import bulk_save
 
 logger = logging.getLogger(__name__)
 
@@ -119,8 +120,8 @@ def stock_reserve_many(requests: list[tuple[uuid.UUID, list[Line]]], *, turn: Tu
                 changed_reservations[order_id] = reservation
                 if reservation.status == Reservation.Status.RESERVED:
                     changed_products.update((line.sku, products[line.sku]) for line in lines)
-    update_rows(changed_products.values(), ["stock", "version", "updated_at"])
-    update_rows(changed_reservations.values(), ["status", "reason", "lines", "updated_at"])
+    bulk_save(changed_products.values(), ["stock", "version", "updated_at"])
+    bulk_save(changed_reservations.values(), ["status", "reason", "lines", "updated_at"])
 
 
 def _lock_products(skus) -> dict[str, Product]:

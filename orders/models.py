@@ -58,7 +58,8 @@ class Order(models.Model):
         help_text="SAGA_STYLE when it was placed: the order finishes in the style it began in.",
     )
     ship_to = models.CharField(max_length=2, blank=True, default="", help_text="ISO 3166 country, if given.")
-    created_at = models.DateTimeField(auto_now_add=True)
+    # A default, not auto_now_add: checkout stamps the order with its event's time (the ORM keeps it).
+    created_at = models.DateTimeField(default=timezone.now, editable=False)
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:

@@ -26,14 +26,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 
 from django.db import DatabaseError, connections, transaction
-from reliable_messaging.api import (
-    DATABASE_BACKOFF_MAX,
-    Backoff,
-    collecting,
-    execute_together,
-    fault_point,
-    outbox_statements,
-)
+from reliable_messaging.api import DATABASE_BACKOFF_MAX, Backoff, collecting, fault_point, write_collected
 
 from payments import services
 from payments.conf import setting
@@ -172,8 +165,7 @@ def record_all(answers: list[Answer]) -> None:
             for answer in answers:
                 if not is_charge_answer(answer):
                     record(answer)
-            if published:
-                execute_together(outbox_statements(published))
+            write_collected(published)
     except Exception:  # the database, or an outcome it refuses: their leases run out, each is asked about again
         logger.exception("the outcomes of %d gateway calls could not be recorded", len(answers))
         connections.close_all()

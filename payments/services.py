@@ -16,8 +16,9 @@ from decimal import Decimal
 from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
-from reliable_messaging.api import Turn, caused_by, current_cause, publish, publish_again, update_rows
+from reliable_messaging.api import Turn, caused_by, current_cause, publish, publish_again
 
+from kernel.bulk import bulk_save
 from payments.models import CALL_ERROR_LENGTH, Payment
 from payments.wakeup import notify_call_due
 
@@ -76,7 +77,7 @@ def payment_charge_many(requests: list[ChargeRequest], *, turn: Turn) -> None:
     if not charging:
         return
     fields = ["status", "amount", "currency", "token", "items", "call_due_at", "causes", "updated_at"]
-    update_rows(charging.values(), fields)
+    bulk_save(charging.values(), fields)
     notify_call_due()
 
 
@@ -266,7 +267,7 @@ def record_charge_outcomes(outcomes: list[tuple[uuid.UUID, object]]) -> None:
         "call_error",
         "updated_at",
     ]
-    update_rows(recorded.values(), fields)
+    bulk_save(recorded.values(), fields)
 
 
 @transaction.atomic(savepoint=False)

@@ -1,8 +1,9 @@
 """Checkout: one order per ``Idempotency-Key``, written with its event and its answer in one commit.
 
 The order, its lines, its ``orders.order.created`` outbox row and the key's row (with the
-answer to replay) are one transaction, sent as one execute after the prices are read (on
-PostgreSQL: four round trips in all, with BEGIN and COMMIT), the key's row inserted last:
+answer to replay) are one transaction. The order, its lines and its event go through a writer
+(``OrderWriter``; ``write_order``, the plain ORM, is the one checkout uses), then the key's row
+is inserted last:
 
 - A new key, the common case: one commit.
 - A key already used: its insert finds the row; the order just written rolls back and the
@@ -18,21 +19,15 @@ PostgreSQL: four round trips in all, with BEGIN and COMMIT), the key's row inser
 import hashlib
 import json
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from decimal import Decimal
+from typing import Any
 
-from django.db import OperationalError, connection, transaction
+from django.db import IntegrityError, OperationalError, connection, transaction
 from django.utils import timezone
-from reliable_messaging.api import (
-    Statement,
-    collecting,
-    execute_together,
-    insert_statement,
-    outbox_statements,
-    publish,
-    rows_statement,
-)
+from reliable_messaging.api import collecting, publish, write_collected
 from reliable_messaging.operator import TimelineEntry, timeline_entry_of_new_event
 
 from kernel.exceptions import LOCK_NOT_AVAILABLE, sqlstate_of
@@ -89,23 +84,36 @@ def request_fingerprint(data) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
+# The seam checkout writes through: the order, its lines and its events (the outbox rows
+# ``collecting()`` gathered), in the caller's transaction.
+OrderWriter = Callable[[Order, list[OrderLine], list[dict[str, Any]]], None]
+
+
+def write_order(order: Order, lines: list[OrderLine], events: list[dict[str, Any]]) -> None:
+    """The reference writer: the plain ORM, one insert each for the order, its lines and its events."""
+    order.save(force_insert=True)
+    OrderLine.objects.bulk_create(lines)
+    write_collected(events)
+
+
 def checkout(
-    *, key: str, request_hash: str, customer_id: str, lines: list[Line], payment_token: str, ship_to: str = ""
+    *,
+    key: str,
+    request_hash: str,
+    customer_id: str,
+    lines: list[Line],
+    payment_token: str,
+    ship_to: str = "",
+    write: OrderWriter = write_order,
 ) -> CheckoutResult:
     for _ in range(2):  # twice at most: once more after freeing an expired key
         try:
             with transaction.atomic():
-                written = _order_write(
-                    customer_id=customer_id, lines=lines, payment_token=payment_token, ship_to=ship_to
+                placed = _order_place(
+                    customer_id=customer_id, lines=lines, payment_token=payment_token, ship_to=ship_to, write=write
                 )
-                placed = written.placed
                 body = order_representation(placed.order, lines=placed.lines, timeline=placed.timeline)
-                key_written = execute_together(
-                    written.statements
-                    + _key_statements(key=key, request_hash=request_hash, order=placed.order, body=body)
-                )
-                if key_written != 1:
-                    raise _KeyTaken(key)
+                _key_insert(key=key, request_hash=request_hash, order=placed.order, body=body)
             return CheckoutResult(201, body, replayed=False)
         except _KeyTaken:
             existing = CheckoutRequest.objects.filter(key=key).first()
@@ -124,23 +132,26 @@ def checkout(
     raise IdempotencyKeyInUse(key)
 
 
-def _key_statements(*, key: str, request_hash: str, order: Order, body: dict) -> list[Statement]:
-    """The key's row with the answer, last; it waits on an uncommitted one at most
-    ``IDEMPOTENCY_KEY_WAIT`` (PostgreSQL: ``lock_timeout``, reset at commit)."""
-    values = {
-        "key": key,
-        "request_hash": request_hash,
-        "response_status": 201,
-        "response_body": body,
-        "order_id": order.id,
-        "created_at": order.created_at,
-    }
-    statements = []
+def _key_insert(*, key: str, request_hash: str, order: Order, body: dict) -> None:
+    """The key's row with the answer; ``_KeyTaken`` if the key has one. The insert waits on an
+    uncommitted row at most ``IDEMPOTENCY_KEY_WAIT`` (PostgreSQL: ``lock_timeout``, reset at commit).
+    No savepoint: a taken key rolls the whole transaction back."""
     if connection.vendor == "postgresql":
         # At least 1 ms: a lock_timeout of 0 means no limit at all.
         wait_ms = max(1, int(setting("IDEMPOTENCY_KEY_WAIT") * 1000))
-        statements.append((f"SET LOCAL lock_timeout = {wait_ms}", []))
-    return [*statements, insert_statement(CheckoutRequest, values, ignore_conflict_on=("key",), returning="key")]
+        with connection.cursor() as cursor:
+            cursor.execute(f"SET LOCAL lock_timeout = {wait_ms}")
+    try:
+        CheckoutRequest.objects.create(
+            key=key,
+            request_hash=request_hash,
+            response_status=201,
+            response_body=body,
+            order_id=order.id,
+            created_at=order.created_at,
+        )
+    except IntegrityError:  # the primary key, the table's only constraint
+        raise _KeyTaken(key) from None
 
 
 def checkout_keys_purge() -> int:
@@ -153,9 +164,10 @@ def checkout_keys_purge() -> int:
 def order_place(*, customer_id: str, lines: list[Line], payment_token: str, ship_to: str = "") -> Order:
     """Create a PENDING order from the storefront's prices and announce it, in one transaction."""
     with transaction.atomic():
-        written = _order_write(customer_id=customer_id, lines=lines, payment_token=payment_token, ship_to=ship_to)
-        execute_together(written.statements)
-    return written.placed.order
+        placed = _order_place(
+            customer_id=customer_id, lines=lines, payment_token=payment_token, ship_to=ship_to, write=write_order
+        )
+    return placed.order
 
 
 def _money(amount: Decimal, currency: str) -> dict:
@@ -163,17 +175,13 @@ def _money(amount: Decimal, currency: str) -> dict:
     return {"amount": f"{amount:.2f}", "currency": currency}
 
 
-@dataclass(frozen=True)
-class _OrderWrite:
-    placed: PlacedOrder
-    statements: list[Statement]  # to send, with the caller's own, in one round trip
-
-
-def _order_write(*, customer_id: str, lines: list[Line], payment_token: str, ship_to: str) -> _OrderWrite:
-    """The new order from the storefront's prices (read now) and the statements that write it:
-    the order, its lines and its ``orders.order.created`` outbox row. Its saga style is
-    ``SAGA_STYLE`` now, kept on the order and in the event (payments charges only a
-    choreographed order; the orchestrator takes the orchestrated ones)."""
+def _order_place(
+    *, customer_id: str, lines: list[Line], payment_token: str, ship_to: str, write: OrderWriter
+) -> PlacedOrder:
+    """The new order from the storefront's prices (read now), written by ``write`` with its lines
+    and its ``orders.order.created`` event. Its saga style is ``SAGA_STYLE`` now, kept on the
+    order and in the event (payments charges only a choreographed order; the orchestrator takes
+    the orchestrated ones)."""
     prices = dict(StorefrontProduct.objects.filter(sku__in=[line.sku for line in lines]).values_list("sku", "price"))
     unknown = [line.sku for line in lines if line.sku not in prices]
     if unknown:
@@ -190,8 +198,7 @@ def _order_write(*, customer_id: str, lines: list[Line], payment_token: str, shi
         currency=setting("CURRENCY"),
         saga_style=setting("SAGA_STYLE"),
         ship_to=ship_to,
-        created_at=now,
-        updated_at=now,
+        created_at=now,  # the event's time too; updated_at is the insert's (auto_now)
     )
     order_lines = [
         OrderLine(order=order, sku=line.sku, quantity=line.quantity, unit_price=price) for line, price in priced
@@ -217,20 +224,6 @@ def _order_write(*, customer_id: str, lines: list[Line], payment_token: str, shi
                 **({"ship_to": ship_to} if ship_to else {}),
             },
         )
-    fields = [
-        *("id", "customer_id", "status", "failure_reason", "total", "currency"),
-        *("saga_style", "ship_to", "created_at", "updated_at"),
-    ]
-    statements = [
-        insert_statement(Order, {name: getattr(order, name) for name in fields}),
-        rows_statement(
-            OrderLine,
-            [
-                {"order_id": order.id, "sku": ol.sku, "quantity": ol.quantity, "unit_price": ol.unit_price}
-                for ol in order_lines
-            ],
-        ),
-        *outbox_statements(published),
-    ]
+    write(order, order_lines, published)
     created = timeline_entry_of_new_event(event_type=event_type, message_id=str(event_id), occurred_at=now)
-    return _OrderWrite(PlacedOrder(order=order, lines=order_lines, timeline=[created]), statements)
+    return PlacedOrder(order=order, lines=order_lines, timeline=[created])

@@ -26,8 +26,9 @@ from decimal import Decimal
 
 from django.db import transaction
 from django.utils import timezone
-from reliable_messaging.api import TransientError, Turn, publish, update_rows
+from reliable_messaging.api import TransientError, Turn, publish
 
+from kernel.bulk import bulk_save
 from orders.metrics import event_ignored_observed, saga_outcome_observed
 from orders.models import Order, OrderLine
 
@@ -159,7 +160,7 @@ def order_replies_apply(replies: list[PaymentSucceeded | StockReserved], *, turn
                     continue
                 _confirm_in_memory(order)
                 changed[order.pk] = order
-    update_rows(changed.values(), ["paid_at", "status", "updated_at"])
+    bulk_save(changed.values(), ["paid_at", "status", "updated_at"])
 
 
 def _lines_of(order: Order) -> dict[str, int]:

@@ -1,33 +1,103 @@
-"""The order and its event are one write: a failure after the business write leaves neither."""
+"""The order and its event are one write: a failure after the business write leaves neither. And the
+rows one checkout writes through its writer (orders.services.checkout.write_order), exactly."""
 
 from decimal import Decimal
 
 import pytest
-from reliable_messaging._sql import execute_together as real_execute_together
+from django.utils import timezone
 from reliable_messaging.models import OutboxMessage
 
-from orders.models import Order, OrderLine, StorefrontProduct
-from orders.services import checkout as checkout_service
+from orders.models import CheckoutRequest, Order, OrderLine, StorefrontProduct
+from orders.services.checkout import Line, checkout, request_fingerprint, write_order
 from tests.conftest import ALL_DATABASES
+
+BODY = {"customer_id": "c", "items": [{"sku": "WIDGET", "quantity": 2}], "payment_token": "tok_visa"}
 
 
 class Boom(Exception):
     pass
 
 
-@pytest.mark.django_db(transaction=True, databases=ALL_DATABASES)
-def test_an_error_after_the_outbox_write_leaves_neither_order_nor_event(monkeypatch):
-    StorefrontProduct.objects.create(sku="WIDGET", name="Widget", price=Decimal("1.00"), available=1, version=1)
+@pytest.fixture(autouse=True)
+def storefront():
+    StorefrontProduct.objects.create(sku="WIDGET", name="Widget", price=Decimal("1.25"), available=9, version=1)
+    StorefrontProduct.objects.create(sku="GADGET", name="Gadget", price=Decimal("10.00"), available=9, version=1)
 
-    def write_then_fail(statements):
-        real_execute_together(statements)
-        assert OutboxMessage.objects.count() == 1 and Order.objects.count() == 1  # both written...
+
+def rows() -> tuple[int, ...]:
+    """How many orders, lines, outbox rows and checkout keys there are."""
+    return tuple(model.objects.count() for model in (Order, OrderLine, OutboxMessage, CheckoutRequest))
+
+
+@pytest.mark.django_db(transaction=True, databases=ALL_DATABASES)
+def test_a_crash_after_the_order_is_written_leaves_no_order_no_event_and_no_key():
+    def write_then_crash(order, lines, events):
+        write_order(order, lines, events)
+        assert rows()[:3] == (1, 1, 1)  # the order, its line and its event, written in the transaction...
         raise Boom
 
-    monkeypatch.setattr(checkout_service, "execute_together", write_then_fail)
     with pytest.raises(Boom):
-        checkout_service.order_place(
-            customer_id="c", lines=[checkout_service.Line("WIDGET", 1)], payment_token="tok_visa"
-        )
+        checkout(
+            key="k", request_hash=request_fingerprint(BODY), customer_id="c",
+            lines=[Line("WIDGET", 2)], payment_token="tok_visa", write=write_then_crash,
+        )  # fmt: skip
 
-    assert (Order.objects.count(), OrderLine.objects.count(), OutboxMessage.objects.count()) == (0, 0, 0)
+    assert rows() == (0, 0, 0, 0)  # ...and none of them, nor the key, once it failed
+    again = checkout(
+        key="k", request_hash=request_fingerprint(BODY), customer_id="c",
+        lines=[Line("WIDGET", 2)], payment_token="tok_visa",
+    )  # fmt: skip
+    assert (again.status, again.replayed, rows()) == (201, False, (1, 1, 1, 1))  # the key was free
+
+
+@pytest.mark.django_db(databases=ALL_DATABASES)
+def test_one_checkout_writes_the_order_its_lines_its_event_and_its_key_exactly():
+    body = {**BODY, "items": [{"sku": "WIDGET", "quantity": 2}, {"sku": "GADGET", "quantity": 1}]}
+    before = timezone.now()
+
+    result = checkout(
+        key="k-1", request_hash=request_fingerprint(body), customer_id="c-7",
+        lines=[Line("WIDGET", 2), Line("GADGET", 1)], payment_token="tok_visa", ship_to="FR",
+    )  # fmt: skip
+
+    order = Order.objects.get()
+    assert before <= order.created_at <= order.updated_at <= timezone.now()
+    assert (order.customer_id, order.status, order.failure_reason, order.total, order.currency) == (
+        "c-7", "PENDING", None, Decimal("12.50"), "USD",
+    )  # fmt: skip
+    assert (order.paid_at, order.saga_style, order.ship_to) == (None, "choreography", "FR")
+    assert list(OrderLine.objects.order_by("sku").values_list("order_id", "sku", "quantity", "unit_price")) == [
+        (order.id, "GADGET", 1, Decimal("10.00")),
+        (order.id, "WIDGET", 2, Decimal("1.25")),
+    ]
+    event = OutboxMessage.objects.get()
+    assert (event.event_type, event.source, event.aggregate_type, event.aggregate_id, event.correlation_id) == (
+        "orders.order.created", "orders", "order", str(order.id), str(order.id),
+    )  # fmt: skip
+    assert (event.schema_version, event.created_at, event.published_at, event.attempts) == (
+        2, order.created_at, None, 0,
+    )  # fmt: skip
+    assert event.payload == {
+        "order_id": str(order.id),
+        "customer_id": "c-7",
+        "total": {"amount": "12.50", "currency": "USD"},
+        "items": [
+            {"sku": "WIDGET", "quantity": 2, "unit_price": {"amount": "1.25", "currency": "USD"}},
+            {"sku": "GADGET", "quantity": 1, "unit_price": {"amount": "10.00", "currency": "USD"}},
+        ],
+        "payment_token": "tok_visa",
+        "saga_style": "choreography",
+        "ship_to": "FR",
+    }
+    key = CheckoutRequest.objects.get()
+    assert (key.key, key.request_hash, key.response_status, key.order_id, key.created_at) == (
+        "k-1", request_fingerprint(body), 201, order.id, order.created_at,
+    )  # fmt: skip
+    assert key.response_body == result.body
+    assert (result.body["id"], result.body["created_at"], result.body["updated_at"]) == (
+        str(order.id),
+        order.created_at.isoformat().replace("+00:00", "Z"),
+        order.updated_at.isoformat().replace("+00:00", "Z"),
+    )
+    [created] = result.body["timeline"]
+    assert (created["message_id"], created["occurred_at"]) == (str(event.event_id), result.body["created_at"])

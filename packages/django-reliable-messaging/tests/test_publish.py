@@ -8,7 +8,7 @@ import pytest
 from django.db import transaction
 from django.utils import timezone
 from notes.models import Note
-from reliable_messaging.api import OutsideTransactionError, UnpublishableEvent, publish
+from reliable_messaging.api import OutsideTransactionError, UnpublishableEvent, collecting, publish, write_collected
 from reliable_messaging.models import OutboxMessage, ScheduledMessage
 from reliable_messaging.testing import published
 
@@ -122,6 +122,36 @@ def test_a_valid_event_is_written_once_with_its_version():
         message_id, "notes", 1, {"note_id": note_id, "text": "hi"},
     )  # fmt: skip
     assert published("notes") == [("notes.note.written", 1, {"note_id": note_id, "text": "hi"})]
+
+
+def test_collected_rows_are_written_only_by_write_collected_in_one_insert(django_assert_num_queries):
+    note_ids = [str(uuid.uuid4()) for _ in range(3)]
+    with transaction.atomic():
+        with collecting() as rows:
+            message_ids = [note_written({"note_id": note_id, "text": "hi"}) for note_id in note_ids]
+        assert (len(rows), OutboxMessage.objects.count()) == (3, 0)  # handed over, not written
+        with django_assert_num_queries(1):
+            write_collected(rows)
+
+    stored = {row.event_id: row.payload for row in OutboxMessage.objects.all()}
+    assert stored == {m: {"note_id": n, "text": "hi"} for m, n in zip(message_ids, note_ids, strict=True)}
+    assert published("notes") == [("notes.note.written", 1, {"note_id": n, "text": "hi"}) for n in note_ids]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_write_collected_outside_a_transaction_is_refused():
+    with transaction.atomic(), collecting() as rows:
+        publish(
+            event_type="notes.note.written",
+            payload={"note_id": str(uuid.uuid4()), "text": "hi"},
+            aggregate_type="note",
+            aggregate_id="n1",
+        )
+
+    with pytest.raises(OutsideTransactionError) as refused:
+        write_collected(rows)
+    assert str(refused.value) == "write_collected() must run inside the transaction that published the rows"
+    assert nothing_written()
 
 
 def test_the_harness_refuses_to_read_back_a_row_written_past_publish():

@@ -1,6 +1,6 @@
-"""The one-statement inserts and updates of the hot paths (reliable_messaging._sql) store exactly
+"""The one-statement inserts of the hot paths (reliable_messaging._sql, private) store exactly
 what the ORM stores, on PostgreSQL (one JSON parameter, or one array per column) and on SQLite
-(a VALUES list, ``bulk_update``)."""
+(a VALUES list)."""
 
 import uuid
 from datetime import UTC, datetime
@@ -9,7 +9,7 @@ from decimal import Decimal
 import pytest
 from archive.models import Tally
 from django.db import DataError, connection, transaction
-from reliable_messaging._sql import insert_row, insert_rows, rows_statement, update_rows
+from reliable_messaging._sql import insert_row, insert_rows, rows_statement
 from reliable_messaging.models import DeadLetter, InboxMessage, OutboxMessage
 
 pytestmark = pytest.mark.django_db
@@ -86,36 +86,6 @@ def test_a_value_too_long_for_its_column_is_refused_not_truncated():
     assert InboxMessage.objects.count() == 0
 
 
-def test_update_rows_writes_the_fields_given_as_save_would_and_leaves_the_others():
-    made = [
-        Tally.objects.create(note_id=uuid.uuid4(), status="counting", amount=Decimal("1.00"), currency="USD")
-        for _ in range(3)
-    ]
-    untouched = Tally.objects.create(note_id=uuid.uuid4(), status="counting", secret="s_keep")
-    before = {t.note_id: t.updated_at for t in made}
-    made[0].status, made[0].reference, made[0].items = "counted", "r_0", [{"word": "WÍDGET", "q": 2}]
-    made[1].status, made[1].amount, made[1].due_at = "recounting", Decimal("12.34"), None
-    made[2].status, made[2].causes, made[2].secret = "refused", {"count": {"message_id": "m-2"}}, "ignored"
-
-    assert update_rows(made, ["status", "reference", "amount", "items", "causes", "due_at", "updated_at"]) == 3
-
-    stored_rows = {t.note_id: t for t in Tally.objects.all()}
-    for tally in made:
-        row = stored_rows[tally.note_id]
-        assert (row.status, row.reference, row.amount, row.items, row.causes, row.due_at) == (
-            tally.status,
-            tally.reference,
-            tally.amount,
-            tally.items,
-            tally.causes,
-            tally.due_at,
-        )
-        assert row.updated_at > before[tally.note_id]  # auto_now, as save() sets it
-    assert stored_rows[made[2].note_id].secret == ""  # not among the fields: left as it was
-    assert stored_rows[untouched.note_id].secret == "s_keep"
-    assert update_rows([], ["status"]) == 0
-
-
 HARD_TEXT = "quote \" backslash \\ apostrophe ' braces {a,b} tab\t newline\n é 😀 NULL"
 
 
@@ -167,25 +137,6 @@ def test_rows_travel_as_one_statement_and_every_kind_of_value_reads_back_as_the_
         assert {name: getattr(row, name) for name in values if name != "note_id"} == {
             name: value for name, value in values.items() if name != "note_id"
         }
-
-
-def test_update_rows_keeps_hard_text():
-    tally = Tally.objects.create(note_id=uuid.uuid4(), status="counting", amount=Decimal("1.00"), currency="USD")
-    tally.secret, tally.causes = HARD_TEXT, {"why": HARD_TEXT}
-
-    assert update_rows([tally], ["secret", "causes"]) == 1
-    row = Tally.objects.get(pk=tally.pk)
-    assert (row.secret, row.causes) == (HARD_TEXT, {"why": HARD_TEXT})
-
-
-@postgresql_only
-def test_update_rows_through_json_refuses_a_value_too_long():
-    tally = Tally.objects.create(note_id=uuid.uuid4(), status="counting", secret=HARD_TEXT)
-
-    tally.secret, tally.status = "t", "x" * 21  # status is a varchar(20): refused, not cut
-    with pytest.raises(DataError), transaction.atomic():
-        update_rows([tally], ["secret", "status"])
-    assert Tally.objects.get(pk=tally.pk).secret == HARD_TEXT
 
 
 def test_a_json_value_json_cannot_encode_fails_as_the_orm_would_and_stores_nothing():

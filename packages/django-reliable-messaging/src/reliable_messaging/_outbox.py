@@ -16,7 +16,7 @@ from reliable_messaging._declarations import context_of
 from reliable_messaging._envelope import IncomingEvent
 from reliable_messaging._field_crypto import encrypt_fields
 from reliable_messaging._ids import new_event_id
-from reliable_messaging._sql import Statement, insert_row, insert_rows, rows_statement
+from reliable_messaging._sql import insert_row, insert_rows
 from reliable_messaging._telemetry import creation_context
 from reliable_messaging.models import OutboxMessage, ScheduledMessage
 
@@ -141,14 +141,12 @@ def collecting() -> Iterator[list[dict[str, Any]]]:
 
 
 def write_collected(rows: list[dict[str, Any]], chunk: int = 500) -> None:
+    """Write the rows ``collecting()`` gathered, in the caller's transaction: one insert per
+    ``chunk`` rows (none for none). Rows written are not removed from the list."""
+    if not transaction.get_connection().in_atomic_block:
+        raise OutsideTransactionError("write_collected() must run inside the transaction that published the rows")
     for start in range(0, len(rows), chunk):
         insert_rows(OutboxMessage, rows[start : start + chunk])
-
-
-def outbox_statements(rows: list[dict[str, Any]]) -> list[Statement]:
-    """The statement that writes collected rows, for a caller that sends it with its own
-    (``reliable_messaging._sql.execute_together``)."""
-    return [rows_statement(OutboxMessage, rows)] if rows else []
 
 
 def current_cause() -> dict[str, str]:

@@ -1,5 +1,5 @@
-"""One-statement inserts (and updates) for hot paths (publish, inbox, bulk handlers), and
-statements sent together.
+"""One-statement inserts for the bus's hot paths (publish, the inbox, a batch's outbox rows), and
+statements sent together. Private to the bus: a host writes its own rows through the ORM.
 
 ``Model.objects.create`` costs a model instance, signals and SQL compilation per row; on the
 paths every message takes, that was a large share of the time. Values go
@@ -192,53 +192,6 @@ def _array_element(field: Field[Any, Any], value: object, connection: BaseDataba
     if isinstance(field, JSONField):
         return json.dumps(value, cls=field.encoder)
     return field.get_db_prep_save(value, connection)
-
-
-def update_rows(objects: Iterable[Model], fields: list[str], *, using: str = "default") -> int:
-    """Write ``fields`` of many rows of one model in one statement; the number of rows updated.
-
-    Django's ``bulk_update`` builds a ``CASE WHEN`` per row and field, and resolving those
-    expressions cost more CPU than the updates saved. On PostgreSQL the values travel as
-    ``rows_statement``'s do (``UPDATE ... FROM jsonb_array_elements(...)``), so the statement's
-    text is the same whatever the number of rows. An ``auto_now`` field among ``fields`` is set to now, as
-    ``save()`` would. Elsewhere (SQLite): ``bulk_update``.
-    """
-    objects = list(objects)
-    if not objects:
-        return 0
-    model = type(objects[0])
-    connection = connections[using]
-    updated = [_field(model, name) for name in fields]
-    for obj in objects:
-        for field in updated:
-            field.pre_save(obj, False)  # auto_now: now, set on the object too
-    if connection.vendor != "postgresql":
-        # The base manager, as save() and the PostgreSQL way below: a default manager's filter skips no row.
-        return model._base_manager.using(using).bulk_update(objects, fields)
-    pk = model._meta.pk
-    columns = [pk, *updated]
-    table = model._meta.db_table
-    if all(map(_travels_as_json, columns)):
-        values = _json_values(columns, connection)
-        sql = (
-            f"UPDATE {table} SET {', '.join(f'{f.column} = {v}' for f, v in zip(updated, values[1:], strict=True))} "
-            f"FROM jsonb_array_elements(%s::jsonb) AS v(r) WHERE {table}.{pk.column} = {values[0]}"
-        )
-        params: list[Any] = [
-            _json_rows(columns, ([getattr(obj, f.attname) for f in columns] for obj in objects), connection)
-        ]
-    else:
-        arrays = ", ".join(f"%s::{_array_type(f, connection)}[]" for f in columns)
-        names = ", ".join(f"v{n}" for n in range(len(columns)))
-        sql = (
-            f"UPDATE {table} SET {', '.join(f'{f.column} = v.v{n}' for n, f in enumerate(updated, 1))} "
-            f"FROM unnest({arrays}) AS v({names}) WHERE {table}.{pk.column} = v.v0"
-        )
-        params = [[_array_element(f, getattr(obj, f.attname), connection) for obj in objects] for f in columns]
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        rowcount: int = cursor.rowcount
-        return rowcount
 
 
 def insert_row(

@@ -1,8 +1,8 @@
 """What a bounded context uses of the bus: the one module its code imports.
 
 - ``publish(...)`` writes an event to the outbox inside the caller's transaction (inside
-  ``collecting()`` it hands the row over instead, for ``outbox_statements`` to write it with the
-  caller's own statements in one round trip: ``execute_together``); with ``deliver_at`` it is
+  ``collecting()`` it hands the row over instead, and ``write_collected(rows)`` writes all the rows
+  collected with one insert, in the same transaction); with ``deliver_at`` it is
   scheduled, published at or after that time, and ``cancel_scheduled(message_id)`` withdraws it
   until then; ``publish_again`` sends an event already written once more, same message id;
   ``written_version(event_type)`` is the version it writes (the newest, or ``EVENT_VERSIONS``'s pin);
@@ -39,14 +39,13 @@ from reliable_messaging._outbox import (
     caused_by,
     collecting,
     current_cause,
-    outbox_statements,
     publish,
     publish_again,
+    write_collected,
 )
 from reliable_messaging._payloads import payload_uuid
 from reliable_messaging._scheduled import cancel_scheduled, scheduled_delivery_time
 from reliable_messaging._serve_metrics import serve_metrics
-from reliable_messaging._sql import Statement, execute_together, insert_statement, rows_statement, update_rows
 
 __all__ = [
     "DATABASE_BACKOFF_MAX",
@@ -54,7 +53,6 @@ __all__ = [
     "IncomingEvent",
     "InvalidPayload",
     "OutsideTransactionError",
-    "Statement",
     "Stopper",
     "TransientError",
     "Turn",
@@ -63,20 +61,16 @@ __all__ = [
     "caused_by",
     "collecting",
     "current_cause",
-    "execute_together",
     "fault_point",
     "in_bulk",
     "in_turn",
-    "insert_statement",
-    "outbox_statements",
     "payload_uuid",
     "publish",
     "publish_again",
     "refuse_unmigrated_database",
-    "rows_statement",
     "scheduled_delivery_time",
     "serve_metrics",
-    "update_rows",
     "use_dedicated_connections",
+    "write_collected",
     "written_version",
 ]

@@ -21,8 +21,8 @@ class Refusal(models.Model):
 
 
 class Tally(models.Model):
-    """A row of every kind of column the bus's one-statement inserts and updates must store as the ORM
-    does (``reliable_messaging._sql``): text, numbers, JSON, instants, an ``auto_now``."""
+    """A row of every kind of column the bus's one-statement inserts must store as the ORM does
+    (``reliable_messaging._sql``): text, numbers, JSON, instants, an ``auto_now``."""
 
     class Status(models.TextChoices):
         NEW = "new"
