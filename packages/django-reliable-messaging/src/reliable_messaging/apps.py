@@ -63,3 +63,21 @@ def check_retentions(app_configs: Sequence[AppConfig] | None, **kwargs: Any) -> 
         for name in RETENTIONS
         if duration(name) < timedelta(days=1)
     ]
+
+
+@checks.register(checks.Tags.database)
+def check_saga_versions(app_configs: Sequence[AppConfig] | None, **kwargs: Any) -> list[checks.CheckMessage]:
+    """An instance keeps the definition version it started with: a deployment that no longer
+    registers that version could not move it (run with --database, and by migrate)."""
+    from reliable_messaging._saga_engine import versions_not_runnable
+
+    if not kwargs.get("databases"):
+        return []
+    return [
+        checks.Error(
+            f"saga {missing} has instances in flight and is not registered",
+            hint="keep registering that version of the definition until its instances end",
+            id="reliable_messaging.E001",
+        )
+        for missing in versions_not_runnable()
+    ]
