@@ -437,6 +437,34 @@ def test_a_step_sent_again_after_it_was_done_repeats_the_same_reply(bus):
     assert sorted(o.value for o in repeated) == ["duplicate"] * 3 + ["handled"] * 3  # orders, events, orchestrator
 
 
+def test_a_command_repeated_with_its_step_key_has_no_second_effect_at_the_participant(bus):
+    order_id = place(bus)
+    deliver_only(bus, "orchestrator", "orders.order.created")
+    deliver_only(bus, "inventory", "orchestrator.stock.reserve")
+    deliver_only(bus, "orchestrator", "inventory.stock.reserved")
+    deliver_only(bus, "payments", "orchestrator.payment.charge")
+    gateway_worker_step([order_id])  # the charge, answered later by payments' worker
+    bus.relay()
+    answer = OutboxMessage.objects.get(correlation_id=order_id, event_type="payments.payment.succeeded")
+    command = OutboxMessage.objects.get(correlation_id=order_id, event_type="orchestrator.payment.charge")
+    outbox = OutboxMessage.objects.count()
+
+    # The same step's command again (the same key, another message id), then a third time.
+    for _ in range(2):
+        again = forged.message(command.event_type, command.payload)
+        assert decide("payments", routing_key=command.event_type, **again).outcome is Outcome.HANDLED
+    assert ledger(order_id) == [("charge", Decimal("20.00"))]
+    assert not calls_in_flight([order_id])  # no second gateway call either
+    assert OutboxMessage.objects.count() == outbox  # nothing new: the first answer, published again
+    assert OutboxMessage.objects.get(pk=answer.pk).published_at is None
+    assert not OutboxMessage.objects.filter(causation_id=again["properties"]["message_id"]).exists()
+
+    run_to_quiet(bus)
+    assert order_of(order_id) == ("CONFIRMED", None)
+    assert ledger(order_id) == [("charge", Decimal("20.00"))]
+    assert stock("WIDGET") == 3
+
+
 def test_a_cancellation_that_overtakes_the_creation_keeps_the_saga_from_starting(bus):
     order_id = place(bus)
     order_cancel(order_id=uuid.UUID(order_id))

@@ -14,6 +14,7 @@ from django.utils import timezone
 from errands.models import Chore, Missing
 from errands.saga import ERRAND_V1, ERRAND_V2
 from reliable_messaging import sagas
+from reliable_messaging._housekeeping import messages_purge
 from reliable_messaging._saga_definitions import _registry
 from reliable_messaging._saga_engine import versions_not_runnable
 from reliable_messaging.api import TransientError
@@ -243,7 +244,9 @@ def test_a_definition_changed_with_instances_in_flight_keeps_each_on_its_version
     # A deployment that stopped registering version 1 is refused while "old" is in flight.
     monkeypatch.delitem(_registry, ("errand", 1))
     assert versions_not_runnable() == ["errand v1"]
-    with pytest.raises(SystemCheckError, match=r"reliable_messaging.E001.*saga errand v1 has instances in flight"):
+    with pytest.raises(
+        SystemCheckError, match=r"reliable_messaging.E001.*saga errand v1 has instances in flight in database .default."
+    ):
         call_command("check", databases=["default"])
     run("errands.item.deliver", "old")
     failed = run("errands.item.delivered", "old")
@@ -271,3 +274,11 @@ def test_a_definition_that_cannot_run_is_refused():
         )
     with pytest.raises(sagas.DefinitionError, match="errand v1 is registered already, differently"):
         sagas.register(sagas.Definition(**{**ERRAND_V1.__dict__, "start": "delivering"}))
+
+
+def test_step_keys_go_with_the_inbox_retention():
+    begin()
+    run("errands.item.fetch")
+    StepKey.objects.update(handled_at=timezone.now() - timedelta(days=15))  # INBOX_RETENTION: 14 days
+    messages_purge()
+    assert StepKey.objects.count() == 0

@@ -184,12 +184,12 @@ def _publish(
     )
 
 
-def versions_not_runnable() -> list[str]:
+def versions_not_runnable(using: str = "default") -> list[str]:
     """Each (saga, definition version) with instances in flight that no registered definition
     runs: a host that changed a definition must keep the older version registered until its
     instances end (in flight: not in a final state of the newest version)."""
     missing = []
-    rows = SagaInstance.objects.values_list("name", "definition_version", "state").distinct()
+    rows = SagaInstance.objects.using(using).values_list("name", "definition_version", "state").distinct()
     for name, version, state in rows.order_by("name", "definition_version"):
         try:
             definition(name, version)
