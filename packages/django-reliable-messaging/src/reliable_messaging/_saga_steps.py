@@ -12,10 +12,11 @@ import functools
 import logging
 from collections.abc import Callable
 
-from django.db import transaction
+from django.utils import timezone
 
 from reliable_messaging._decisions import InvalidPayload
 from reliable_messaging._envelope import IncomingEvent
+from reliable_messaging._sql import insert_rows
 from reliable_messaging.models import OutboxMessage, StepKey
 
 logger = logging.getLogger("reliable_messaging.sagas")
@@ -45,16 +46,15 @@ def participant(handler: Handler) -> Handler:
     return handle
 
 
-@transaction.atomic(savepoint=False)
 def _first_with(event: IncomingEvent, key: str) -> str:
     """The message first handled with ``key``: this one if none was (its record written now, in
-    the handler's transaction). A concurrent first waits for the other's commit, then finds it."""
-    StepKey.objects.bulk_create(
-        [StepKey(event_type=event.event_type[:200], key=key[:100], message_id=event.message_id)], ignore_conflicts=True
-    )
-    return StepKey.objects.filter(event_type=event.event_type[:200], key=key[:100]).values_list(
-        "message_id", flat=True
-    )[0]
+    the handler's transaction, one statement). A concurrent first waits for the other's commit,
+    then finds it."""
+    event_type, key = event.event_type[:200], key[:100]
+    row = {"event_type": event_type, "key": key, "message_id": event.message_id, "handled_at": timezone.now()}
+    if insert_rows(StepKey, [row], ignore_conflict_on=("event_type", "key"), returning="message_id"):
+        return event.message_id
+    return StepKey.objects.filter(event_type=event_type, key=key).values_list("message_id", flat=True)[0]
 
 
 def repeat_answers(message_id: str) -> int:
