@@ -88,6 +88,7 @@ def deadline(name: str, key: str, *, step: str, attempt: int) -> None:
 
 
 def instance_of(name: str, key: str) -> SagaInstance | None:
+    """The instance of ``name`` for ``key``, as a host reads it before it decides to ``stop`` it."""
     return SagaInstance.objects.filter(name=name, key=key).first()
 
 
