@@ -5,7 +5,7 @@ writes them, ``python manage.py import_contracts --write`` after anything else, 
 
 The contexts are the installed list (``INSTALLED_CONTEXTS``) first, then every other top-level
 package of the tree that declares itself (the orchestrator, installed only with ``ORCHESTRATOR=1``).
-A context imports the bus's public modules only (``api``, ``operator``), and its own ``tests``
+A context imports the bus's public modules only (``api``, ``operator``, ``sagas``), and its own ``tests``
 package ``reliable_messaging.testing`` too. The rest of the project's code (the composition root,
 the shared kernel, the operator's views, the fault library) goes through the bus's front door too:
 ``PUBLIC`` (``TESTS_ONLY`` in tests and test tooling); ``tests/unit/test_architecture.py`` holds the
@@ -22,7 +22,7 @@ SECTION = "[tool.importlinter]"
 # The bus, installed from packages/django-reliable-messaging
 BUS = "reliable_messaging"
 # Its front door: the only modules of it the project's code imports (its README's "Public API").
-PUBLIC = ("api", "operator", "hosting", "models")
+PUBLIC = ("api", "operator", "sagas", "hosting", "models")
 # Its test harness: for tests and the test tooling (faultlib) only.
 TESTS_ONLY = "testing"
 # The fake card gateway: a development service of its own (not a context), installed by name only.
@@ -99,11 +99,11 @@ unmatched_ignore_imports_alerting = "none"
 allow_indirect_imports = true
 
 [[tool.importlinter.contracts]]
-name = "Contexts use only the bus's public modules (api, operator; testing in their own tests)"
+name = "Contexts use only the bus's public modules (api, operator, sagas; testing in their own tests)"
 type = "forbidden"
 source_modules = {listed(contexts)}
 forbidden_modules = ["{BUS}.**"]
-ignore_imports = {listed([f"** -> {BUS}.api", f"** -> {BUS}.operator", *tests_may_use])}
+ignore_imports = {listed([f"** -> {BUS}.api", f"** -> {BUS}.operator", f"** -> {BUS}.sagas", *tests_may_use])}
 unmatched_ignore_imports_alerting = "none"
 allow_indirect_imports = true
 

@@ -2,6 +2,7 @@
 Each is subscribed by the context's declaration (context.toml, under ``consumes``)."""
 
 from reliable_messaging.api import IncomingEvent, in_bulk, in_turn
+from reliable_messaging.sagas import participant
 
 from inventory import services
 from inventory.events import lines_of, order_id_of
@@ -25,9 +26,11 @@ def on_order_failed(event: IncomingEvent) -> None:
     services.stock_release(order_id=order_id_of(event), reason=str(event.payload.get("reason") or "failed"))
 
 
+@participant
 def on_reserve_ordered(event: IncomingEvent) -> None:
     services.stock_reserve_ordered(order_id=order_id_of(event), lines=lines_of(event))
 
 
+@participant
 def on_release_ordered(event: IncomingEvent) -> None:
     services.stock_release_ordered(order_id=order_id_of(event), reason=str(event.payload.get("reason") or "failed"))

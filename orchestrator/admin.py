@@ -3,17 +3,17 @@ transition, read-only (a saga moves only through its messages)."""
 
 from django.contrib import admin
 from django.utils.html import format_html, format_html_join
+from reliable_messaging.sagas import SagaTransition
 
 from kernel.admin import ReadOnlyAdmin
 from kernel.templatetags.ops import compact_time, short
-from orchestrator.models import OrderSaga, SagaTransition
-from orchestrator.selectors import step_keys_in_order
-from orchestrator.services import STEPS
+from orchestrator.models import OrderSaga
+from orchestrator.selectors import step_keys_in_order, waiting_for
 
 
 class SagaTransitionInline(admin.TabularInline):
     model = SagaTransition
-    fields = ["version", "from_status", "to_status", "cause", "at"]
+    fields = ["version", "from_state", "to_state", "cause", "at"]
     readonly_fields = fields
     extra = 0
     can_delete = False
@@ -28,24 +28,23 @@ class SagaTransitionInline(admin.TabularInline):
 
 @admin.register(OrderSaga)
 class OrderSagaAdmin(ReadOnlyAdmin):
-    list_display = ["order", "status", "step_attempt", "version", "failure_reason", "updated"]
-    list_filter = ["status"]
-    search_fields = ["order_id", "saga_id"]
+    list_display = ["order", "state", "step_attempt", "version", "failure_reason", "updated"]
+    list_filter = ["state"]
+    search_fields = ["key", "id"]
     ordering = ["-updated_at"]  # the latest moves first
     fields = [
-        *("saga_id", "order_id", "status", "step_since", "failure_reason", "attempt", "deadline_id", "version"),
-        *("keys_by_step", "items", "amount", "currency", "ship_to", "created_at", "updated_at"),
-    ]  # never the payment token
-    inlines = [SagaTransitionInline]
+        *("id", "key", "definition_version", "state", "step_since", "failure_reason", "attempt", "deadline_id"),
+        *("version", "keys_by_step", "order_data", "created_at", "updated_at"),
+    ]
 
-    @admin.display(description="order id", ordering="order_id")
+    @admin.display(description="order id", ordering="key")
     def order(self, saga):
-        return short(saga.order_id)
+        return short(saga.key)
 
     @admin.display(description="attempt")
     def step_attempt(self, saga):
         """The sends of the step it waits for; a finished saga waits for none."""
-        return saga.attempt if saga.status in STEPS else "-"
+        return saga.attempt if waiting_for(saga) else "-"
 
     @admin.display(description="updated (UTC)", ordering="updated_at")
     def updated(self, saga):
@@ -53,5 +52,10 @@ class OrderSagaAdmin(ReadOnlyAdmin):
 
     @admin.display(description="step keys")
     def keys_by_step(self, saga):
-        rows = format_html_join("", "<tr><td>{}</td><td>{}</td><td>{}</td></tr>", step_keys_in_order(saga))
+        rows = format_html_join("", "<tr><td>{}</td><td>{}</td></tr>", step_keys_in_order(saga))
         return format_html("<table>{}</table>", rows)
+
+    @admin.display(description="the order, as its commands need it")
+    def order_data(self, saga):
+        """Never the payment token."""
+        return {name: value for name, value in saga.data.items() if name != "payment_token"}

@@ -9,8 +9,12 @@ class OrchestratorConfig(AppConfig):
     verbose_name = "Orchestrator (the orchestrated saga)"
 
     def ready(self) -> None:
-        from orchestrator import operations
+        from reliable_messaging import sagas
 
+        from orchestrator import operations
+        from orchestrator.services import order_saga
+
+        sagas.register(order_saga())
         operations.register()
         checks.register(step_deadlines_within_the_saga_deadline)
 

@@ -50,10 +50,10 @@ def reply_check(event: IncomingEvent):
     payload = event.payload
     if event.event_type == "payments.payment.succeeded":
         charged = (str(payload.get("amount")), payload.get("currency"))
-        return lambda saga: "" if charged == (f"{saga.amount:.2f}", saga.currency) else f"a charge of {charged}"
+        return lambda saga: "" if charged == (saga.data["amount"], saga.data["currency"]) else f"a charge of {charged}"
     if event.event_type == "inventory.stock.reserved":
         reserved = sorted((i.get("sku"), i.get("quantity")) for i in payload.get("items", []) if isinstance(i, dict))
         return lambda saga: (
-            "" if reserved == sorted((i["sku"], i["quantity"]) for i in saga.items) else "other lines reserved"
+            "" if reserved == sorted((i["sku"], i["quantity"]) for i in saga.data["items"]) else "other lines reserved"
         )
     return None

@@ -7,20 +7,18 @@ from prometheus_client.core import GaugeMetricFamily
 from kernel.operations import OrderPanel, register_database_gauges, register_order_panel
 from orchestrator.conf import setting
 from orchestrator.models import OrderSaga
-from orchestrator.selectors import saga_deadline, sagas_waiting, step_keys_in_order
-from orchestrator.services import STEPS
+from orchestrator.selectors import saga_deadline, sagas_waiting, step_keys_in_order, waiting_for
 
 
 def saga_panel(order_id: str) -> dict | None:
-    saga = OrderSaga.objects.filter(order_id=order_id).first()
+    saga = OrderSaga.objects.filter(key=order_id).first()
     if saga is None:
         return None  # a choreographed order
-    step = STEPS.get(saga.status)
     return {
         "saga": saga,
         "keys": step_keys_in_order(saga),
         "transitions": list(saga.transitions.order_by("version")),
-        "waiting_for": step.command if step else "",
+        "waiting_for": waiting_for(saga),
         "attempts": setting("ORCHESTRATOR_STEP_ATTEMPTS"),
         "deadline": saga_deadline(saga),
     }

@@ -4,6 +4,7 @@ Each is subscribed by the context's declaration (context.toml, under ``consumes`
 from dataclasses import asdict
 
 from reliable_messaging.api import IncomingEvent, in_bulk, in_turn
+from reliable_messaging.sagas import participant
 
 from payments import services
 from payments.events import amount_of, items_of, lines_of, order_id_of, text_of, total_of
@@ -45,6 +46,7 @@ def on_order_failed(event: IncomingEvent) -> None:
     services.payment_refund(order_id=order_id_of(event), reason=str(event.payload.get("reason") or "failed"))
 
 
+@participant
 def on_charge_ordered(event: IncomingEvent) -> None:
     amount, currency = amount_of(event)
     services.payment_charge_ordered(
@@ -56,5 +58,6 @@ def on_charge_ordered(event: IncomingEvent) -> None:
     )
 
 
+@participant
 def on_refund_ordered(event: IncomingEvent) -> None:
     services.payment_refund_ordered(order_id=order_id_of(event), reason=text_of(event, "reason"))

@@ -2,6 +2,7 @@
 Each is subscribed by the context's declaration (context.toml, under ``consumes``)."""
 
 from reliable_messaging.api import IncomingEvent, in_bulk, in_turn
+from reliable_messaging.sagas import participant
 
 from shipping import services
 from shipping.events import order_id_of, ship_to_of, was_confirmed
@@ -22,9 +23,11 @@ def on_order_cancelled(event: IncomingEvent) -> None:
         services.shipment_cancel(order_id=order_id)
 
 
+@participant
 def on_create_ordered(event: IncomingEvent) -> None:
     services.shipment_prepare_ordered(order_id=order_id_of(event), ship_to=ship_to_of(event))
 
 
+@participant
 def on_cancel_ordered(event: IncomingEvent) -> None:
     services.shipment_cancel(order_id=order_id_of(event))

@@ -13,13 +13,14 @@ from faultlib.invariants import check_invariants, wait_quiet
 from faultlib.processes import wait_until
 from faultlib.saga import CATALOG, checkout, ledger, seed_catalog, stock, wait_terminal
 from orchestrator.models import OrderSaga
+from orchestrator.services import Status
 from orders.models import Order
 from tests.conftest import ALL_DATABASES
 from tests.orchestration.test_orchestrator import CONFIRMED_EVENTS
 
 pytestmark = pytest.mark.django_db(transaction=True, databases=ALL_DATABASES)
 
-S = OrderSaga.Status
+S = Status
 WIDGET_STOCK = dict((sku, units) for sku, _, _, units in CATALOG)["WIDGET"]
 
 
@@ -62,13 +63,13 @@ def test_every_outcome_of_both_styles_in_one_system(orchestrated, settings):
     assert ledger(choreographed) == [("charge", Decimal("79.96"))]
     assert stock("WIDGET") == WIDGET_STOCK - 2 - 4
     assert stock("RARE") == 3
-    assert {o: OrderSaga.objects.get(order_id=o).status for o in (confirmed, declined, out_of_stock, refused)} == {
+    assert {o: OrderSaga.objects.get(key=o).state for o in (confirmed, declined, out_of_stock, refused)} == {
         confirmed: S.COMPLETED,
         declined: S.FAILED,
         out_of_stock: S.FAILED,
         refused: S.FAILED,
     }
-    assert not OrderSaga.objects.filter(order_id=choreographed).exists()
+    assert not OrderSaga.objects.filter(key=choreographed).exists()
 
     body = client.get(f"/api/orders/{confirmed}/").json()
     assert (body["saga_style"], body["ship_to"]) == ("orchestration", None)

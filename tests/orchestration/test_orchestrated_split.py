@@ -82,7 +82,7 @@ def test_the_orchestrated_saga_runs_across_five_deployments(split, group):
         ("LIMITED-PRINT", 3),
         ("WIDGET", 998),
     ]
-    sagas = dict(split["orchestrator"].rows("SELECT order_id::text, status FROM order_sagas"))
+    sagas = dict(split["orchestrator"].rows("SELECT key, state FROM messaging_saga WHERE name = 'order'"))
     assert {name: sagas[oid] for name, oid in ids.items()} == {
         "confirmed": "completed",
         "declined": "failed",

@@ -15,6 +15,7 @@ from django.test import override_settings
 from django.utils import timezone
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from reliable_messaging import sagas
 from reliable_messaging._dispatch import Outcome, decide
 from reliable_messaging._scheduled import move_due_messages
 from reliable_messaging.api import TransientError
@@ -26,8 +27,8 @@ from faultlib.simulation import Bus, shuffled_sagas
 from faultlib.steps import offered
 from inventory.models import Reservation
 from inventory.services import product_upsert
-from orchestrator import services
 from orchestrator.models import OrderSaga
+from orchestrator.services import Status
 from orders.models import Order
 from orders.services.checkout import Line, order_place
 from orders.services.saga import order_cancel
@@ -37,7 +38,7 @@ from tests.support import forged
 
 pytestmark = pytest.mark.django_db(transaction=True, databases=ALL_DATABASES)
 
-S = OrderSaga.Status
+S = Status
 # By its label: the orchestrated saga runs only with shipping installed (its start-up refuses
 # otherwise), and this module imports in a tree without it.
 Shipment = apps.get_model("shipping", "Shipment")
@@ -54,6 +55,16 @@ CONFIRMED_EVENTS = [
     "shipping.shipment.created",
     "orchestrator.order.confirm",
     "orders.order.confirmed",
+]
+
+# The commands that carry a step key, in the order of the steps (each with its undo).
+COMMANDS = [
+    "orchestrator.stock.reserve",
+    "orchestrator.stock.release",
+    "orchestrator.payment.charge",
+    "orchestrator.payment.refund",
+    "orchestrator.shipment.create",
+    "orchestrator.shipment.cancel",
 ]
 
 
@@ -91,8 +102,8 @@ def run_to_quiet(bus: Bus, limit: int = 300) -> None:
 def run_until(bus: Bus, order_id: str, status: str) -> None:
     for _ in range(300):
         bus.relay()
-        saga = OrderSaga.objects.filter(order_id=order_id).first()
-        if saga is not None and saga.status == status:
+        saga = OrderSaga.objects.filter(key=order_id).first()
+        if saga is not None and saga.state == status:
             return
         if bus.pending:
             bus.deliver(0)
@@ -102,8 +113,8 @@ def run_until(bus: Bus, order_id: str, status: str) -> None:
 
 
 def transitions(order_id: str) -> list[tuple[str, str, str]]:
-    saga = OrderSaga.objects.get(order_id=order_id)
-    return list(saga.transitions.order_by("version").values_list("from_status", "to_status", "cause"))
+    saga = OrderSaga.objects.get(key=order_id)
+    return list(saga.transitions.order_by("version").values_list("from_state", "to_state", "cause"))
 
 
 def sent(order_id: str) -> list[str]:
@@ -133,12 +144,12 @@ def test_a_confirmed_order_reserves_then_charges_then_ships(bus):
         (S.SHIPPING_ORDER, S.COMPLETED, "shipping.shipment.created"),
     ]
     assert sent(order_id) == CONFIRMED_EVENTS
-    saga = OrderSaga.objects.get(order_id=order_id)
-    assert (saga.status, saga.version, saga.attempt, saga.payment_token) == (S.COMPLETED, 5, 0, "")
+    saga = OrderSaga.objects.get(key=order_id)
+    assert (saga.state, saga.version, saga.attempt, "payment_token" in saga.data) == (S.COMPLETED, 5, 0, False)
     commands = OutboxMessage.objects.filter(correlation_id=order_id, event_type__startswith="orchestrator.")
     keys = {row.event_type: row.payload.get("key") for row in commands}
-    assert keys["orchestrator.payment.charge"] == saga.step_keys["payment"]
-    assert keys["orchestrator.stock.reserve"] == saga.step_keys["inventory"]
+    assert keys["orchestrator.payment.charge"] == saga.step_keys["orchestrator.payment.charge"]
+    assert keys["orchestrator.stock.reserve"] == saga.step_keys["orchestrator.stock.reserve"]
     assert ScheduledMessage.objects.filter(correlation_id=order_id).count() == 0  # every deadline cancelled
     assert ledger(order_id) == [("charge", Decimal("20.00"))]
     assert stock("WIDGET") == 3
@@ -202,7 +213,7 @@ def test_a_shipping_refusal_refunds_then_releases(bus):
 def test_a_reply_twice_late_or_not_its_own_changes_nothing(bus):
     order_id = place(bus)
     run_until(bus, order_id, S.PROCESSING_PAYMENT)
-    before = (OrderSaga.objects.get(order_id=order_id).version, OutboxMessage.objects.count())
+    before = (OrderSaga.objects.get(key=order_id).version, OutboxMessage.objects.count())
 
     reserved = forged.message(
         "inventory.stock.reserved", {"order_id": order_id, "items": [{"sku": "WIDGET", "quantity": 2}]}
@@ -225,8 +236,8 @@ def test_a_reply_twice_late_or_not_its_own_changes_nothing(bus):
     )
     assert decide("orchestrator", routing_key="payments.payment.succeeded", **other_amount).outcome is Outcome.HANDLED
 
-    saga = OrderSaga.objects.get(order_id=order_id)
-    assert (saga.status, saga.version, OutboxMessage.objects.count()) == (S.PROCESSING_PAYMENT, *before)
+    saga = OrderSaga.objects.get(key=order_id)
+    assert (saga.state, saga.version, OutboxMessage.objects.count()) == (S.PROCESSING_PAYMENT, *before)
     run_to_quiet(bus)
     assert order_of(order_id) == ("CONFIRMED", None)
     assert ledger(order_id) == [("charge", Decimal("20.00"))]
@@ -244,27 +255,31 @@ def deliver_only(bus: Bus, consumer: str, event_type: str) -> None:
     assert bus.deliver(index) is Outcome.HANDLED
 
 
-@override_settings(ORCHESTRATOR_STEP_ATTEMPTS=2)
 def test_a_step_unanswered_is_sent_again_with_its_key_then_given_up_and_compensated(bus):
     order_id = place(bus)
     deliver_only(bus, "orchestrator", "orders.order.created")
-    key = OrderSaga.objects.get(order_id=order_id).step_keys["inventory"]
+    key = OrderSaga.objects.get(key=order_id).step_keys["orchestrator.stock.reserve"]
 
-    fire_deadlines(bus, order_id)  # inventory never answered
-    deliver_only(bus, "orchestrator", "orchestrator.step.deadline")
-    saga = OrderSaga.objects.get(order_id=order_id)
-    assert (saga.status, saga.attempt) == (S.RESERVING_INVENTORY, 2)
+    for attempt in (2, 3):  # inventory never answers
+        fire_deadlines(bus, order_id)
+        deliver_only(bus, "orchestrator", "orchestrator.step.deadline")
+        saga = OrderSaga.objects.get(key=order_id)
+        assert (saga.state, saga.attempt) == (S.RESERVING_INVENTORY, attempt)
     reserves = OutboxMessage.objects.filter(correlation_id=order_id, event_type="orchestrator.stock.reserve")
-    assert [row.payload["key"] for row in reserves] == [key, key]
+    assert [row.payload["key"] for row in reserves] == [key, key, key]
 
     fire_deadlines(bus, order_id)
     deliver_only(bus, "orchestrator", "orchestrator.step.deadline")
-    saga = OrderSaga.objects.get(order_id=order_id)
-    assert (saga.status, saga.failure_reason) == (S.FAILED, "timeout")
+    saga = OrderSaga.objects.get(key=order_id)
+    assert (saga.state, saga.failure_reason) == (S.FAILED, "timeout")
     release = OutboxMessage.objects.get(correlation_id=order_id, event_type="orchestrator.stock.release")
-    assert release.payload == {"order_id": order_id, "key": saga.step_keys["release"], "reason": "timeout"}
+    assert release.payload == {
+        "order_id": order_id,
+        "key": saga.step_keys["orchestrator.stock.release"],
+        "reason": "timeout",
+    }
 
-    deliver_only(bus, "inventory", "orchestrator.stock.release")  # before the two reserve commands
+    deliver_only(bus, "inventory", "orchestrator.stock.release")  # before the three reserve commands
     run_to_quiet(bus)  # which arrive late: the release's tombstone refuses them
     assert order_of(order_id) == ("FAILED", "timeout")
     assert Reservation.objects.get(order_id=order_id).status == Reservation.Status.CANCELLED
@@ -280,19 +295,19 @@ def test_a_deadline_of_an_answered_step_changes_nothing(bus):
         "orchestrator.step.deadline", {"order_id": order_id, "step": S.RESERVING_INVENTORY, "attempt": 7}
     )
     assert decide("orchestrator", routing_key="orchestrator.step.deadline", **stale).outcome is Outcome.HANDLED
-    saga = OrderSaga.objects.get(order_id=order_id)
-    assert (saga.status, saga.attempt, saga.version) == (S.RESERVING_INVENTORY, 1, 2)
+    saga = OrderSaga.objects.get(key=order_id)
+    assert (saga.state, saga.attempt, saga.version) == (S.RESERVING_INVENTORY, 1, 2)
 
 
 def test_a_move_from_a_version_already_moved_is_retried(bus):
     order_id = place(bus)
     deliver_only(bus, "orchestrator", "orders.order.created")
-    stale = OrderSaga.objects.get(order_id=order_id)  # read by a handler, then another one moves it
-    OrderSaga.objects.filter(order_id=order_id).update(version=stale.version + 1)
+    stale = OrderSaga.objects.get(key=order_id)  # read by a handler, then another one moves it
+    OrderSaga.objects.filter(key=order_id).update(version=stale.version + 1)
     with pytest.raises(TransientError, match="moved meanwhile"), transaction.atomic():
-        services._move(stale, S.PROCESSING_PAYMENT, cause="inventory.stock.reserved")
-    saga = OrderSaga.objects.get(order_id=order_id)
-    assert (saga.status, saga.version, saga.transitions.count()) == (S.RESERVING_INVENTORY, stale.version + 1, 1)
+        sagas.stop(stale, to=S.FAILED, cause="a handler that read it before")
+    saga = OrderSaga.objects.get(key=order_id)
+    assert (saga.state, saga.version, saga.transitions.count()) == (S.RESERVING_INVENTORY, stale.version + 1, 1)
 
 
 def test_both_styles_run_side_by_side(bus):
@@ -301,7 +316,7 @@ def test_both_styles_run_side_by_side(bus):
     run_to_quiet(bus)
 
     assert order_of(choreographed) == order_of(orchestrated) == ("CONFIRMED", None)
-    assert not OrderSaga.objects.filter(order_id=choreographed).exists()
+    assert not OrderSaga.objects.filter(key=choreographed).exists()
     assert sent(choreographed) == [
         "orders.order.created",
         "payments.payment.succeeded",
@@ -321,7 +336,7 @@ def test_a_cancellation_at_the_shipping_step_cancels_the_shipment_and_refunds(bu
     run_to_quiet(bus)
 
     assert order_of(order_id) == ("CANCELLED", None)
-    assert OrderSaga.objects.get(order_id=order_id).status == S.ENDED_BY_ORDERS
+    assert OrderSaga.objects.get(key=order_id).state == S.ENDED_BY_ORDERS
     assert Shipment.objects.get(order_id=order_id).status == "CANCELLED"
     assert ledger(order_id) == [("charge", Decimal("20.00")), ("refund", Decimal("20.00"))]
     assert stock("WIDGET") == 5
@@ -345,7 +360,7 @@ def test_shuffled_and_duplicated_deliveries_of_orchestrated_sagas_keep_every_inv
 def test_the_orders_page_shows_its_saga_state_version_keys_and_history(bus, admin_client):
     order_id = place(bus, ship_to="AQ")
     run_to_quiet(bus)
-    saga = OrderSaga.objects.get(order_id=order_id)
+    saga = OrderSaga.objects.get(key=order_id)
 
     page = admin_client.get(f"/admin/orders/order/{order_id}/change/").content.decode()
     assert "Orchestrated saga: failed (shipping_refused), version 7" in page
@@ -362,13 +377,13 @@ def test_the_orders_page_shows_its_saga_state_version_keys_and_history(bus, admi
     assert "orchestrator.payment.refund" in page.split('id="saga-swimlane"')[1]  # the orchestrator's lane
 
     keys = page.split('id="saga-keys"')[1].split("</table>")[0]
-    assert re.findall(r"<tr><td>(\w+)</td>", keys) == ["inventory", "payment", "shipping", "refund", "release"]
+    assert re.findall(r"<tr><td>([\w.]+)</td>", keys) == COMMANDS
 
     own_page = admin_client.get(f"/admin/orchestrator/ordersaga/{saga.pk}/change/")
     assert own_page.status_code == 200
     assert "tok_" not in own_page.content.decode()  # never the payment token
-    steps = re.findall(r"<tr><td>(\w+)</td><td>orchestrator\.", own_page.content.decode())
-    assert steps == ["inventory", "payment", "shipping", "refund", "release"]  # in the order they run
+    steps = re.findall(r"<tr><td>([\w.]+)</td><td>[0-9a-f-]{36}</td>", own_page.content.decode())
+    assert steps == COMMANDS  # in the order they run
     listed = admin_client.get("/admin/orchestrator/ordersaga/").content.decode()
     assert "Updated (UTC)" in listed
     assert re.search(r'<td class="field-step_attempt">-</td>', listed)  # a finished saga waits for no step
@@ -390,7 +405,7 @@ def test_a_step_waiting_shows_its_attempt_and_deadline(bus, admin_client):
     assert " UTC: attempt 1 of 3, deadline " in page
 
     # the deadline is in the order's timeline as scheduled, and no diagnosis counts it as stuck
-    deadline_id = str(OrderSaga.objects.get(order_id=order_id).deadline_id)
+    deadline_id = str(OrderSaga.objects.get(key=order_id).deadline_id)
     timeline = admin_client.get(f"/api/orders/{order_id}/").json()["timeline"]
     assert [(e["event_type"], e["state"]) for e in timeline if e["message_id"] == deadline_id] == [
         ("orchestrator.step.deadline", "scheduled")
@@ -422,6 +437,34 @@ def test_a_step_sent_again_after_it_was_done_repeats_the_same_reply(bus):
     assert sorted(o.value for o in repeated) == ["duplicate"] * 3 + ["handled"] * 3  # orders, events, orchestrator
 
 
+def test_a_command_repeated_with_its_step_key_has_no_second_effect_at_the_participant(bus):
+    order_id = place(bus)
+    deliver_only(bus, "orchestrator", "orders.order.created")
+    deliver_only(bus, "inventory", "orchestrator.stock.reserve")
+    deliver_only(bus, "orchestrator", "inventory.stock.reserved")
+    deliver_only(bus, "payments", "orchestrator.payment.charge")
+    gateway_worker_step([order_id])  # the charge, answered later by payments' worker
+    bus.relay()
+    answer = OutboxMessage.objects.get(correlation_id=order_id, event_type="payments.payment.succeeded")
+    command = OutboxMessage.objects.get(correlation_id=order_id, event_type="orchestrator.payment.charge")
+    outbox = OutboxMessage.objects.count()
+
+    # The same step's command again (the same key, another message id), then a third time.
+    for _ in range(2):
+        again = forged.message(command.event_type, command.payload)
+        assert decide("payments", routing_key=command.event_type, **again).outcome is Outcome.HANDLED
+    assert ledger(order_id) == [("charge", Decimal("20.00"))]
+    assert not calls_in_flight([order_id])  # no second gateway call either
+    assert OutboxMessage.objects.count() == outbox  # nothing new: the first answer, published again
+    assert OutboxMessage.objects.get(pk=answer.pk).published_at is None
+    assert not OutboxMessage.objects.filter(causation_id=again["properties"]["message_id"]).exists()
+
+    run_to_quiet(bus)
+    assert order_of(order_id) == ("CONFIRMED", None)
+    assert ledger(order_id) == [("charge", Decimal("20.00"))]
+    assert stock("WIDGET") == 3
+
+
 def test_a_cancellation_that_overtakes_the_creation_keeps_the_saga_from_starting(bus):
     order_id = place(bus)
     order_cancel(order_id=uuid.UUID(order_id))
@@ -430,8 +473,8 @@ def test_a_cancellation_that_overtakes_the_creation_keeps_the_saga_from_starting
     deliver_only(bus, "orchestrator", "orders.order.created")
     run_to_quiet(bus)
 
-    saga = OrderSaga.objects.get(order_id=order_id)
-    assert (saga.status, saga.transitions.count()) == (S.ENDED_BY_ORDERS, 0)
+    saga = OrderSaga.objects.get(key=order_id)
+    assert (saga.state, saga.transitions.count()) == (S.ENDED_BY_ORDERS, 0)
     assert not [e for e in sent(order_id) if e.startswith("orchestrator.")]  # no command ever sent
     assert order_of(order_id) == ("CANCELLED", None)
     assert ledger(order_id) == []
@@ -443,7 +486,7 @@ def test_metrics_show_the_sagas_waiting_by_state_and_the_longest_wait(bus, clien
     run_to_quiet(bus)
     waiting = place(bus)
     deliver_only(bus, "orchestrator", "orders.order.created")
-    OrderSaga.objects.filter(order_id=waiting).update(step_since=timezone.now() - timedelta(seconds=90))
+    OrderSaga.objects.filter(key=waiting).update(step_since=timezone.now() - timedelta(seconds=90))
 
     got = samples(client.get("/metrics").content.decode())
     by_status = {dict(labels)["status"]: n for (name, labels), n in got.items() if name == "orchestrator_sagas_waiting"}
@@ -455,4 +498,4 @@ def test_metrics_show_the_sagas_waiting_by_state_and_the_longest_wait(bus, clien
         S.COMPENSATING_INVENTORY: 0,
     }
     assert 90 <= got[("orchestrator_saga_oldest_waiting_seconds", ())] < 120
-    assert OrderSaga.objects.get(order_id=done).status == S.COMPLETED  # a finished saga waits for nothing
+    assert OrderSaga.objects.get(key=done).state == S.COMPLETED  # a finished saga waits for nothing

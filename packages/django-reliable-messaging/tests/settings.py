@@ -52,6 +52,7 @@ INSTALLED_APPS = [
     "reliable_messaging",
     "notes",
     "archive",
+    "errands",
 ]
 MIDDLEWARE = [
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -73,7 +74,7 @@ TEMPLATES = [
 ]
 
 MESSAGING = {
-    "DECLARED_CONTEXTS": ["notes", "archive"],
+    "DECLARED_CONTEXTS": ["notes", "archive", "errands"],
     "CONTEXTS_DIR": BASE_DIR,
     "BROKER_URL": os.environ.get("BROKER_URL") or "filesystem://",
     "DECLARATION_KEYS": {"audited": False},

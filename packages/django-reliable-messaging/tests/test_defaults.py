@@ -122,7 +122,7 @@ def test_the_embedded_broker_takes_its_folder_as_a_str_or_a_path(with_settings, 
 def test_the_hosts_own_declaration_keys_are_read_with_their_defaults():
     from reliable_messaging.hosting import installed
 
-    assert {d.name: d.extra for d in installed()} == {"notes": {"audited": True}, "archive": {}}
+    assert {d.name: d.extra for d in installed()} == {"notes": {"audited": True}, "archive": {}, "errands": {}}
 
 
 @pytest.mark.parametrize(

@@ -59,8 +59,8 @@ def test_a_schema_that_requires_an_encrypted_field_does_not_start(workdir, with_
         target.write_text(source.read_text())
     schema = copy / "schemas" / "notes.note.written.v1.json"
     schema.write_text(schema.read_text().replace('"required": ["note_id", "text"]', '"required": ["secret"]'))
-    archive = Path(__file__).parent / "archive"
-    (workdir / "contexts" / "archive").symlink_to(archive)
+    for name in ("archive", "errands"):
+        (workdir / "contexts" / name).symlink_to(Path(__file__).parent / name)
 
     started = with_settings(CONTEXTS_DIR=str(workdir / "contexts"))("check", ok=False)
 

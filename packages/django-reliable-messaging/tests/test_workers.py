@@ -37,7 +37,7 @@ def test_a_note_is_relayed_filed_once_and_answered(manage, workdir):
         assert (workdir / "var" / "broker" / "data").is_dir()  # the default folder, in the working directory
     # What a worker says with no LOGGING in the project: a start line, then a line per message.
     assert "relay started" in relayed.stderr and "relayed a batch claimed=1 published=1" in relayed.stderr
-    assert "consuming consumers=['archive'] queues=['archive_queue']" in consumed.stderr
+    assert "consuming consumers=['archive', 'errands'] queues=['archive_queue', 'errands_queue']" in consumed.stderr
     assert (
         f"INFO reliable_messaging.consumer: handled consumer=archive event_type=notes.note.written "
         f"message_id={written.event_id} correlation_id={note.id}"

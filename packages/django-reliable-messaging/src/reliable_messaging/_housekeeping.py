@@ -14,7 +14,7 @@ from django.utils import timezone
 from reliable_messaging import _claim_check as claim_check
 from reliable_messaging._conf import duration, setting
 from reliable_messaging._declarations import hosted
-from reliable_messaging.models import DeadLetter, DeadLetterFlood, EventLogEntry, InboxMessage, OutboxMessage
+from reliable_messaging.models import DeadLetter, DeadLetterFlood, EventLogEntry, InboxMessage, OutboxMessage, StepKey
 
 PURGE_BATCH = 5000
 REFERENCES_BATCH = 1000  # stored payloads looked up in the tables at a time
@@ -47,7 +47,8 @@ def messages_purge() -> PurgeResult:
     """Delete what is past its retention: published outbox rows, inbox rows, event-log rows, and
     dead letters (``DEAD_LETTER_RETENTION`` since they last failed; a replayed one
     ``REPLAYED_DEAD_LETTER_RETENTION`` since its replay: its message lives on), and a flood's counts
-    (``DEAD_LETTER_RETENTION`` since their window's last refusal).
+    (``DEAD_LETTER_RETENTION`` since their window's last refusal), and saga commands' step keys
+    (``INBOX_RETENTION``, as the inbox).
 
     A pending or parked outbox row is never deleted. Rows are deleted in batches locked with
     SKIP LOCKED, so several purges can run at once without waiting on each other. Then the payloads
@@ -69,6 +70,8 @@ def messages_purge() -> PurgeResult:
     )
     # A flood's counts go with the dead letters of their time (the counts, not messages: not reported).
     _purge(DeadLetterFlood.objects.filter(last_at__lt=now - duration("DEAD_LETTER_RETENTION")))
+    # A saga command's step key is its participant's inbox row by another key: kept as long.
+    _purge(StepKey.objects.filter(handled_at__lt=now - duration("INBOX_RETENTION")))
     published = {event_type for declaration in hosted() for event_type in declaration.publishes}
     return replace(purged, stored_payloads=claim_check.sweep(published, _still_referenced))
 

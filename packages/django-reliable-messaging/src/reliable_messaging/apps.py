@@ -5,6 +5,7 @@ from typing import Any
 from django.apps import AppConfig
 from django.conf import settings
 from django.core import checks
+from django.db import connections
 
 from reliable_messaging import _amqp_properties as amqp_properties
 from reliable_messaging._conf import RETENTIONS, check_settings, duration, setting
@@ -62,4 +63,25 @@ def check_retentions(app_configs: Sequence[AppConfig] | None, **kwargs: Any) -> 
         )
         for name in RETENTIONS
         if duration(name) < timedelta(days=1)
+    ]
+
+
+@checks.register(checks.Tags.database)
+def check_saga_versions(app_configs: Sequence[AppConfig] | None, **kwargs: Any) -> list[checks.CheckMessage]:
+    """An instance keeps the definition version it started with: a deployment that no longer
+    registers that version could not move it (run with --database, and by migrate: a database
+    not migrated yet has no instances)."""
+    from reliable_messaging._saga_engine import versions_not_runnable
+    from reliable_messaging.models import SagaInstance
+
+    table = SagaInstance._meta.db_table
+    return [
+        checks.Error(
+            f"saga {missing} has instances in flight in database {alias!r} and is not registered",
+            hint="keep registering that version of the definition until its instances end",
+            id="reliable_messaging.E001",
+        )
+        for alias in kwargs.get("databases") or ()
+        if table in connections[alias].introspection.table_names()
+        for missing in versions_not_runnable(using=alias)
     ]

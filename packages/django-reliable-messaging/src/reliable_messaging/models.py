@@ -1,4 +1,4 @@
-"""Messaging's tables: the outbox, the inbox, the event log and the dead letters.
+"""Messaging's tables: the outbox, the inbox, the event log, the dead letters and the sagas.
 
 Contexts never touch these models directly; they go through ``reliable_messaging.api``.
 """
@@ -248,3 +248,71 @@ class DeadLetterFlood(models.Model):
     @property
     def not_stored(self) -> int:
         return self.received - self.stored
+
+
+class SagaInstance(models.Model):
+    """One run of a saga definition (reliable_messaging.sagas): its state, moved only by a
+    conditional update on ``version``, and the definition version it started with."""
+
+    id = models.UUIDField(primary_key=True, default=new_event_id, editable=False)
+    name = models.CharField(max_length=100, help_text="The definition's name.")
+    key = models.CharField(max_length=100, help_text="The host's id of what it runs for; also its correlation id.")
+    definition_version = models.PositiveIntegerField(help_text="The definition it keeps while in flight.")
+    state = models.CharField(max_length=100)
+    version = models.PositiveIntegerField(default=1)
+    # The step waiting for a reply: how many times its command was sent, and its deadline's
+    # scheduled message (cancelled when the reply comes).
+    attempt = models.PositiveSmallIntegerField(default=0)
+    deadline_id = models.UUIDField(null=True, blank=True)
+    step_keys = models.JSONField(default=dict, help_text="One idempotency key per command, made at the start.")
+    data = models.JSONField(default=dict, help_text="What the host's commands are built from.")
+    failure_reason = models.CharField(max_length=100, blank=True)
+    step_since = models.DateTimeField(default=timezone.now, help_text="When it entered its state (not by a retry).")
+    created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        db_table = "messaging_saga"
+        constraints = [models.UniqueConstraint(fields=["name", "key"], name="messaging_saga_key_uniq")]
+        indexes = [models.Index(fields=["name", "state", "step_since"], name="messaging_saga_state_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.name} {self.key}: {self.state}"
+
+
+class SagaTransition(models.Model):
+    """One move of a saga: from, to, the message that caused it and the version it produced."""
+
+    saga = models.ForeignKey(SagaInstance, related_name="transitions", on_delete=models.CASCADE)
+    from_state = models.CharField(max_length=100)
+    to_state = models.CharField(max_length=100)
+    cause = models.CharField(max_length=255, help_text="The message or deadline that moved it.")
+    version = models.PositiveIntegerField()
+    at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        db_table = "messaging_saga_transition"
+        ordering = ["saga", "version"]
+        constraints = [models.UniqueConstraint(fields=["saga", "version"], name="messaging_saga_move_uniq")]
+
+    def __str__(self) -> str:
+        return f"{self.from_state} -> {self.to_state}"
+
+
+class StepKey(models.Model):
+    """A saga command's step key as a participant handled it first: a command arriving again with
+    that key (another message id: sent again after its deadline) runs no handler; what the first
+    caused is published again."""
+
+    event_type = models.CharField(max_length=200)
+    key = models.CharField(max_length=100)
+    message_id = models.CharField(max_length=255, help_text="The command first handled with this key.")
+    handled_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        db_table = "messaging_step_key"
+        constraints = [models.UniqueConstraint(fields=["event_type", "key"], name="messaging_step_key_uniq")]
+        indexes = [models.Index(fields=["handled_at"], name="messaging_step_key_at_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.event_type} {self.key}"

@@ -1,0 +1,67 @@
+"""A participant's side of a saga: step keys enforced by the bus, not by the participant's code.
+
+A command a saga engine sends carries its step's key in the payload (``STEP_KEY``): the same on
+every send of that step, a new message id each time. A handler marked ``@participant`` runs once
+per (command, key): the key is recorded in the handler's own transaction with the message it
+came with; a command arriving again with that key runs nothing and publishes again, as they were
+(same message ids), the messages the first one caused, whenever they were written (an answer a
+worker of the participant wrote later, under ``caused_by``, included). Every consumer that had
+them finds their ids in its inbox: the first answer stands, nothing happens twice."""
+
+import functools
+import logging
+from collections.abc import Callable
+
+from django.utils import timezone
+
+from reliable_messaging._decisions import InvalidPayload
+from reliable_messaging._envelope import IncomingEvent
+from reliable_messaging._sql import insert_rows
+from reliable_messaging.models import OutboxMessage, StepKey
+
+logger = logging.getLogger("reliable_messaging.sagas")
+
+STEP_KEY = "key"
+
+Handler = Callable[[IncomingEvent], None]
+
+
+def participant(handler: Handler) -> Handler:
+    """Mark a handler of saga commands: a command repeated with its step key runs it once."""
+
+    @functools.wraps(handler)
+    def handle(event: IncomingEvent) -> None:
+        key = event.payload.get(STEP_KEY)
+        if not isinstance(key, str) or not key:
+            raise InvalidPayload(f"{event.event_type} carries no step key ({STEP_KEY!r}): not a saga's command")
+        first = _first_with(event, key)
+        if first == event.message_id:
+            handler(event)
+            return
+        again = repeat_answers(first)
+        logger.info(
+            "%s repeated with step key %s: %d answer(s) of %s published again", event.event_type, key, again, first
+        )
+
+    return handle
+
+
+def _first_with(event: IncomingEvent, key: str) -> str:
+    """The message first handled with ``key``: this one if none was (its record written now, in
+    the handler's transaction, one statement). A concurrent first waits for the other's commit,
+    then finds it."""
+    event_type, key = event.event_type[:200], key[:100]
+    row = {"event_type": event_type, "key": key, "message_id": event.message_id, "handled_at": timezone.now()}
+    if insert_rows(StepKey, [row], ignore_conflict_on=("event_type", "key"), returning="message_id"):
+        return event.message_id
+    return StepKey.objects.filter(event_type=event_type, key=key).values_list("message_id", flat=True)[0]
+
+
+def repeat_answers(message_id: str) -> int:
+    """Publish again what ``message_id`` caused (the relay's next look sends them, same ids); how many
+    there are (0 once past the outbox's retention: the participant then cannot answer again)."""
+    caused = OutboxMessage.objects.filter(causation_id=message_id)
+    caused.filter(published_at__isnull=False).update(
+        published_at=None, attempts=0, next_attempt_at=None, parked_at=None
+    )
+    return caused.count()

@@ -1,0 +1,284 @@
+"""The saga engine (reliable_messaging.sagas) on the test project's errand (errands/saga.py): moves
+and their history, a race on the version, replies out of turn, deadlines sent again and given up
+with compensation in reverse, step keys enforced at the participant, and a definition changed
+with instances in flight."""
+
+import uuid
+from datetime import timedelta
+
+import pytest
+from django.core.management import call_command
+from django.core.management.base import SystemCheckError
+from django.db import transaction
+from django.utils import timezone
+from errands.models import Chore, Missing
+from errands.saga import ERRAND_V1, ERRAND_V2
+from reliable_messaging import sagas
+from reliable_messaging._housekeeping import messages_purge
+from reliable_messaging._saga_definitions import _registry
+from reliable_messaging._saga_engine import versions_not_runnable
+from reliable_messaging.api import TransientError
+from reliable_messaging.models import OutboxMessage, SagaInstance, ScheduledMessage, StepKey
+from reliable_messaging.testing import Outcome, advance_time, deliver
+
+pytestmark = pytest.mark.django_db
+
+
+def begin(errand: str = "e1", item: str = "pen") -> SagaInstance:
+    with transaction.atomic():
+        return sagas.start("errand", errand, {"item": item}, cause="test")
+
+
+def newest(event_type: str, errand: str = "e1") -> OutboxMessage:
+    return OutboxMessage.objects.filter(event_type=event_type, correlation_id=errand).latest("id")
+
+
+def run(event_type: str, errand: str = "e1", *, message_id: str | None = None):
+    """Deliver the newest ``event_type`` of ``errand`` from the outbox to the errands' consumer."""
+    row = newest(event_type, errand)
+    return deliver(
+        "errands", event_type, row.payload, message_id=message_id or str(row.event_id), correlation_id=errand
+    )
+
+
+def sent(errand: str = "e1") -> list[str]:
+    return list(OutboxMessage.objects.filter(correlation_id=errand).order_by("id").values_list("event_type", flat=True))
+
+
+def history(errand: str = "e1") -> list[tuple[str, str, str, int]]:
+    saga = SagaInstance.objects.get(key=errand)
+    return [(t.from_state, t.to_state, t.cause, t.version) for t in saga.transitions.order_by("version")]
+
+
+def test_an_errand_runs_its_steps_each_move_once_with_its_history_and_no_deadline_left():
+    begin()
+    for command, reply in [
+        ("errands.item.fetch", "errands.item.fetched"),
+        ("errands.item.wrap", "errands.item.wrapped"),
+        ("errands.item.deliver", "errands.item.delivered"),
+    ]:
+        assert run(command).outcome is Outcome.HANDLED
+        assert run(reply).outcome is Outcome.HANDLED
+
+    saga = SagaInstance.objects.get(key="e1")
+    assert (saga.state, saga.version, saga.definition_version, saga.attempt, saga.deadline_id) == (
+        "done",
+        5,
+        2,
+        0,
+        None,
+    )
+    assert saga.data == {}  # the item is kept only while fetching
+    assert history() == [
+        ("started", "fetching", "test", 2),
+        ("fetching", "wrapping", "errands.item.fetched", 3),
+        ("wrapping", "delivering", "errands.item.wrapped", 4),
+        ("delivering", "done", "errands.item.delivered", 5),
+    ]
+    assert sent() == [
+        "errands.item.fetch",
+        "errands.item.fetched",
+        "errands.item.wrap",
+        "errands.item.wrapped",
+        "errands.item.deliver",
+        "errands.item.delivered",
+        "errands.errand.done",
+    ]
+    assert newest("errands.item.fetch").payload == {
+        "errand_id": "e1",
+        "item": "pen",
+        "key": saga.step_keys["errands.item.fetch"],
+    }
+    assert ScheduledMessage.objects.count() == 0  # each deadline cancelled by the reply
+    assert Chore.objects.count() == 3
+
+
+def test_a_second_start_changes_nothing():
+    first = begin()
+    again = begin(item="other")
+    assert (again.pk, again.version, again.data) == (first.pk, 2, {"item": "pen"})
+    assert sent() == ["errands.item.fetch"]
+
+
+def test_the_loser_of_a_race_on_the_version_raises_transient_and_changes_nothing():
+    stale = begin()
+    run("errands.item.fetch")
+    run("errands.item.fetched")  # moved to wrapping: version 3
+    with pytest.raises(TransientError, match="moved meanwhile"), transaction.atomic():
+        sagas.stop(stale, to="stopped", cause="test")
+    saga = SagaInstance.objects.get(key="e1")
+    assert (saga.state, saga.version, len(history())) == ("wrapping", 3, 2)
+
+
+def test_duplicate_late_and_reordered_replies_change_nothing():
+    begin()
+    run("errands.item.fetch")
+    reply = newest("errands.item.fetched")
+    before = (sent(), history())
+    early = deliver("errands", "errands.item.delivered", {"errand_id": "e1"}, correlation_id="e1")  # out of turn
+    assert early.outcome is Outcome.HANDLED
+    assert (sent(), history()) == before
+    run("errands.item.fetched")
+    after = (sent(), history())
+    assert (
+        deliver("errands", reply.event_type, reply.payload, message_id=str(reply.event_id)).outcome is Outcome.DUPLICATE
+    )
+    late = deliver("errands", "errands.item.fetched", {"errand_id": "e1"}, correlation_id="e1")  # another id
+    assert late.outcome is Outcome.HANDLED
+    assert (sent(), history()) == after
+    assert deliver("errands", "errands.item.fetched", {"errand_id": "nobody"}).outcome is Outcome.HANDLED
+    assert SagaInstance.objects.count() == 1
+
+
+def test_a_deadline_sends_the_step_again_with_its_key_then_gives_it_up_and_compensates_in_reverse():
+    begin()
+    run("errands.item.fetch")
+    run("errands.item.fetched")
+    run("errands.item.wrap")
+    run("errands.item.wrapped")  # delivering, attempt 1; nobody answers
+    assert advance_time(timedelta(seconds=61)) == [
+        ("errands.step.deadline", 1, {"errand_id": "e1", "step": "delivering", "attempt": 1})
+    ]
+    run("errands.step.deadline")
+    delivers = OutboxMessage.objects.filter(event_type="errands.item.deliver").order_by("id")
+    assert [m.payload["key"] for m in delivers] == [SagaInstance.objects.get().step_keys["errands.item.deliver"]] * 2
+    assert SagaInstance.objects.get().attempt == 2
+    advance_time(timedelta(seconds=61))
+    run("errands.step.deadline")  # the second attempt's: given up
+
+    saga = SagaInstance.objects.get()
+    assert (saga.state, saga.failure_reason) == ("returning", "timeout")
+    assert sent()[-3:] == ["errands.step.deadline", "errands.item.recall", "errands.item.return"]
+    assert newest("errands.item.recall").payload == {"errand_id": "e1", "key": saga.step_keys["errands.item.recall"]}
+    # A compensation is sent again at every deadline, never given up.
+    for attempt in (1, 2, 3):
+        advance_time(timedelta(seconds=61))
+        run("errands.step.deadline")
+        assert SagaInstance.objects.get().attempt == attempt + 1
+    # An older attempt's deadline, delivered late, changes nothing.
+    old = OutboxMessage.objects.filter(event_type="errands.step.deadline").order_by("id").first()
+    assert deliver("errands", old.event_type, old.payload).outcome is Outcome.HANDLED
+    assert SagaInstance.objects.get().attempt == 4
+    run("errands.item.return")
+    run("errands.item.returned")
+    saga = SagaInstance.objects.get()
+    assert (saga.state, saga.deadline_id) == ("failed", None)
+    assert newest("errands.errand.failed").payload == {"errand_id": "e1", "reason": "timeout"}
+    assert ScheduledMessage.objects.count() == 0
+    assert [t[1] for t in history()] == [
+        "fetching",
+        "wrapping",
+        "delivering",
+        "delivering",
+        "returning",
+        "returning",
+        "returning",
+        "returning",
+        "failed",
+    ]
+
+
+def test_a_command_repeated_with_its_step_key_has_no_second_effect_and_repeats_the_first_answer():
+    begin()
+    first = run("errands.item.fetch")
+    assert [e.event_type for e in first.published] == ["errands.item.fetched"]
+    answer = newest("errands.item.fetched")
+    OutboxMessage.objects.filter(pk=answer.pk).update(published_at=timezone.now())  # the relay sent it
+    outbox = OutboxMessage.objects.count()
+
+    again = run("errands.item.fetch", message_id=str(uuid.uuid4()))  # the same step sent again: a new id
+
+    assert (again.outcome, again.published) == (Outcome.HANDLED, [])
+    assert Chore.objects.count() == 1
+    assert OutboxMessage.objects.count() == outbox
+    answer.refresh_from_db()
+    assert answer.published_at is None  # sent again as it was, same message id
+    assert StepKey.objects.filter(event_type="errands.item.fetch").count() == 1
+    # The host has it already: its inbox takes the repeat as a duplicate.
+    run("errands.item.fetched")
+    assert run("errands.item.fetched").outcome is Outcome.DUPLICATE
+    assert SagaInstance.objects.get().state == "wrapping"
+
+
+def test_a_command_without_its_step_key_is_refused_and_changes_nothing():
+    refused = deliver("errands", "errands.item.fetch", {"errand_id": "e9", "item": "pen"})
+    assert (refused.outcome, refused.reason) == (Outcome.DEAD_LETTER, "invalid_payload")
+    assert "carries no step key ('key')" in refused.error
+    assert (Chore.objects.count(), StepKey.objects.count(), OutboxMessage.objects.count()) == (0, 0, 0)
+
+
+def test_a_missing_item_fails_the_errand_with_its_reason():
+    Missing.objects.create(item="ink")
+    begin(item="ink")
+    run("errands.item.fetch")
+    run("errands.item.missing")
+    saga = SagaInstance.objects.get()
+    assert (saga.state, saga.failure_reason) == ("failed", "missing")
+    assert newest("errands.errand.failed").payload == {"errand_id": "e1", "reason": "missing"}
+
+
+def test_an_end_before_the_start_leaves_a_tombstone_that_the_start_respects():
+    with transaction.atomic():
+        assert sagas.tombstone("errand", "e1", state="stopped") is True
+        assert sagas.tombstone("errand", "e1", state="stopped") is False
+    assert begin().state == "stopped"
+    assert sent() == []
+    with pytest.raises(ValueError, match="'fetching' is not a final state"), transaction.atomic():
+        sagas.tombstone("errand", "e2", state="fetching")
+
+
+def test_a_definition_changed_with_instances_in_flight_keeps_each_on_its_version(monkeypatch):
+    monkeypatch.delitem(_registry, ("errand", 2))
+    begin("old")  # started before the change: version 1
+    monkeypatch.setitem(_registry, ("errand", 2), ERRAND_V2)
+    begin("new")
+    for errand in ("old", "new"):
+        run("errands.item.fetch", errand)
+        run("errands.item.fetched", errand)
+    assert {s.key: (s.definition_version, s.state) for s in SagaInstance.objects.all()} == {
+        "old": (1, "delivering"),  # version 1 has no wrapping
+        "new": (2, "wrapping"),
+    }
+    assert versions_not_runnable() == []
+
+    # A deployment that stopped registering version 1 is refused while "old" is in flight.
+    monkeypatch.delitem(_registry, ("errand", 1))
+    assert versions_not_runnable() == ["errand v1"]
+    with pytest.raises(
+        SystemCheckError, match=r"reliable_messaging.E001.*saga errand v1 has instances in flight in database .default."
+    ):
+        call_command("check", databases=["default"])
+    run("errands.item.deliver", "old")
+    failed = run("errands.item.delivered", "old")
+    assert failed.outcome is Outcome.RETRY  # read again later; nothing changed
+    assert "saga errand v1 is not registered" in failed.error
+    assert SagaInstance.objects.get(key="old").state == "delivering"
+    monkeypatch.setitem(_registry, ("errand", 1), ERRAND_V1)
+    assert run("errands.item.delivered", "old").outcome is Outcome.HANDLED
+    assert SagaInstance.objects.get(key="old").state == "done"
+    monkeypatch.delitem(_registry, ("errand", 1))
+    assert versions_not_runnable() == []  # nothing of version 1 in flight any more
+
+
+def test_a_definition_that_cannot_run_is_refused():
+    with pytest.raises(sagas.DefinitionError, match=r"fetching: a reply leads to 'nowhere', no state"):
+        sagas.Definition(
+            **{
+                **ERRAND_V1.__dict__,
+                "steps": {
+                    "fetching": sagas.Step(
+                        "errands.item.fetch", "errands", {"x": "nowhere"}, deadline=1, given_up="done"
+                    )
+                },
+            }
+        )
+    with pytest.raises(sagas.DefinitionError, match="errand v1 is registered already, differently"):
+        sagas.register(sagas.Definition(**{**ERRAND_V1.__dict__, "start": "delivering"}))
+
+
+def test_step_keys_go_with_the_inbox_retention():
+    begin()
+    run("errands.item.fetch")
+    StepKey.objects.update(handled_at=timezone.now() - timedelta(days=15))  # INBOX_RETENTION: 14 days
+    messages_purge()
+    assert StepKey.objects.count() == 0
