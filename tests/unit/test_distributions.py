@@ -96,3 +96,28 @@ def test_startcontext_writes_a_distribution_that_declares_what_its_code_imports(
     assert tomllib.loads(pyproject)["project"]["name"] == "saga-shop-loyalty"
     assert declared(pyproject) == {"django", "django-reliable-messaging", "saga-shop-kernel"}
     assert imported_distributions("loyalty", production) <= declared(pyproject)
+
+
+def own_versions() -> dict[str, str]:
+    """The version each of this project's distributions carries now, by name."""
+    pyprojects = [BASE_DIR / "packages" / "django-reliable-messaging" / "pyproject.toml"]
+    pyprojects += [BASE_DIR / package / "pyproject.toml" for package in DISTRIBUTIONS]
+    return {
+        project["name"]: project["version"]
+        for project in (tomllib.loads(path.read_text())["project"] for path in pyprojects)
+    }
+
+
+@pytest.mark.parametrize("package", [*DISTRIBUTIONS, "startcontext"])
+def test_a_distribution_admits_the_versions_of_the_projects_own_distributions(package):
+    """A version bump of the bus (or the kernel) left behind in a range makes a service's requirements
+    unsatisfiable: ``make service`` would build a tree pip cannot install."""
+    if package == "startcontext":
+        request = Request(name="loyalty", consumes=("orders.order.confirmed",), publishes=())
+        pyproject = files_of(request)["loyalty/pyproject.toml"]
+    else:
+        pyproject = (BASE_DIR / package / "pyproject.toml").read_text()
+    versions = own_versions()
+    requirements = [Requirement(r) for r in tomllib.loads(pyproject)["project"]["dependencies"]]
+    refused = [str(r) for r in requirements if r.name in versions and versions[r.name] not in r.specifier]
+    assert refused == []
