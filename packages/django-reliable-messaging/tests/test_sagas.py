@@ -207,6 +207,13 @@ def test_a_command_without_its_step_key_is_refused_and_changes_nothing():
     assert (Chore.objects.count(), StepKey.objects.count(), OutboxMessage.objects.count()) == (0, 0, 0)
 
 
+def test_a_step_key_too_long_to_record_whole_is_refused_and_changes_nothing():
+    refused = deliver("errands", "errands.item.fetch", {"errand_id": "e9", "item": "pen", "key": "k" * 101})
+    assert (refused.outcome, refused.reason) == (Outcome.DEAD_LETTER, "invalid_payload")
+    assert "step key is 101 characters, over 100" in refused.error
+    assert (Chore.objects.count(), StepKey.objects.count(), OutboxMessage.objects.count()) == (0, 0, 0)
+
+
 def test_a_missing_item_fails_the_errand_with_its_reason():
     Missing.objects.create(item="ink")
     begin(item="ink")

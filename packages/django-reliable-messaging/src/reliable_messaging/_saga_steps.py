@@ -22,6 +22,7 @@ from reliable_messaging.models import OutboxMessage, StepKey
 logger = logging.getLogger("reliable_messaging.sagas")
 
 STEP_KEY = "key"
+KEY_LENGTH = StepKey._meta.get_field("key").max_length
 
 Handler = Callable[[IncomingEvent], None]
 
@@ -34,6 +35,9 @@ def participant(handler: Handler) -> Handler:
         key = event.payload.get(STEP_KEY)
         if not isinstance(key, str) or not key:
             raise InvalidPayload(f"{event.event_type} carries no step key ({STEP_KEY!r}): not a saga's command")
+        if len(key) > KEY_LENGTH:
+            # Cut, two keys could be taken for one: refused whole, as no engine of ours sends it.
+            raise InvalidPayload(f"{event.event_type}'s step key is {len(key)} characters, over {KEY_LENGTH}")
         first = _first_with(event, key)
         if first == event.message_id:
             handler(event)
@@ -50,7 +54,7 @@ def _first_with(event: IncomingEvent, key: str) -> str:
     """The message first handled with ``key``: this one if none was (its record written now, in
     the handler's transaction, one statement). A concurrent first waits for the other's commit,
     then finds it."""
-    event_type, key = event.event_type[:200], key[:100]
+    event_type = event.event_type  # one the consumer declares: it fits
     row = {"event_type": event_type, "key": key, "message_id": event.message_id, "handled_at": timezone.now()}
     if insert_rows(StepKey, [row], ignore_conflict_on=("event_type", "key"), returning="message_id"):
         return event.message_id
