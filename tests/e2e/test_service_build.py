@@ -18,7 +18,7 @@ SAGA = ["orders", "payments", "inventory", "shipping"]
 TEST_TOOLS = {"pytest", "pytest-django", "pytest-timeout", "hypothesis", "schemathesis", "selenium", "nox", "uv"}
 DEVELOPMENT = {"import-linter", "ruff", *TEST_TOOLS}
 PLATFORM = {
-    "config",
+    "service_platform",
     "kernel",
     "operations",
     "wheels",
@@ -83,7 +83,10 @@ def test_its_requirements_pin_the_repositorys_versions_and_hold_no_development_t
 
 
 def test_its_procfile_runs_the_web_tier_relay_consumers_and_its_own_processes(trees):
-    web = "web: exec gunicorn config.wsgi -c config/gunicorn.conf.py --env DJANGO_SETTINGS_MODULE=service_settings"
+    web = (
+        "web: exec gunicorn service_platform.wsgi -c service_platform/gunicorn.conf.py "
+        "--env DJANGO_SETTINGS_MODULE=service_settings"
+    )
     common = [web, "relay: exec python manage.py run_outbox_relay", "consumers: exec python manage.py run_consumers"]
     own = {
         "orders": ["deadline: exec python manage.py expire_pending_orders --loop"],
