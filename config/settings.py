@@ -1,6 +1,6 @@
 """The monolith's settings: the platform's (service_platform/settings.py, every variable of
 ``.env.example``), every context of this repository installed, and what only this checkout runs:
-the fake card gateway (a development service) and, in development, the dev tooling (devtools/).
+the fake card gateway (a development service) and the development tooling (devtools/).
 """
 
 from service_platform.settings import *  # noqa: F403
@@ -47,10 +47,9 @@ globals().update(
     }
 )
 
-# The scaffolder and the import contracts' generator (startcontext, import_contracts): development only,
-# and never in a service's tree.
-if DEBUG:
-    INSTALLED_APPS.append("devtools")  # noqa: F405
+# The scaffolder and the import contracts' generator (startcontext, import_contracts): this checkout's
+# development tooling, with or without DEBUG as before; a service's tree never carries it.
+INSTALLED_APPS.append("devtools")  # noqa: F405
 
 # Benchmarks only: the bench's URLs (BENCH_APP=1 installed its context above).
 if "bench.benchapp" in INSTALLED_APPS:  # noqa: F405

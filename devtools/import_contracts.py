@@ -78,9 +78,9 @@ containers = []
 exhaustive = false
 
 [[tool.importlinter.contracts]]
-name = "The composition root wires the hosted contexts without importing them (a deployment lacks the others' code)"
+name = "The monolith's root and tooling wire the contexts without importing them (a deployment lacks the others' code)"
 type = "forbidden"
-source_modules = ["config"]
+source_modules = {listed(MONOLITH)}
 forbidden_modules = {listed(contexts)}
 
 [[tool.importlinter.contracts]]
