@@ -5,13 +5,14 @@ writes them, ``python manage.py import_contracts --write`` after anything else, 
 
 The contexts are the installed list (``INSTALLED_CONTEXTS``) first, then every other top-level
 package of the tree that declares itself (the orchestrator, installed only with ``ORCHESTRATOR=1``).
-A context imports the bus's public modules only (``api``, ``operator``, ``sagas``), and its own ``tests``
-package ``reliable_messaging.testing`` too. The platform (``service_platform``) imports no context, and
-nothing a service ships imports the monolith's composition root (``config``) or its development tooling
-(``devtools``, this module's package). The rest of the project's code (the composition root, the platform,
-the shared kernel, the operator's views, the fault library) goes through the bus's front door too:
-``PUBLIC`` (``TESTS_ONLY`` in tests and test tooling); ``tests/unit/test_architecture.py`` holds the
-scripts, ``bench`` and ``chaos``, which import-linter does not see, to the same.
+A context imports the bus's public modules only (``api``, ``operator``, ``sagas``), and its own
+``tests`` package ``reliable_messaging.testing`` and ``models`` (the bus's tables, read) too. The
+platform (``service_platform``) imports no context, and nothing a service ships imports the monolith's
+composition root (``config``) or its development tooling (``devtools``, this module's package). The rest
+of the project's code (the composition root, the platform, the shared kernel, the operator's views, the
+fault library) goes through the bus's front door too: ``PUBLIC`` (``TESTS_ONLY`` in tests and test
+tooling); ``tests/unit/test_architecture.py`` holds the scripts, ``bench`` and ``chaos``, which
+import-linter does not see, to the same.
 """
 
 import json
@@ -56,6 +57,9 @@ def render(contexts: list[str]) -> str:
         return json.dumps(list(names))
 
     tests_may_use = [f"{c}.tests.** -> {BUS}.{TESTS_ONLY}" for c in contexts]
+    contexts_may_use = [f"** -> {BUS}.{module}" for module in ("api", "operator", "sagas")]
+    # A context's tests read the bus's tables too (the outbox rows its services wrote), as the project's do.
+    tests_may_read = [f"{c}.tests.** -> {BUS}.models" for c in contexts]
     front_door = [f"** -> {BUS}.{module}" for module in PUBLIC]
     stand_in = [f"{importer} -> {module}" for importer, modules in FAKE_GATEWAY_STAND_IN.items() for module in modules]
     faultlib_inside = [
@@ -117,11 +121,11 @@ unmatched_ignore_imports_alerting = "none"
 allow_indirect_imports = true
 
 [[tool.importlinter.contracts]]
-name = "Contexts use only the bus's public modules (api, operator, sagas; testing in their own tests)"
+name = "Contexts use only the bus's public modules (api, operator, sagas; testing and models in their own tests)"
 type = "forbidden"
 source_modules = {listed(contexts)}
 forbidden_modules = ["{BUS}.**"]
-ignore_imports = {listed([f"** -> {BUS}.api", f"** -> {BUS}.operator", f"** -> {BUS}.sagas", *tests_may_use])}
+ignore_imports = {listed([*contexts_may_use, *tests_may_use, *tests_may_read])}
 unmatched_ignore_imports_alerting = "none"
 allow_indirect_imports = true
 

@@ -1,5 +1,5 @@
 """``/favicon.ico`` is an icon, not a 404 on every page; the served application answers HEAD
-without a body (tests/unit/test_head_requests.py)."""
+without a body (service_platform/tests/unit/test_head_requests.py)."""
 
 from django.test import Client
 
