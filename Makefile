@@ -67,7 +67,7 @@ service: $(STAMP) ## CONTEXT=<name> OUT=<dir>: build that context as a service o
 
 BUS := packages/django-reliable-messaging
 
-test: $(STAMP) ## import contracts, the frozen event schemas, the AsyncAPI parser, the bus's own tests on its wheel (each Python and Django it supports) + the whole suite on real PostgreSQL and RabbitMQ (tests/orchestration in a second session, ORCHESTRATOR=1)
+test: $(STAMP) ## import contracts, the frozen event schemas, the AsyncAPI parser, the bus's own tests on its wheel (each Python and Django it supports) + the whole suite on real PostgreSQL and RabbitMQ (tests/orchestration and the orchestrator's own tests in a second session, ORCHESTRATOR=1)
 	$(VENV)/bin/lint-imports
 	$(VENV)/bin/ruff check --quiet .
 	$(VENV)/bin/ruff format --check --quiet .
@@ -78,7 +78,7 @@ test: $(STAMP) ## import contracts, the frozen event schemas, the AsyncAPI parse
 	$(PY) scripts/ensure_asyncapi_parser.py
 	DEBUG=1 ORCHESTRATOR=1 $(PY) manage.py event_schemas
 	$(PY) scripts/with_test_services.py $(VENV)/bin/pytest --ignore=tests/orchestration $(PYTEST_ARGS)
-	ORCHESTRATOR=1 $(PY) scripts/with_test_services.py $(VENV)/bin/pytest tests/orchestration $(PYTEST_ARGS)
+	ORCHESTRATOR=1 $(PY) scripts/with_test_services.py $(VENV)/bin/pytest tests/orchestration $(wildcard orchestrator/tests) $(PYTEST_ARGS)
 
 # No DATABASE_URL or BROKER_URL is read: the unit tier touches neither (pytest-django refuses any database access
 # outside a django_db test, and tests/e2e/test_unit_tier.py runs this target with both pointing at closed ports).

@@ -10,7 +10,7 @@ def main() -> None:
     from django.core.management import execute_from_command_line
     from reliable_messaging.hosting import DeclarationError
 
-    from config.cli import refuse_commands_of_other_contexts, runserver_stops_on_sigterm
+    from service_platform.cli import refuse_commands_of_other_contexts, runserver_stops_on_sigterm
 
     # A configuration error in one line, not a traceback: the settings, the contexts' declarations,
     # and what the apps check as they load (the event contracts and the EVENT_VERSIONS pins).

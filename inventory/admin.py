@@ -1,8 +1,8 @@
 from django.contrib import admin
+from reliable_messaging.operator import ReadOnlyAdmin
 
 from inventory.models import Product, Reservation
 from inventory.services import product_upsert
-from kernel.admin import ReadOnlyAdmin
 
 
 @admin.register(Product)

@@ -3,9 +3,9 @@ transition, read-only (a saga moves only through its messages)."""
 
 from django.contrib import admin
 from django.utils.html import format_html, format_html_join
+from reliable_messaging.operator import ReadOnlyAdmin
 from reliable_messaging.sagas import SagaTransition
 
-from kernel.admin import ReadOnlyAdmin
 from kernel.templatetags.ops import compact_time, short
 from orchestrator.models import OrderSaga
 from orchestrator.selectors import step_keys_in_order, waiting_for

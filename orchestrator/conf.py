@@ -1,5 +1,5 @@
 """The orchestrator's settings, each with its default here: a deployment of it alone sets only what
-it changes (config/settings.py reads them from the environment). Read at the moment of use."""
+it changes (service_platform/settings.py reads them from the environment). Read at the moment of use."""
 
 from django.conf import settings
 

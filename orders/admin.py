@@ -2,8 +2,8 @@ from django.contrib import admin
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
+from reliable_messaging.operator import ReadOnlyAdmin
 
-from kernel.admin import ReadOnlyAdmin
 from kernel.operations import order_panels
 from kernel.templatetags.ops import age, compact_time, short
 from orders.admin_timeline import order_saga_view

@@ -1,6 +1,6 @@
 from django.contrib import admin
+from reliable_messaging.operator import ReadOnlyAdmin
 
-from kernel.admin import ReadOnlyAdmin
 from payments.models import Payment
 
 

@@ -1,5 +1,5 @@
 """Payments' settings, each with its default here: a deployment of payments alone sets only what it
-changes (config/settings.py reads them from the environment). Read at the moment of use."""
+changes (service_platform/settings.py reads them from the environment). Read at the moment of use."""
 
 from django.conf import settings
 

@@ -2,15 +2,16 @@
 
 The tree is built from an allow-list, nothing else of the repository goes in:
 
-- the context's package (its folder, without its tests), and the shared kernel's and the operator's
-  views' (``kernel/``, ``operations/``): distributions of their own, installed editable from the tree;
-- the platform every service runs on: ``config/`` (settings, URLs, the web tier, gunicorn,
-  ``prepare_deployment``) without the monolith's development tooling (the scaffolder, the import
-  contracts' generator);
+- the context's package (its folder, without its tests), the platform every service runs on
+  (``service_platform/``: the shared settings, URLs, the web tier, gunicorn, ``prepare_deployment``), the
+  shared kernel and the operator's views (``kernel/``, ``operations/``): distributions of their own,
+  installed editable from the tree. Nothing of the monolith's composition (``config/``) nor its
+  development tooling (``devtools/``: the scaffolder, the import contracts' generator);
 - the bus as the wheel built from ``packages/django-reliable-messaging``;
 - of every other context of the repository, its declaration and its schemas only (data: the topology,
   the events it consumes and their producers' upcasters, which travel with their schemas);
-- ``service_settings.py`` (the platform's settings, hosting this context alone), ``manage.py``, a
+- ``service_settings.py`` (the platform's settings, the repository's contexts installed, this one
+  hosted alone), ``manage.py``, a
   ``Procfile`` (web, relay, consumers, and each process its declaration adds that its code runs) and
   ``requirements.txt``: what it imports, every version pinned as this repository pins it, no test tool.
 
@@ -22,6 +23,7 @@ its Procfile's processes, with ``DATABASE_URL``, ``BROKER_URL``, ``SECRET_KEY`` 
 """
 
 import argparse
+import ast
 import importlib.metadata
 import shutil
 import subprocess
@@ -36,40 +38,11 @@ from reliable_messaging.hosting import DECLARATION_FILE, ContextDeclaration, rea
 
 BASE_DIR = Path(__file__).resolve().parents[1]
 BUS = BASE_DIR / "packages" / "django-reliable-messaging"
-# What every context imports besides its own package: distributions, installed editable from the tree.
-SHARED = ("kernel", "operations")
-# The monolith's development tooling in config/: a service scaffolds no context and writes no contracts.
-DEV_ONLY = {
-    Path("scaffold.py"),
-    Path("import_contracts.py"),
-    Path("management/commands/startcontext.py"),
-    Path("management/commands/import_contracts.py"),
-}
+# What a service runs besides its context: distributions, installed editable from the tree.
+SHARED = ("service_platform", "kernel", "operations")
 NOT_SHIPPED = {"tests", "__pycache__", "build"}
-# What config/ imports and installs (its settings' INSTALLED_APPS and MIDDLEWARE), and honcho to run
-# the Procfile: the contexts' own needs come from their pyproject.toml.
-PLATFORM = [
-    "Django",
-    "django-environ",
-    "djangorestframework",
-    "drf-spectacular",
-    "drf-spectacular-sidecar",
-    "django-csp",
-    "django-axes",
-    "whitenoise",
-    "psycopg[binary,pool]",
-    "structlog",
-    "prometheus-client",
-    "gunicorn",
-    "opentelemetry-api",
-    "opentelemetry-sdk",
-    "opentelemetry-exporter-otlp-proto-http",
-    "opentelemetry-instrumentation-django",
-    "opentelemetry-instrumentation-psycopg",
-    "honcho",
-]
-# The bus's extras the platform uses: compiled payload checks, worker metrics, spans, encrypted fields.
-BUS_EXTRAS = "crypto,fast,metrics,otel"
+# What runs the Procfile: the rest comes from the packages' pyproject.toml.
+PROCESS_RUNNER = "honcho"
 
 
 def declarations() -> dict[str, ContextDeclaration]:
@@ -78,22 +51,24 @@ def declarations() -> dict[str, ContextDeclaration]:
     return {declaration.name: declaration for declaration in read_declarations(BASE_DIR, packages)}
 
 
+def installed_contexts() -> list[str]:
+    """The monolith's INSTALLED_CONTEXTS (config/settings.py), as its one list reads: a service installs
+    the same (the orchestrator joins where ORCHESTRATOR is on, as in the monolith)."""
+    tree = ast.parse((BASE_DIR / "config" / "settings.py").read_text())
+    [listed] = [
+        node.value
+        for node in tree.body
+        if isinstance(node, ast.Assign) and [getattr(t, "id", "") for t in node.targets] == ["INSTALLED_CONTEXTS"]
+    ]
+    return ast.literal_eval(listed)
+
+
 def ignore_for_shipping(directory: str, names: list[str]) -> set[str]:
     return {n for n in names if n in NOT_SHIPPED or n.endswith(".egg-info") or n.endswith(".pyc")}
 
 
 def copy_package(name: str, out: Path) -> None:
     shutil.copytree(BASE_DIR / name, out / name, ignore=ignore_for_shipping)
-
-
-def copy_platform(out: Path) -> None:
-    source = BASE_DIR / "config"
-
-    def ignore(directory: str, names: list[str]) -> set[str]:
-        here = Path(directory).relative_to(source)
-        return ignore_for_shipping(directory, names) | {n for n in names if here / n in DEV_ONLY}
-
-    shutil.copytree(source, out / "config", ignore=ignore)
 
 
 def copy_declaration(declaration: ContextDeclaration, out: Path) -> None:
@@ -120,7 +95,7 @@ def pinned(roots: list[Requirement]) -> dict[str, str]:
     """Every distribution ``roots`` need, each at the version installed here (this repository's pins:
     make install installs requirements.txt), this repository's own left out: the bus is its wheel, and
     the contexts' and the kernel's needs are among the roots (the monolith does not install them)."""
-    own = {f"saga-shop-{name}" for name in (*SHARED, *declarations())}
+    own = {canonicalize_name(f"saga-shop-{name}") for name in (*SHARED, *declarations())}
     pins: dict[str, str] = {}
     seen: set[tuple[str, frozenset[str]]] = set()
     todo = [(r, "") for r in roots]
@@ -146,15 +121,20 @@ def dependencies_of(package: str) -> list[Requirement]:
     return [Requirement(r) for r in project["dependencies"]]
 
 
+def bus_extras() -> str:
+    """The bus's extras the platform asks for (its pyproject.toml)."""
+    [bus] = [r for r in dependencies_of("service_platform") if r.name == "django-reliable-messaging"]
+    return ",".join(sorted(bus.extras))
+
+
 def requirements(context: str, wheel: Path) -> str:
-    bus = Requirement(f"django-reliable-messaging[{BUS_EXTRAS}]")
-    roots = [bus, *(Requirement(r) for r in PLATFORM)]
+    roots = [Requirement(PROCESS_RUNNER)]
     for package in (*SHARED, context):
         roots += dependencies_of(package)
     lines = [
         f"# The {context} service's requirements (written by make service): pip install -r requirements.txt",
         "# The bus, built from its repository, with the extras the platform uses",
-        f"./wheels/{wheel.name}[{BUS_EXTRAS}]",
+        f"./wheels/{wheel.name}[{bus_extras()}]",
         "# The context and what it runs on, each a distribution of its own (its pyproject.toml)",
         *(f"-e ./{package}" for package in (*SHARED, context)),
         "# Every distribution they need, pinned as the repository pins it",
@@ -169,7 +149,10 @@ def procfile(declaration: ContextDeclaration) -> str:
     context = declaration.name
     commands = {path.stem for path in (BASE_DIR / declaration.package / "management" / "commands").glob("*.py")}
     processes = {
-        "web": "gunicorn config.wsgi -c config/gunicorn.conf.py --env DJANGO_SETTINGS_MODULE=service_settings",
+        "web": (
+            "gunicorn service_platform.wsgi -c service_platform/gunicorn.conf.py "
+            "--env DJANGO_SETTINGS_MODULE=service_settings"
+        ),
         "relay": "python manage.py run_outbox_relay",
         **({"consumers": "python manage.py run_consumers"} if declaration.runs_consumer else {}),
         **{
@@ -186,16 +169,19 @@ def procfile(declaration: ContextDeclaration) -> str:
     return "\n".join(lines) + "\n"
 
 
-SETTINGS = '''"""The {context} service's settings (written by make service): the platform's (config/settings.py),
-hosting {context} alone. The environment overrides each, as in the monolith (.env.example)."""
+SETTINGS = '''"""The {context} service's settings (written by make service): the platform's
+(service_platform/settings.py), the repository's contexts installed as it was built (this tree carries
+the others' declarations and schemas), {context} hosted. The environment overrides each (.env.example)."""
 
 import os
 
 os.environ.setdefault("CONTEXTS", "{context}")
-# The fake card gateway is a development service of the repository, never part of a service.
-os.environ["FAKE_GATEWAY"] = "0"
 
-from config.settings import *  # noqa: E402, F403
+from service_platform.settings import *  # noqa: E402, F403
+from service_platform.settings import hosting  # noqa: E402
+
+INSTALLED_CONTEXTS = {installed!r}
+globals().update(hosting(INSTALLED_CONTEXTS))
 '''
 
 
@@ -208,14 +194,14 @@ def build(context: str, out: Path) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     for package in (context, *SHARED):
         copy_package(package, out)
-    copy_platform(out)
     for name, declaration in contexts.items():
         if name != context:
             copy_declaration(declaration, out)
     wheel = build_bus_wheel(out)
     (out / "requirements.txt").write_text(requirements(context, wheel))
     (out / "Procfile").write_text(procfile(contexts[context]))
-    (out / "service_settings.py").write_text(SETTINGS.format(context=context))
+    installed = [name for name in installed_contexts() if name in contexts]
+    (out / "service_settings.py").write_text(SETTINGS.format(context=context, installed=installed))
     manage = (BASE_DIR / "manage.py").read_text()
     (out / "manage.py").write_text(manage.replace('"config.settings"', '"service_settings"'))
     (out / "manage.py").chmod(0o755)

@@ -249,7 +249,7 @@ def main() -> int:
     children = {
         "gunicorn": spawn(
             [
-                *(sys.executable, "-m", "gunicorn", "config.wsgi", "-c", "config/gunicorn.conf.py"),
+                *(sys.executable, "-m", "gunicorn", "config.wsgi", "-c", "service_platform/gunicorn.conf.py"),
                 *("--bind", f"unix:{sock}"),
                 # nginx logs every request with the client's address; gunicorn would log none.
                 *("--access-logfile", "/dev/null"),

@@ -1,6 +1,6 @@
 from django.contrib import admin, messages
+from reliable_messaging.operator import ReadOnlyAdmin
 
-from kernel.admin import ReadOnlyAdmin
 from shipping.models import Shipment
 from shipping.services import shipments_dispatch
 

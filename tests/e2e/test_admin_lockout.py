@@ -90,7 +90,7 @@ def lockout_lines(server: Server) -> list[tuple]:
         (line["event"], line["level"], line["username"], line["client_address"], line.get("failures"))
         for _, proc, _ in server.group.procs
         for line in server.group.log_lines(proc)
-        if line.get("logger") == "config.admin_lockout"
+        if line.get("logger") == "service_platform.admin_lockout"
     ]
 
 

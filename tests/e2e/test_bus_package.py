@@ -61,7 +61,7 @@ def test_the_example_passes_from_a_copy_with_only_the_wheel_installed(wheel, tmp
 
     where = run([str(python), "-c", "import reliable_messaging; print(reliable_messaging.__file__)"], example, env)
     assert where.strip().startswith(str(venv)), where
-    for ours in ("kernel", "config", "orders"):
+    for ours in ("kernel", "config", "service_platform", "orders"):
         missing = subprocess.run([str(python), "-c", f"import {ours}"], cwd=example, env=env, capture_output=True)
         assert missing.returncode == 1, f"{ours} is importable beside the example"
 

@@ -74,7 +74,7 @@ def live_api(django_db_setup, django_db_blocker, tmp_path_factory):
                 "gunicorn",
                 "config.wsgi",
                 "-c",
-                "config/gunicorn.conf.py",
+                "service_platform/gunicorn.conf.py",
                 "--bind",
                 f"127.0.0.1:{port}",
             ],

@@ -18,7 +18,7 @@ SAGA = ["orders", "payments", "inventory", "shipping"]
 TEST_TOOLS = {"pytest", "pytest-django", "pytest-timeout", "hypothesis", "schemathesis", "selenium", "nox", "uv"}
 DEVELOPMENT = {"import-linter", "ruff", *TEST_TOOLS}
 PLATFORM = {
-    "config",
+    "service_platform",
     "kernel",
     "operations",
     "wheels",
@@ -58,32 +58,45 @@ def test_a_service_holds_its_context_the_platform_and_of_the_others_their_declar
             assert theirs == {"context.toml"} | {
                 str(p.relative_to(BASE_DIR / other)) for p in (BASE_DIR / other / "schemas").iterdir() if p.is_file()
             }, (context, other)
-        own = {f.split("/", 1)[1] for f in shipped if f.startswith(f"{context}/")}
-        assert {"pyproject.toml", "context.toml", "apps.py", "models.py", "handlers.py"} <= own
+        # its own package, the platform, the kernel and the operator's views: as in the repository, without tests
+        for package in (context, "service_platform", "kernel", "operations"):
+            theirs = {f for f in shipped if f.startswith(f"{package}/")}
+            assert theirs == production_files(package), (context, package)
+        # neither the monolith's composition root nor its development tooling (the scaffolder, the contracts)
+        assert not {"config", "devtools", "fake_gateway"} & top
         assert "scaffold.py" not in {Path(f).name for f in shipped} and "import_contracts.py" not in {
             Path(f).name for f in shipped
         }
-        assert not any(f.startswith("fake_gateway") for f in shipped)
+
+
+def production_files(package: str) -> set[str]:
+    """The repository's files of ``package`` that a service ships: all but its tests and what Python wrote."""
+    shipped = {name for name in files(BASE_DIR / package) if not {"tests", "build"} & set(name.split("/"))}
+    return {f"{package}/{name}" for name in shipped if not name.endswith(".pyc")}
 
 
 def test_its_requirements_pin_the_repositorys_versions_and_hold_no_development_tool(trees):
     for context, tree in trees.items():
         lines = [line for line in (tree / "requirements.txt").read_text().splitlines() if not line.startswith("#")]
         wheel = (tree / "wheels").glob("django_reliable_messaging-*.whl")
-        assert lines[:4] == [
+        assert lines[:5] == [
             f"./wheels/{next(wheel).name}[crypto,fast,metrics,otel]",
+            "-e ./service_platform",
             "-e ./kernel",
             "-e ./operations",
             f"-e ./{context}",
         ]
-        pins = {Requirement(line).name: str(Requirement(line).specifier) for line in lines[4:]}
+        pins = {Requirement(line).name: str(Requirement(line).specifier) for line in lines[5:]}
         assert not {name.lower() for name in pins} & DEVELOPMENT, context
         # the versions make install installed from the root requirements.txt
         assert {name: spec for name, spec in pins.items() if spec != f"=={importlib.metadata.version(name)}"} == {}
 
 
 def test_its_procfile_runs_the_web_tier_relay_consumers_and_its_own_processes(trees):
-    web = "web: exec gunicorn config.wsgi -c config/gunicorn.conf.py --env DJANGO_SETTINGS_MODULE=service_settings"
+    web = (
+        "web: exec gunicorn service_platform.wsgi -c service_platform/gunicorn.conf.py "
+        "--env DJANGO_SETTINGS_MODULE=service_settings"
+    )
     common = [web, "relay: exec python manage.py run_outbox_relay", "consumers: exec python manage.py run_consumers"]
     own = {
         "orders": ["deadline: exec python manage.py expire_pending_orders --loop"],
@@ -102,7 +115,8 @@ def test_installed_from_its_own_requirements_it_checks_alone_and_imports_no_othe
     python = str(tree / ".venv" / "bin" / "python")
     probe = (
         "import importlib.util as u\n"
-        "print([m for m in ('orders.apps', 'inventory.apps', 'fake_gateway', 'faultlib', 'pytest', 'payments.apps') "
+        "print([m for m in ('orders.apps', 'inventory.apps', 'fake_gateway', 'faultlib', 'pytest', "
+        "'config', 'devtools', 'payments.apps') "
         "if u.find_spec(m.split('.')[0]) and u.find_spec(m)])"
     )
     env = {"PATH": "/usr/bin:/bin", "DEBUG": "1", "VAR_DIR": str(tree / "var")}

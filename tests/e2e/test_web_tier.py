@@ -27,9 +27,9 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 
-from config.gunicorn_errors import HEADERS as ERROR_HEADERS
 from faultlib.processes import BASE_DIR, ProcessGroup, alive, child_pids, descendants, free_port, wait_until
 from orders.models import CheckoutRequest, Order, StorefrontProduct
+from service_platform.gunicorn_errors import HEADERS as ERROR_HEADERS
 from tests.conftest import ALL_DATABASES, database_url
 from tests.support.raw_http import chunked
 from tests.support.serve import (
@@ -384,7 +384,7 @@ def test_as_root_a_var_dir_nginxs_workers_cannot_enter_is_refused_in_one_line(tm
     assert not (private / "var" / "serve" / "nginx.conf").exists()
 
 
-# --- issue 16's table through make serve: what Django answers (config/errors.py, the middleware) ---
+# --- issue 16's table through make serve: what Django answers (service_platform/errors.py, the middleware) ---
 NO_STORE = "max-age=0, no-cache, no-store, must-revalidate, private"
 DJANGO_SECURITY_HEADERS = {
     name: ERROR_HEADERS[name]

@@ -383,7 +383,7 @@ def test_every_page_writes_dates_one_way(staff, order_id):
     Order.objects.filter(pk=order_id).update(created_at=moment)
 
     pages = {
-        f"/admin/messaging/deadletter/{letter.pk}/change/": "2026-11-24 17:34:28",  # config.formats
+        f"/admin/messaging/deadletter/{letter.pk}/change/": "2026-11-24 17:34:28",  # service_platform.formats
         "/admin/orders/order/": '<span class="nowrap">2026-11-24</span> <span class="nowrap">17:34:28</span>',
     }
     for url, written in pages.items():

@@ -1,4 +1,4 @@
-"""The admin's login lockout (django-axes, config/admin_lockout.py) through Django's test client
+"""The admin's login lockout (django-axes, service_platform/admin_lockout.py) through Django's test client
 on PostgreSQL: five wrong passwords lock that account at that address, the right one included,
 with a page that says so, a log line, and an unlock by management command (issue 26, row 10).
 Through real servers, DEBUG on and off and behind nginx: tests/e2e/test_admin_lockout.py."""
@@ -46,12 +46,12 @@ def lockout_lines(caplog) -> list[tuple]:
     return [
         (r.levelname, r.getMessage(), r.username, r.client_address, getattr(r, "failures", None))
         for r in caplog.records
-        if r.name == "config.admin_lockout"
+        if r.name == "service_platform.admin_lockout"
     ]
 
 
 def test_five_wrong_passwords_lock_the_account_at_that_address_the_right_one_included(operator, caplog):
-    caplog.set_level(logging.WARNING, logger="config.admin_lockout")
+    caplog.set_level(logging.WARNING, logger="service_platform.admin_lockout")
 
     tries = [outcome(log_in("wrong")) for _ in range(5)]
     right = log_in(PASSWORD)

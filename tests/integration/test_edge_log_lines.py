@@ -26,7 +26,7 @@ def console():
 
 
 def test_a_failed_admin_login_with_a_newline_in_the_username_is_one_line_with_it_escaped(console):
-    for _ in range(5):  # the fifth locks the account out: config.admin_lockout logs that too
+    for _ in range(5):  # the fifth locks the account out: service_platform.admin_lockout logs that too
         Client(REMOTE_ADDR="198.51.100.7").post("/admin/login/", {"username": USERNAME, "password": "wrong"})
 
     lines = console.getvalue().splitlines()

@@ -1,11 +1,11 @@
 """``/favicon.ico`` is an icon, not a 404 on every page; the served application answers HEAD
-without a body (tests/unit/test_head_requests.py)."""
+without a body (service_platform/tests/unit/test_head_requests.py)."""
 
 from django.test import Client
 
-from config.favicon import ICON
-from config.head_requests import WithoutBodyOnHead
 from config.wsgi import application
+from service_platform.favicon import ICON
+from service_platform.head_requests import WithoutBodyOnHead
 
 
 def test_the_favicon_is_an_icon_cached_for_a_day():

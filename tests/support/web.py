@@ -21,7 +21,7 @@ def web_argv(mode: str, port: int) -> list[str]:
     if mode == "runserver-debug":
         return [sys.executable, "manage.py", "runserver", f"127.0.0.1:{port}", "--noreload"]
     return [
-        *(sys.executable, "-m", "gunicorn", "config.wsgi", "-c", "config/gunicorn.conf.py"),
+        *(sys.executable, "-m", "gunicorn", "config.wsgi", "-c", "service_platform/gunicorn.conf.py"),
         *("-w", "2", "-b", f"127.0.0.1:{port}", "--access-logfile", "/dev/null"),
     ]
 

@@ -29,7 +29,7 @@ from reliable_messaging._declarations import (
 )
 from reliable_messaging._topology import EVENT_LOG_CONSUMER, consumers, queue_bindings, subscribers_of
 
-from config.import_contracts import BUS, PUBLIC, REACHES_INSIDE, TESTS_ONLY, contract_contexts, current, render
+from devtools.import_contracts import BUS, PUBLIC, REACHES_INSIDE, TESTS_ONLY, contract_contexts, current, render
 
 BASE_DIR = Path(settings.BASE_DIR)
 CONTEXT_NAMES = [d.name for d in installed()]
@@ -116,7 +116,7 @@ def bus_modules_imported(path: Path) -> list[tuple[int, str]]:
 
 def test_the_scripts_bench_and_chaos_import_only_the_bus_s_public_modules():
     """What import-linter does not see (files run as scripts: manage.py, ``scripts``, ``bench``,
-    ``chaos``) goes through the bus's front door too: config/import_contracts.py's ``PUBLIC``, and
+    ``chaos``) goes through the bus's front door too: devtools/import_contracts.py's ``PUBLIC``, and
     ``TESTS_ONLY`` in the test and benchmark tooling. ``REACHES_INSIDE`` names each exception, and
     one no longer used fails here too (the fault library's, which the import contract also allows)."""
     files = [BASE_DIR / "manage.py"]
@@ -134,7 +134,7 @@ def test_the_scripts_bench_and_chaos_import_only_the_bus_s_public_modules():
                 used.add((importer, name))
             elif module == BUS or name not in (*PUBLIC, *([TESTS_ONLY] if tooling else [])):
                 found.append(f"{relative}:{line}: {module}")
-    assert found == [], f"the bus's public modules are {', '.join(PUBLIC)} (config/import_contracts.py)"
+    assert found == [], f"the bus's public modules are {', '.join(PUBLIC)} (devtools/import_contracts.py)"
     allowed = {(importer, name) for importer, names in REACHES_INSIDE.items() for name in names}
     assert allowed - used == set(), "REACHES_INSIDE allows imports no longer made: remove them"
 
@@ -179,7 +179,7 @@ def test_the_import_contracts_cover_every_context_of_the_tree():
     assert {*CONTEXT_NAMES, "orchestrator"} <= set(contexts)
     assert "bench" not in contexts and len(contexts) == len(set(contexts))
     layers = tomllib.loads(render(["a", "b"]))["tool"]["importlinter"]["contracts"][0]["layers"]
-    assert layers == ["config", "a | b", "operations", "kernel", "reliable_messaging"]
+    assert layers == ["config | devtools", "a | b", "service_platform", "operations", "kernel", "reliable_messaging"]
 
 
 def test_each_queue_is_bound_to_exactly_the_keys_its_context_declares():

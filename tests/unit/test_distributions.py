@@ -1,7 +1,7 @@
-"""Each context is a distribution of its own (``<context>/pyproject.toml``), as are the shared kernel and
-the operator's views it imports: it declares every distribution its code imports, so a service built
-from it installs what it needs and nothing of the monolith's. ``startcontext`` writes one for a new
-context that holds by the same rule."""
+"""Each context is a distribution of its own (``<context>/pyproject.toml``), as are the platform every
+service runs, the shared kernel and the operator's views: it declares every distribution its code imports,
+so a service built from it installs what it needs and nothing of the monolith's. ``startcontext`` writes
+one for a new context that holds by the same rule."""
 
 import ast
 import importlib.metadata
@@ -11,13 +11,15 @@ from pathlib import Path
 
 import pytest
 from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 from reliable_messaging.hosting import installed
 
-from config.scaffold import Request, files_of
+from devtools.scaffold import Request, files_of
 
 BASE_DIR = Path(__file__).resolve().parents[2]
 # This project's own distributions, by the top-level package each holds.
 OWN = {
+    "service_platform": "saga-shop-service-platform",
     "kernel": "saga-shop-kernel",
     "operations": "saga-shop-operations",
     "reliable_messaging": "django-reliable-messaging",
@@ -26,7 +28,8 @@ DISTRIBUTIONS = sorted(path.parent.name for path in BASE_DIR.glob("*/pyproject.t
 
 
 def imported_distributions(package: str, sources: dict[str, str]) -> set[str]:
-    """The distributions (canonical names) ``sources`` import, outside ``package`` and the standard library."""
+    """The distributions (canonical names) ``sources`` import, outside ``package`` and the standard library;
+    of a namespace several distributions share (``opentelemetry``), the one that holds the module imported."""
     owners = importlib.metadata.packages_distributions()
     found = set()
     for text in sources.values():
@@ -34,16 +37,34 @@ def imported_distributions(package: str, sources: dict[str, str]) -> set[str]:
             if isinstance(node, ast.Import):
                 names = [alias.name for alias in node.names]
             elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-                names = [node.module]
+                names = [f"{node.module}.{alias.name}" for alias in node.names]
             else:
                 continue
-            for top in {name.split(".")[0] for name in names} - {package} - set(sys.stdlib_module_names):
-                found.add(OWN.get(top) or owners[top][0])
-    return {Requirement(name).name.lower().replace("_", "-") for name in found}
+            for name in names:
+                top = name.split(".")[0]
+                if top not in {package, *sys.stdlib_module_names}:
+                    found.add(OWN.get(top) or owner_of(name, owners[top]))
+    return {canonicalize_name(name) for name in found}
+
+
+def owner_of(module: str, candidates: list[str]) -> str:
+    """The distribution of ``candidates`` whose files hold ``module`` (or the nearest package above it: a
+    name imported from a module)."""
+    if len(candidates) == 1:
+        return candidates[0]
+    files = {c: [str(f) for f in importlib.metadata.distribution(c).files or []] for c in candidates}
+    parts = module.split(".")
+    while len(parts) > 1:
+        path = "/".join(parts)
+        holders = [c for c in candidates if any(f.startswith((f"{path}/", f"{path}.py")) for f in files[c])]
+        if len(holders) == 1:
+            return holders[0]
+        parts.pop()
+    raise AssertionError(f"{module}: no one of {candidates} holds it")
 
 
 def declared(pyproject: str) -> set[str]:
-    return {Requirement(r).name.lower() for r in tomllib.loads(pyproject)["project"]["dependencies"]}
+    return {canonicalize_name(Requirement(r).name) for r in tomllib.loads(pyproject)["project"]["dependencies"]}
 
 
 def production_sources(package: str) -> dict[str, str]:
@@ -55,14 +76,14 @@ def production_sources(package: str) -> dict[str, str]:
     }
 
 
-def test_each_installed_context_the_kernel_and_the_operators_views_is_a_distribution():
-    assert {d.package for d in installed()} | {"kernel", "operations"} <= set(DISTRIBUTIONS)
+def test_each_installed_context_the_platform_the_kernel_and_the_operators_views_is_a_distribution():
+    assert {d.package for d in installed()} | {"service_platform", "kernel", "operations"} <= set(DISTRIBUTIONS)
 
 
 @pytest.mark.parametrize("package", DISTRIBUTIONS)
 def test_a_distribution_declares_every_distribution_its_code_imports(package):
     pyproject = (BASE_DIR / package / "pyproject.toml").read_text()
-    assert tomllib.loads(pyproject)["project"]["name"] == f"saga-shop-{package}"
+    assert canonicalize_name(tomllib.loads(pyproject)["project"]["name"]) == canonicalize_name(f"saga-shop-{package}")
     assert imported_distributions(package, production_sources(package)) <= declared(pyproject)
 
 
@@ -79,6 +100,25 @@ def test_the_contexts_declare_what_they_need_beyond_django_the_bus_and_the_kerne
         "orchestrator": {"prometheus-client"},
         "orders": {"djangorestframework", "drf-spectacular", "prometheus-client", "saga-shop-operations"},
         "payments": {"prometheus-client", "psycopg", "requests", "urllib3"},
+        "service_platform": {
+            "saga-shop-operations",
+            "django-environ",
+            "djangorestframework",
+            "drf-spectacular",
+            "drf-spectacular-sidecar",
+            "django-csp",
+            "django-axes",
+            "whitenoise",
+            "psycopg",
+            "structlog",
+            "prometheus-client",
+            "gunicorn",
+            "opentelemetry-api",
+            "opentelemetry-sdk",
+            "opentelemetry-exporter-otlp-proto-http",
+            "opentelemetry-instrumentation-django",
+            "opentelemetry-instrumentation-psycopg",
+        },
         "shipping": set(),
     }
     # A context removed (its folder gone) is not expected; one scaffolded since is checked above.

@@ -9,7 +9,7 @@ import logging
 import pytest
 from django.conf import settings
 
-from config.logging import configure_logging
+from service_platform.logging import configure_logging
 
 # Free text with a space: masked whole everywhere, never "tok_**** Vm_SecretValue".
 SECRET = "tok_1QXu Vm_SecretValue"

@@ -320,9 +320,9 @@ from reliable_messaging.api import IncomingEvent
 
 def _admin(request: Request) -> str:
     return f'''from django.contrib import admin
+from reliable_messaging.operator import ReadOnlyAdmin
 
 from {request.name}.models import Received
-from kernel.admin import ReadOnlyAdmin
 
 
 @admin.register(Received)

@@ -2,7 +2,7 @@
 
 Nothing is set up unless an exporter is asked for (``OTEL_EXPORTER_OTLP_ENDPOINT`` or
 ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT``, or ``OTEL_TRACES_EXPORTER=otlp``): no SDK, no
-instrumentation, no cost. Otherwise, at start-up (``config.apps``):
+instrumentation, no cost. Otherwise, at start-up (``service_platform.apps``):
 
 - an SDK tracer provider exporting over OTLP/HTTP with protobuf (``http/protobuf``, the one
   protocol installed), its sampler from ``OTEL_TRACES_SAMPLER``/``_ARG`` (default: follow the

@@ -6,7 +6,7 @@ unknown path, a crash in a middleware). The admin is the exception: a person rea
 browser, so it keeps Django's HTML error pages.
 
 Django's handlers below serve ``DEBUG`` off; with ``DEBUG`` on Django shows its technical pages
-instead, except for what ``config.middleware.RequestShapeMiddleware`` answers itself (the
+instead, except for what ``service_platform.middleware.RequestShapeMiddleware`` answers itself (the
 ``Host`` and the body's framing), which is the same in both modes.
 """
 

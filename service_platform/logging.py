@@ -79,7 +79,7 @@ def configure_logging(log_format: str, level: str) -> None:
                 "amqp": {"level": "WARNING"},
                 "kombu": {"level": "WARNING"},
                 # axes' INFO is a banner in every command and a line per login; its warnings (each
-                # failure) stay, and config.admin_lockout logs each lockout.
+                # failure) stay, and service_platform.admin_lockout logs each lockout.
                 "axes": {"level": "WARNING"},
             },
         }

@@ -1,4 +1,5 @@
-"""gunicorn settings for production: ``gunicorn config.wsgi -c config/gunicorn.conf.py``.
+"""gunicorn settings for production: ``gunicorn config.wsgi -c service_platform/gunicorn.conf.py`` (the
+monolith), ``gunicorn service_platform.wsgi -c service_platform/gunicorn.conf.py`` in a service (its Procfile).
 
 Every value can be overridden on the command line or with GUNICORN_CMD_ARGS.
 See docs/operations.md for the reasoning.
@@ -7,7 +8,7 @@ See docs/operations.md for the reasoning.
 import multiprocessing
 import os
 
-from config import gunicorn_errors
+from service_platform import gunicorn_errors
 
 # The requests gunicorn refuses itself get the API's JSON error shape, not an HTML page.
 gunicorn_errors.install()

@@ -1,9 +1,9 @@
-"""config.telemetry: when tracing is set up, and what each process is called in a trace."""
+"""service_platform.telemetry: when tracing is set up, and what each process is called in a trace."""
 
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
-from config.telemetry import configure_tracing, process_role, service_name, tracing_requested
+from service_platform.telemetry import configure_tracing, process_role, service_name, tracing_requested
 
 ALL = ["orders", "payments", "inventory"]
 
@@ -40,7 +40,7 @@ def test_nothing_is_set_up_without_the_variables():
     ("argv", "role"),
     [
         (["manage.py", "runserver", "127.0.0.1:8000", "--noreload"], "web"),
-        (["/srv/.venv/bin/gunicorn", "config.wsgi", "-c", "config/gunicorn.conf.py"], "web"),
+        (["/srv/.venv/bin/gunicorn", "config.wsgi", "-c", "service_platform/gunicorn.conf.py"], "web"),
         (["manage.py", "run_outbox_relay", "--metrics-port", "9101"], "relay"),
         (
             ["manage.py", "run_consumers", "payments", "inventory", "--metrics-port", "9102"],

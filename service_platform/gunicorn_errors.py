@@ -2,7 +2,7 @@
 
 gunicorn answers some requests itself, before Django sees them: a header value with a control
 character, a request line it cannot parse, a chunk it cannot read. It writes those answers in
-HTML with ``gunicorn.util.write_error``; ``config/gunicorn.conf.py`` replaces that function
+HTML with ``gunicorn.util.write_error``; ``service_platform/gunicorn.conf.py`` replaces that function
 with :func:`write_json_error`. nginx (``make serve``) answers most such requests before they
 get here, but passes header values gunicorn refuses (control characters other than NUL, CR
 and LF): this is what the client then sees.
@@ -45,5 +45,7 @@ def write_json_error(sock, status_int: int, reason: str, mesg: str) -> None:
 def install() -> None:
     # gunicorn has no hook for this; fail loudly if a new version no longer calls this function.
     if not callable(getattr(util, "write_error", None)):
-        raise RuntimeError("gunicorn.util.write_error is gone: config/gunicorn_errors.py needs another way in")
+        raise RuntimeError(
+            "gunicorn.util.write_error is gone: service_platform/gunicorn_errors.py needs another way in"
+        )
     util.write_error = write_json_error

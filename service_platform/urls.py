@@ -9,11 +9,11 @@ from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 from reliable_messaging.hosting import hosted
 
-from config.errors import allow_methods
-from config.favicon import favicon_view
-from config.health import HealthApi, ReadinessApi
-from config.metrics import metrics_view
 from operations.overview import overview_view
+from service_platform.errors import allow_methods
+from service_platform.favicon import favicon_view
+from service_platform.health import HealthApi, ReadinessApi
+from service_platform.metrics import metrics_view
 
 admin.site.site_header = "Saga shop operations"
 admin.site.site_title = "Saga shop"
@@ -41,8 +41,8 @@ if apis:
         *(path("api/", include(module)) for module in apis),
     ]
 
-# Errors Django raises before or outside a view: JSON, except on the admin (config/errors.py).
-handler400 = "config.errors.bad_request"
-handler403 = "config.errors.permission_denied"
-handler404 = "config.errors.page_not_found"
-handler500 = "config.errors.server_error"
+# Errors Django raises before or outside a view: JSON, except on the admin (service_platform/errors.py).
+handler400 = "service_platform.errors.bad_request"
+handler403 = "service_platform.errors.permission_denied"
+handler404 = "service_platform.errors.page_not_found"
+handler500 = "service_platform.errors.server_error"

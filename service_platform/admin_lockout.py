@@ -18,7 +18,7 @@ from rest_framework.throttling import BaseThrottle
 
 from kernel.charts import format_duration
 
-logger = logging.getLogger("config.admin_lockout")
+logger = logging.getLogger("service_platform.admin_lockout")
 
 
 def client_address(request: HttpRequest) -> str:

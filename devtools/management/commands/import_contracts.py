@@ -3,12 +3,12 @@ from pathlib import Path
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
-from config.import_contracts import contract_contexts, current, render, write
+from devtools.import_contracts import contract_contexts, current, render, write
 
 
 class Command(BaseCommand):
     help = (
-        "Print the import contracts generated from the installed contexts (config/import_contracts.py); "
+        "Print the import contracts generated from the installed contexts (devtools/import_contracts.py); "
         "--write puts them in pyproject.toml, --check fails when pyproject.toml differs."
     )
 

@@ -5,11 +5,14 @@ writes them, ``python manage.py import_contracts --write`` after anything else, 
 
 The contexts are the installed list (``INSTALLED_CONTEXTS``) first, then every other top-level
 package of the tree that declares itself (the orchestrator, installed only with ``ORCHESTRATOR=1``).
-A context imports the bus's public modules only (``api``, ``operator``, ``sagas``), and its own ``tests``
-package ``reliable_messaging.testing`` too. The rest of the project's code (the composition root,
-the shared kernel, the operator's views, the fault library) goes through the bus's front door too:
-``PUBLIC`` (``TESTS_ONLY`` in tests and test tooling); ``tests/unit/test_architecture.py`` holds the
-scripts, ``bench`` and ``chaos``, which import-linter does not see, to the same.
+A context imports the bus's public modules only (``api``, ``operator``, ``sagas``), and its own
+``tests`` package ``reliable_messaging.testing`` and ``models`` (the bus's tables, read) too. The
+platform (``service_platform``) imports no context, and nothing a service ships imports the monolith's
+composition root (``config``) or its development tooling (``devtools``, this module's package). The rest
+of the project's code (the composition root, the platform, the shared kernel, the operator's views, the
+fault library) goes through the bus's front door too: ``PUBLIC`` (``TESTS_ONLY`` in tests and test
+tooling); ``tests/unit/test_architecture.py`` holds the scripts, ``bench`` and ``chaos``, which
+import-linter does not see, to the same.
 """
 
 import json
@@ -19,6 +22,10 @@ from pathlib import Path
 from reliable_messaging.hosting import DECLARATION_FILE
 
 SECTION = "[tool.importlinter]"
+# The monolith's own: its composition root and its development tooling, which no service ships.
+MONOLITH = ("config", "devtools")
+# What every service runs besides its context.
+PLATFORM = "service_platform"
 # The bus, installed from packages/django-reliable-messaging
 BUS = "reliable_messaging"
 # Its front door: the only modules of it the project's code imports (its README's "Public API").
@@ -50,6 +57,9 @@ def render(contexts: list[str]) -> str:
         return json.dumps(list(names))
 
     tests_may_use = [f"{c}.tests.** -> {BUS}.{TESTS_ONLY}" for c in contexts]
+    contexts_may_use = [f"** -> {BUS}.{module}" for module in ("api", "operator", "sagas")]
+    # A context's tests read the bus's tables too (the outbox rows its services wrote), as the project's do.
+    tests_may_read = [f"{c}.tests.** -> {BUS}.models" for c in contexts]
     front_door = [f"** -> {BUS}.{module}" for module in PUBLIC]
     stand_in = [f"{importer} -> {module}" for importer, modules in FAKE_GATEWAY_STAND_IN.items() for module in modules]
     faultlib_inside = [
@@ -60,34 +70,46 @@ def render(contexts: list[str]) -> str:
     ]
     return f"""{SECTION}
 # Generated from the installed contexts by `python manage.py import_contracts --write` (startcontext
-# runs it): do not edit by hand; config/import_contracts.py is the template.
-root_packages = {listed(["config", "operations", "kernel", BUS, *contexts, "faultlib", FAKE_GATEWAY])}
+# runs it): do not edit by hand; devtools/import_contracts.py is the template.
+root_packages = {listed([*MONOLITH, PLATFORM, "operations", "kernel", BUS, *contexts, "faultlib", FAKE_GATEWAY])}
 include_external_packages = true
 
 [[tool.importlinter.contracts]]
-name = "Layers: the composition root, the contexts, the operator's views, the shared kernel, the bus (a library)"
+name = "Layers: the monolith's root and tooling, the contexts, the platform, the operator's views, the kernel, the bus"
 type = "layers"
-layers = {listed(["config", " | ".join(contexts), "operations", "kernel", BUS])}
+layers = {listed([" | ".join(MONOLITH), " | ".join(contexts), PLATFORM, "operations", "kernel", BUS])}
 containers = []
 exhaustive = false
 
 [[tool.importlinter.contracts]]
-name = "The composition root wires the hosted contexts without importing them (a deployment lacks the others' code)"
+name = "The monolith's root and tooling wire the contexts without importing them (a deployment lacks the others' code)"
 type = "forbidden"
-source_modules = ["config"]
+source_modules = {listed(MONOLITH)}
 forbidden_modules = {listed(contexts)}
+
+[[tool.importlinter.contracts]]
+name = "The platform imports no context: a service carries its own context only"
+type = "forbidden"
+source_modules = {listed([PLATFORM])}
+forbidden_modules = {listed(contexts)}
+
+[[tool.importlinter.contracts]]
+name = "What a service ships never imports the monolith's composition root nor its development tooling"
+type = "forbidden"
+source_modules = {listed([PLATFORM, "operations", "kernel", *contexts, FAKE_GATEWAY])}
+forbidden_modules = {listed(MONOLITH)}
 
 [[tool.importlinter.contracts]]
 name = "The bus is a library: it imports nothing of this project"
 type = "forbidden"
 source_modules = {listed([BUS])}
-forbidden_modules = {listed(["config", "kernel", "faultlib", *contexts])}
+forbidden_modules = {listed([*MONOLITH, PLATFORM, "kernel", "faultlib", *contexts])}
 
 [[tool.importlinter.contracts]]
-name = "The shared kernel imports no context and not the composition root"
+name = "The shared kernel imports no context, not the platform and not the composition root"
 type = "forbidden"
 source_modules = ["kernel"]
-forbidden_modules = {listed(["config", "operations", *contexts])}
+forbidden_modules = {listed([*MONOLITH, PLATFORM, "operations", *contexts])}
 
 [[tool.importlinter.contracts]]
 name = "The operator's views read the bus through its public modules only, and no context"
@@ -99,18 +121,18 @@ unmatched_ignore_imports_alerting = "none"
 allow_indirect_imports = true
 
 [[tool.importlinter.contracts]]
-name = "Contexts use only the bus's public modules (api, operator, sagas; testing in their own tests)"
+name = "Contexts use only the bus's public modules (api, operator, sagas; testing and models in their own tests)"
 type = "forbidden"
 source_modules = {listed(contexts)}
 forbidden_modules = ["{BUS}.**"]
-ignore_imports = {listed([f"** -> {BUS}.api", f"** -> {BUS}.operator", f"** -> {BUS}.sagas", *tests_may_use])}
+ignore_imports = {listed([*contexts_may_use, *tests_may_use, *tests_may_read])}
 unmatched_ignore_imports_alerting = "none"
 allow_indirect_imports = true
 
 [[tool.importlinter.contracts]]
 name = "The project reaches the bus through its front door: {", ".join(PUBLIC)} ({TESTS_ONLY}: tests, faultlib)"
 type = "forbidden"
-source_modules = {listed(["config", "kernel", "operations", *contexts, "faultlib"])}
+source_modules = {listed([*MONOLITH, PLATFORM, "kernel", "operations", *contexts, "faultlib"])}
 forbidden_modules = ["{BUS}.**"]
 ignore_imports = {listed([*front_door, f"faultlib.** -> {BUS}.{TESTS_ONLY}", *tests_may_use, *faultlib_inside])}
 unmatched_ignore_imports_alerting = "none"
@@ -119,7 +141,7 @@ allow_indirect_imports = true
 [[tool.importlinter.contracts]]
 name = "The application never imports the fault library (faultlib: tests, chaos and bench only)"
 type = "forbidden"
-source_modules = {listed(["config", "operations", "kernel", BUS, *contexts, FAKE_GATEWAY])}
+source_modules = {listed([*MONOLITH, PLATFORM, "operations", "kernel", BUS, *contexts, FAKE_GATEWAY])}
 forbidden_modules = ["faultlib"]
 
 [[tool.importlinter.contracts]]
@@ -132,21 +154,21 @@ allow_indirect_imports = true
 [[tool.importlinter.contracts]]
 name = "The application knows the fake card gateway only by its HTTP API (installed by name in development)"
 type = "forbidden"
-source_modules = {listed(["config", "operations", "kernel", BUS, *contexts])}
+source_modules = {listed([*MONOLITH, PLATFORM, "operations", "kernel", BUS, *contexts])}
 forbidden_modules = {listed([FAKE_GATEWAY])}
 
 [[tool.importlinter.contracts]]
 name = "The fake card gateway is a service of its own: only its in-process stand-in knows payments' client"
 type = "forbidden"
 source_modules = {listed([FAKE_GATEWAY])}
-forbidden_modules = {listed(["config", "operations", *contexts])}
+forbidden_modules = {listed([*MONOLITH, PLATFORM, "operations", *contexts])}
 ignore_imports = {listed(stand_in)}
 unmatched_ignore_imports_alerting = "none"
 
 [[tool.importlinter.contracts]]
 name = "Only the bus talks to the broker (kombu, py-amqp)"
 type = "forbidden"
-source_modules = {listed(["config", "operations", "kernel", *contexts, FAKE_GATEWAY])}
+source_modules = {listed([*MONOLITH, PLATFORM, "operations", "kernel", *contexts, FAKE_GATEWAY])}
 forbidden_modules = ["kombu", "amqp"]
 allow_indirect_imports = true
 """

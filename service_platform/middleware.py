@@ -18,9 +18,9 @@ from django.http import HttpResponse, JsonResponse
 from django.urls import is_valid_path
 from reliable_messaging.hosting import server_span, span_in_use, trace_headers, trace_ids
 
-from config.errors import disallowed_host, is_admin_page, json_error
-from config.request_body import BODY_REFUSED
 from kernel.exceptions import RETRY_AFTER_SECONDS, database_error_body
+from service_platform.errors import disallowed_host, is_admin_page, json_error
+from service_platform.request_body import BODY_REFUSED
 
 logger = logging.getLogger(__name__)
 host_logger = logging.getLogger("django.security.DisallowedHost")
@@ -33,7 +33,7 @@ def refusal(request) -> JsonResponse | None:
 
     - a ``Host`` outside ``ALLOWED_HOSTS`` → ``400`` ``disallowed_host`` (the admin keeps
       Django's own page);
-    - a chunked body ``config.request_body`` could not read → ``411`` ``length_required``, or
+    - a chunked body ``service_platform.request_body`` could not read → ``411`` ``length_required``, or
       over the limit → ``413`` ``payload_too_large``.
     """
     try:

@@ -1,6 +1,6 @@
-"""config.head_requests: a HEAD request gets the GET's status and headers, and no body."""
+"""service_platform.head_requests: a HEAD request gets the GET's status and headers, and no body."""
 
-from config.head_requests import WithoutBodyOnHead
+from service_platform.head_requests import WithoutBodyOnHead
 
 HEADERS = [("Content-Type", "text/plain"), ("Content-Length", "5")]
 

@@ -6,7 +6,7 @@ This WSGI wrapper reads a chunked body when the server has decoded it and marks 
 stream (``wsgi.input_terminated``, which gunicorn sets), up to the API's body limit, and hands
 it to Django with its real ``Content-Length``. Where the body cannot be read (``runserver``
 hands Django a stream cut to ``Content-Length``) or is over the limit, it marks the request and
-``config.middleware.RequestShapeMiddleware`` answers ``411`` or ``413``, in JSON and with the
+``service_platform.middleware.RequestShapeMiddleware`` answers ``411`` or ``413``, in JSON and with the
 usual headers. Behind nginx (``make serve``) bodies arrive with a ``Content-Length``.
 """
 

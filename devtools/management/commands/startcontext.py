@@ -7,7 +7,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 from reliable_messaging.hosting import installed
 
-from config.scaffold import Request, ScaffoldError, check, files_of, install
+from devtools.scaffold import Request, ScaffoldError, check, files_of, install
 
 
 def tidy(package: Path) -> None:
@@ -22,7 +22,7 @@ def keys(text: str) -> tuple[str, ...]:
 
 class Command(BaseCommand):
     help = (
-        "Scaffold a bounded context that follows the order saga (config/scaffold.py), install it "
+        "Scaffold a bounded context that follows the order saga (devtools/scaffold.py), install it "
         "(INSTALLED_CONTEXTS) and regenerate the import contracts, its first migration, the schema "
         "snapshot and docs/asyncapi.yaml (docs/adding-a-context.md)."
     )
