@@ -1,0 +1,43 @@
+"""A choreographed checkout driven through its whole saga in-process (faultlib.simulation's Bus
+stands in for the relay and RabbitMQ): the card token is clear only in payments' own table, and
+only until the charge; every other table and every message carries it encrypted for payments
+alone, and payments charges it once. The orchestrated saga: tests/orchestration/test_payment_token_at_rest.py."""
+
+import pytest
+
+from orders.models import Order
+from tests.conftest import ALL_DATABASES
+from tests.support.token_at_rest import (
+    TOKEN,
+    charges,  # noqa: F401 (a fixture)
+    encrypted_token_of,
+    logged_token_of,
+    messages_holding,
+    place,
+    run_to_quiet,
+    stocked_bus,
+    tables_holding,
+)
+
+pytestmark = pytest.mark.django_db(transaction=True, databases=ALL_DATABASES)
+
+
+def test_a_choreographed_checkout_holds_the_token_clear_only_in_payments_until_the_charge(charges):  # noqa: F811
+    bus = stocked_bus()
+    order_id = place(bus)
+
+    sealed = encrypted_token_of(order_id)["$encrypted"]
+    assert (sorted(sealed), sealed["for"], sealed["kid"]) == (["ct", "for", "kid"], ["payments"], "development")
+    assert tables_holding(TOKEN) == []
+
+    run_to_quiet(bus, gateway=False)  # payments recorded the charge in flight; the call is not made
+    assert tables_holding(TOKEN) == ["payments_payment"]
+
+    run_to_quiet(bus)
+    assert Order.objects.get(pk=order_id).status == "CONFIRMED"
+    assert charges == [(order_id, TOKEN)]
+    assert tables_holding(TOKEN) == []  # payments forgets it once charged
+    assert len(bus.outcomes) >= 8 and bus.pending == []
+    assert messages_holding(bus, TOKEN) == []
+    # the event log, a consumer not permitted, records the order without it
+    assert logged_token_of(order_id) == "****"  # masked (SENSITIVE_FIELDS), ciphertext or not
