@@ -3,6 +3,7 @@ off (settings are read once per process): /metrics is not public without METRICS
 it) unless METRICS_PUBLIC=1, and checkout has a per-client limit unless CHECKOUT_THROTTLE says
 otherwise. With DEBUG on both stay as they were: /metrics open, checkout unthrottled."""
 
+import base64
 import json
 import os
 import secrets
@@ -44,7 +45,13 @@ def settled(debug: bool, **env: str) -> dict:
         if key not in ("METRICS_TOKEN", "METRICS_PUBLIC", "CHECKOUT_THROTTLE")
     }
     environ |= {"DATABASE_URL": database_url(), "GATEWAY_DATABASE_URL": database_url(), "DEBUG": "1" if debug else "0"}
-    environ |= {"SECRET_KEY": secrets.token_urlsafe(50), "ALLOWED_HOSTS": "testserver", **env}
+    keys = f"tests={base64.b64encode(secrets.token_bytes(32)).decode()}"
+    environ |= {
+        "SECRET_KEY": secrets.token_urlsafe(50),
+        "ALLOWED_HOSTS": "testserver",
+        "MESSAGING_ENCRYPTION_KEYS": keys,
+        **env,
+    }
     result = subprocess.run(
         [sys.executable, "-c", SCRIPT], cwd=BASE_DIR, env=environ, capture_output=True, text=True, timeout=60
     )

@@ -1,5 +1,6 @@
 """Health probes and the secure defaults around them."""
 
+import base64
 import json
 import os
 import secrets
@@ -27,6 +28,7 @@ def production_env(**overrides) -> dict[str, str]:
         "GATEWAY_DATABASE_URL": database_url(),
         "DEBUG": "0",
         "SECRET_KEY": secrets.token_urlsafe(50),
+        "MESSAGING_ENCRYPTION_KEYS": f"tests={base64.b64encode(secrets.token_bytes(32)).decode()}",
         "ALLOWED_HOSTS": "shop.example.com,testserver",
     }
     env.update(overrides)

@@ -5,6 +5,7 @@ Bounded: SCHEMATHESIS_EXAMPLES examples per operation (default 25), derandomized
 repeatable; raise it locally to search harder.
 """
 
+import base64
 import json
 import os
 import secrets
@@ -61,6 +62,7 @@ def live_api(django_db_setup, django_db_blocker, tmp_path_factory):
             **os.environ,
             "DEBUG": "0",
             "SECRET_KEY": secrets.token_urlsafe(50),
+            "MESSAGING_ENCRYPTION_KEYS": f"tests={base64.b64encode(secrets.token_bytes(32)).decode()}",
             "ALLOWED_HOSTS": "127.0.0.1",
             "DATABASE_URL": database_url(),
             "GATEWAY_DATABASE_URL": database_url(),

@@ -3,6 +3,8 @@ stands in for the relay and RabbitMQ): the card token is clear only in payments'
 only until the charge; every other table and every message carries it encrypted for payments
 alone, and payments charges it once. The orchestrated saga: tests/orchestration/test_payment_token_at_rest.py."""
 
+import base64
+
 import pytest
 
 from orders.models import Order
@@ -20,6 +22,7 @@ from tests.support.token_at_rest import (
 )
 
 pytestmark = pytest.mark.django_db(transaction=True, databases=ALL_DATABASES)
+NEW_KEY = base64.b64encode(b"the shop's key of 2026-11, 32 b.").decode()
 
 
 def test_a_choreographed_checkout_holds_the_token_clear_only_in_payments_until_the_charge(charges):  # noqa: F811
@@ -41,3 +44,18 @@ def test_a_choreographed_checkout_holds_the_token_clear_only_in_payments_until_t
     assert messages_holding(bus, TOKEN) == []
     # the event log, a consumer not permitted, records the order without it
     assert logged_token_of(order_id) == "****"  # masked (SENSITIVE_FIELDS), ciphertext or not
+
+
+def test_keys_rotate_with_orders_in_flight(charges, settings):  # noqa: F811
+    keys = settings.MESSAGING["ENCRYPTION_KEYS"]
+    bus = stocked_bus()
+    before = place(bus)
+    # the new key is listed last everywhere: it encrypts, the old one still decrypts
+    settings.MESSAGING = {**settings.MESSAGING, "ENCRYPTION_KEYS": {**keys, "2026-11": NEW_KEY}}
+    after = place(bus)
+
+    assert [encrypted_token_of(o)["$encrypted"]["kid"] for o in (before, after)] == ["development", "2026-11"]
+    run_to_quiet(bus)
+    assert sorted(charges) == sorted([(before, TOKEN), (after, TOKEN)])
+    assert [Order.objects.get(pk=o).status for o in (before, after)] == ["CONFIRMED", "CONFIRMED"]
+    assert (tables_holding(TOKEN), messages_holding(bus, TOKEN)) == ([], [])

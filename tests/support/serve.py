@@ -4,6 +4,7 @@ And a raw HTTP/1.1 client: the hostile requests these tests send (control charac
 ``Content-Length``, a chunked body) are exactly what a client library would refuse or normalise.
 """
 
+import base64
 import re
 import secrets
 import signal
@@ -59,6 +60,7 @@ def start_tier(group: ProcessGroup, root: Path, env: dict[str, str] | None = Non
         env={
             "DEBUG": "0",
             "SECRET_KEY": secrets.token_urlsafe(40),
+            "MESSAGING_ENCRYPTION_KEYS": f"tests={base64.b64encode(secrets.token_bytes(32)).decode()}",
             "ALLOWED_HOSTS": "127.0.0.1,localhost",
             "VAR_DIR": str(folder),
             "WEB_CONCURRENCY": "2",
