@@ -341,7 +341,7 @@ MESSAGING = {
     "SENSITIVE_FIELDS": env.list("SENSITIVE_FIELDS", default=["payment_token"]),
     # The keys of the fields contexts declare [encrypted] (orders' payment token, for payments
     # alone): "<key id>=<base64 of 32 random bytes>,...", the last listed encrypts, every one
-    # decrypts. Every deployment of a shop gets the same list (docs/operations.md, "Payment tokens").
+    # decrypts. Every deployment of a shop gets the same list (docs/operations.md, "Security defaults").
     "ENCRYPTION_KEYS": _ENCRYPTION_KEYS,
     # During a rollout, the older version a producer writes: "<routing key>=<N>,..." (empty: the
     # newest of each event; docs/evolving-events.md).

@@ -20,7 +20,7 @@ def is_orchestrated(event: IncomingEvent) -> bool:
 def new_saga_of(event: IncomingEvent) -> NewSaga:
     """What the saga's commands need of orders.order.created v3 (its schema checked the shape). The
     payment token is not among them: it is encrypted for payments alone, which keeps it from the
-    event itself until the charge command comes (docs/operations.md, "Payment tokens")."""
+    event itself until the charge command comes (docs/operations.md, "Security defaults")."""
     payload = event.payload
     try:
         items = [

@@ -4,11 +4,16 @@ it in its saga; payments keeps it from orders.order.created (encrypted for payme
 the charge command, charges it once, then forgets it. The choreography:
 tests/integration/test_payment_token_at_rest.py."""
 
+from decimal import Decimal
+
 import pytest
-from django.test import override_settings
+from django.test import Client, override_settings
 from reliable_messaging.models import OutboxMessage
 
 import orchestrator.handlers
+from faultlib.invariants import wait_quiet
+from faultlib.processes import wait_until
+from faultlib.saga import checkout, ledger, seed_catalog, wait_terminal
 from orchestrator.models import OrderSaga
 from orders.models import Order
 from payments.models import Payment
@@ -20,6 +25,7 @@ from tests.support.token_at_rest import (
     logged_token_of,
     messages_holding,
     place,
+    queued_on_the_broker,
     run_to_quiet,
     stocked_bus,
     tables_holding,
@@ -71,3 +77,35 @@ def test_an_orchestrated_checkout_holds_the_token_clear_only_in_payments_until_t
     assert len(bus.outcomes) >= 9 and bus.pending == []
     assert messages_holding(bus, TOKEN) == []
     assert logged_token_of(order_id) == "****"  # masked (SENSITIVE_FIELDS), ciphertext or not
+
+
+def test_on_rabbitmq_the_messages_waiting_for_payments_hold_no_clear_token(processes, quiet_broker, settings):
+    """A real relay and consumers; payments' consumer starts late, so its queue holds the order and
+    the charge command meanwhile."""
+    settings.SAGA_STYLE = "orchestration"
+    processes.start("relay", "run_outbox_relay")
+    processes.start("others", "run_consumers", "--except", "payments")
+    seed_catalog()
+    order_id = checkout(Client(), [{"sku": "WIDGET", "quantity": 2}], token=TOKEN)["id"]
+    wait_until(
+        lambda: OrderSaga.objects.filter(key=order_id, state="processing_payment").exists(),
+        timeout=60,
+        message="the charge command sent",
+    )
+    wait_until(lambda: len(queued_on_the_broker()) == 2, timeout=30, message="payments' two messages queued")
+
+    queued = queued_on_the_broker()
+    assert sorted((queue, key) for queue, key, _ in queued) == [
+        ("payments_queue", "orchestrator.payment.charge"),
+        ("payments_queue", "orders.order.created"),
+    ]
+    assert [key for _, key, body in queued if TOKEN in body] == []
+    assert [key for _, key, body in queued if '"$encrypted"' in body] == ["orders.order.created"]
+    assert tables_holding(TOKEN) == []
+
+    processes.start("payments", "run_consumers", "payments")
+    wait_terminal([order_id], timeout=90)
+    wait_quiet(timeout=90, what="the saga's last messages")
+    assert Order.objects.get(pk=order_id).status == "CONFIRMED"
+    assert ledger(order_id) == [("charge", Decimal("39.98"))]
+    assert (tables_holding(TOKEN), queued_on_the_broker()) == ([], [])

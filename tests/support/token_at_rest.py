@@ -8,6 +8,7 @@ from decimal import Decimal
 import pytest
 from django.db import connection
 from reliable_messaging.models import EventLogEntry, OutboxMessage
+from reliable_messaging.testing import topology_queues
 
 from faultlib.simulation import Bus
 from faultlib.steps import offered
@@ -97,3 +98,20 @@ def logged_token_of(order_id: str) -> dict:
     """orders.order.created's token as the event log (a consumer not permitted) received it."""
     logged = EventLogEntry.objects.get(correlation_id=order_id, event_type="orders.order.created")
     return logged.payload["payment_token"]
+
+
+def queued_on_the_broker() -> list[tuple[str, str, str]]:
+    """(queue, routing key, body) of every message in the topology's queues (their delay queues
+    included), read and handed back unacknowledged: the queues keep them."""
+    from faultlib.broker import connection
+
+    found = []
+    with connection() as conn:
+        channel = conn.channel()
+        for queues in topology_queues(conn).values():
+            for queue in queues:
+                while (message := channel.basic_get(queue=queue.name, no_ack=False)) is not None:
+                    body = message.body.decode() if isinstance(message.body, bytes) else message.body
+                    found.append((queue.name, message.delivery_info["routing_key"], body))
+        channel.close()  # unacknowledged: back in their queues
+    return found
