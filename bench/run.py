@@ -18,7 +18,6 @@ Usage: bench/run.py [--rounds N] [--only 1-2,3,4,5,6,7,8,9,10,11,12,13] [--profi
 """
 
 import argparse
-import base64
 import json
 import os
 import platform
@@ -44,6 +43,7 @@ from bench import (  # noqa: E402
 )
 from bench.common import (  # noqa: E402
     BASE_DIR,
+    BENCH_ENCRYPTION_KEYS,
     PY,
     STARTED,
     Bench,
@@ -79,7 +79,7 @@ def child_env(db_url: str, var_dir: str) -> dict[str, str]:
         "GATEWAY_DATABASE_URL": db_url,
         "DEBUG": "0",
         "SECRET_KEY": "bench-only-not-a-secret",
-        "MESSAGING_ENCRYPTION_KEYS": f"bench={base64.b64encode(os.urandom(32)).decode()}",
+        "MESSAGING_ENCRYPTION_KEYS": BENCH_ENCRYPTION_KEYS,
         "ALLOWED_HOSTS": "127.0.0.1,localhost",
         "BENCH_APP": "1",
         "FAKE_GATEWAY": "1",  # the fake card gateway, a development service, with DEBUG off too

@@ -295,10 +295,14 @@ BROKER_HEARTBEAT = env.int("BROKER_HEARTBEAT", default=30)
 BROKER_PRODUCERS = dict(pair.partition("=")[::2] for pair in env.list("BROKER_PRODUCERS", default=[]))
 if not all(context and user for context, user in BROKER_PRODUCERS.items()):
     raise ImproperlyConfigured("BROKER_PRODUCERS: write <context>=<broker user>,... (e.g. orders=shop_orders)")
-_ENCRYPTION_KEYS = dict(pair.partition("=")[::2] for pair in env.list("MESSAGING_ENCRYPTION_KEYS", default=[]))
-if not _ENCRYPTION_KEYS and DEBUG:  # development only: a key known to everyone, so no secret
-    _ENCRYPTION_KEYS = {"development": "ZGV2ZWxvcG1lbnQgb25seSwgbm90IGEgc2VjcmV0ISE="}
-elif not _ENCRYPTION_KEYS:
+# Development only (DEBUG): a key known to everyone, so no secret; tests give it to processes they
+# start with DEBUG off, which then read what the test's own process writes.
+DEVELOPMENT_ENCRYPTION_KEYS = "development=ZGV2ZWxvcG1lbnQgb25seSwgbm90IGEgc2VjcmV0ISE="
+_ENCRYPTION_KEYS = dict(
+    pair.partition("=")[::2]
+    for pair in env.list("MESSAGING_ENCRYPTION_KEYS", default=[DEVELOPMENT_ENCRYPTION_KEYS] if DEBUG else [])
+)
+if not _ENCRYPTION_KEYS:
     raise ImproperlyConfigured(
         "MESSAGING_ENCRYPTION_KEYS not set: with DEBUG off give <key id>=<base64 of 32 random bytes> (python -c "
         "'import os, base64; print(base64.b64encode(os.urandom(32)).decode())'), the same in every deployment"

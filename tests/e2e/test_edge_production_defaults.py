@@ -3,7 +3,6 @@ off (settings are read once per process): /metrics is not public without METRICS
 it) unless METRICS_PUBLIC=1, and checkout has a per-client limit unless CHECKOUT_THROTTLE says
 otherwise. With DEBUG on both stay as they were: /metrics open, checkout unthrottled."""
 
-import base64
 import json
 import os
 import secrets
@@ -11,6 +10,7 @@ import subprocess
 import sys
 
 import pytest
+from django.conf import settings
 
 from faultlib.processes import BASE_DIR
 from tests.conftest import database_url
@@ -45,11 +45,10 @@ def settled(debug: bool, **env: str) -> dict:
         if key not in ("METRICS_TOKEN", "METRICS_PUBLIC", "CHECKOUT_THROTTLE")
     }
     environ |= {"DATABASE_URL": database_url(), "GATEWAY_DATABASE_URL": database_url(), "DEBUG": "1" if debug else "0"}
-    keys = f"tests={base64.b64encode(secrets.token_bytes(32)).decode()}"
     environ |= {
         "SECRET_KEY": secrets.token_urlsafe(50),
         "ALLOWED_HOSTS": "testserver",
-        "MESSAGING_ENCRYPTION_KEYS": keys,
+        "MESSAGING_ENCRYPTION_KEYS": settings.DEVELOPMENT_ENCRYPTION_KEYS,
         **env,
     }
     result = subprocess.run(

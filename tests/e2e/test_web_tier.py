@@ -11,10 +11,8 @@ answers as it should through the tier (what Django answers: the Host, surrogates
 ``/metrics``, CSP, ``Cache-Control``).
 """
 
-import base64
 import json
 import os
-import secrets
 import shutil
 import signal
 import socket
@@ -58,7 +56,7 @@ def tier_env() -> dict[str, str]:
         "GATEWAY_DATABASE_URL": url,
         "PYTHONUNBUFFERED": "1",
         "CLIENT_TIMEOUT": str(CLIENT_TIMEOUT),
-        "MESSAGING_ENCRYPTION_KEYS": f"tests={base64.b64encode(secrets.token_bytes(32)).decode()}",
+        "MESSAGING_ENCRYPTION_KEYS": settings.DEVELOPMENT_ENCRYPTION_KEYS,
     }
 
 

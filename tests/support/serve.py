@@ -4,7 +4,6 @@ And a raw HTTP/1.1 client: the hostile requests these tests send (control charac
 ``Content-Length``, a chunked body) are exactly what a client library would refuse or normalise.
 """
 
-import base64
 import re
 import secrets
 import signal
@@ -14,6 +13,8 @@ import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+
+from django.conf import settings
 
 from faultlib.processes import ProcessGroup, child_pids, free_port, wait_until
 
@@ -60,7 +61,7 @@ def start_tier(group: ProcessGroup, root: Path, env: dict[str, str] | None = Non
         env={
             "DEBUG": "0",
             "SECRET_KEY": secrets.token_urlsafe(40),
-            "MESSAGING_ENCRYPTION_KEYS": f"tests={base64.b64encode(secrets.token_bytes(32)).decode()}",
+            "MESSAGING_ENCRYPTION_KEYS": settings.DEVELOPMENT_ENCRYPTION_KEYS,
             "ALLOWED_HOSTS": "127.0.0.1,localhost",
             "VAR_DIR": str(folder),
             "WEB_CONCURRENCY": "2",

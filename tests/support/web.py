@@ -4,7 +4,6 @@ Two modes, because Django behaves differently in each: ``runserver`` with ``DEBU
 ``make run`` starts and outside tests use) and gunicorn with ``DEBUG`` off (production).
 """
 
-import base64
 import json
 import secrets
 import sys
@@ -12,6 +11,8 @@ import urllib.error
 import urllib.request
 import uuid
 from dataclasses import dataclass, field
+
+from django.conf import settings
 
 from faultlib.processes import ProcessGroup, free_port, wait_until
 
@@ -34,7 +35,7 @@ def web_env(mode: str) -> dict[str, str]:
     return {
         "DEBUG": "0",
         "SECRET_KEY": secrets.token_urlsafe(40),
-        "MESSAGING_ENCRYPTION_KEYS": f"tests={base64.b64encode(secrets.token_bytes(32)).decode()}",
+        "MESSAGING_ENCRYPTION_KEYS": settings.DEVELOPMENT_ENCRYPTION_KEYS,
         "ALLOWED_HOSTS": "127.0.0.1,localhost",
         "CHECKOUT_THROTTLE": "off",
     }
