@@ -23,6 +23,8 @@ from faultlib.processes import listening, wait_until
 BASE_DIR = Path(__file__).resolve().parent.parent
 PY = sys.executable
 BENCH_KEY = "bench.thing.happened"  # routed only to the event-log queue (bound to "#")
+# MESSAGING_ENCRYPTION_KEYS of every process a run starts (DEBUG off): one key, known to all, no secret.
+BENCH_ENCRYPTION_KEYS = "bench=YmVuY2ggYW5kIHNvYWsgb25seSwgbm8gc2VjcmV0ISE="
 # reliable_messaging._ids.new_event_id in SQL (PostgreSQL 15 has no uuidv7()): the rows the bench writes
 # get time-ordered event ids, like the rows the application writes.
 EVENT_ID_V7 = (

@@ -43,6 +43,7 @@ from bench import (  # noqa: E402
 )
 from bench.common import (  # noqa: E402
     BASE_DIR,
+    BENCH_ENCRYPTION_KEYS,
     PY,
     STARTED,
     Bench,
@@ -78,6 +79,7 @@ def child_env(db_url: str, var_dir: str) -> dict[str, str]:
         "GATEWAY_DATABASE_URL": db_url,
         "DEBUG": "0",
         "SECRET_KEY": "bench-only-not-a-secret",
+        "MESSAGING_ENCRYPTION_KEYS": BENCH_ENCRYPTION_KEYS,
         "ALLOWED_HOSTS": "127.0.0.1,localhost",
         "BENCH_APP": "1",
         "FAKE_GATEWAY": "1",  # the fake card gateway, a development service, with DEBUG off too

@@ -43,6 +43,7 @@ from urllib.parse import urlsplit
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import (  # noqa: E402
+    BENCH_ENCRYPTION_KEYS,
     PY,
     Db,
     Processes,
@@ -284,6 +285,7 @@ def soak_mode(mode: str, args, base_env: dict[str, str], run_dir: Path) -> dict:
         "DEBUG": "1" if mode == "runserver" else "0",
         "FAKE_GATEWAY": "1",  # the fake card gateway, a development service, with DEBUG off too
         "SECRET_KEY": secrets.token_urlsafe(40),
+        "MESSAGING_ENCRYPTION_KEYS": BENCH_ENCRYPTION_KEYS,
         "ALLOWED_HOSTS": "127.0.0.1,localhost",
         "FAKE_GATEWAY_LATENCY": str(args.gateway_latency),
     }

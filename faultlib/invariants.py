@@ -21,7 +21,7 @@ from django.db.models import CharField, Count, Exists, OuterRef
 from django.db.models.functions import Cast
 from reliable_messaging.hosting import ANY_EVENT, consumers, installed, queue_bindings
 from reliable_messaging.models import DeadLetter, InboxMessage, OutboxMessage
-from reliable_messaging.testing import schemas, validation_error
+from reliable_messaging.testing import schemas, validation_error, without_encrypted
 
 from kernel.invariants import SagaFacts
 
@@ -313,12 +313,13 @@ def _check_dead_letters(
 
 
 def contract_problems(rows) -> list[str]:
-    """Each event (event_type, schema_version, payload) that its version's schema refuses."""
+    """Each event (event_type, schema_version, payload as stored) that its version's schema refuses
+    (an encrypted field, checked clear by publish(), left out)."""
     problems = []
     for event_type, version, payload in rows:
         if (event_type, version) not in schemas():
             problems.append(f"{event_type} v{version} has no schema")
-        elif error := validation_error(event_type, version, payload):
+        elif error := validation_error(event_type, version, without_encrypted(payload)):
             problems.append(error)
     return problems
 

@@ -3,6 +3,8 @@ engine (reliable_messaging.sagas, which keeps its state, version, history, step 
 deadlines): stock first, then the charge, then the shipment; compensation in reverse (refund,
 then release). A step unanswered after ``ORCHESTRATOR_STEP_ATTEMPTS`` sends, each
 ``ORCHESTRATOR_STEP_TIMEOUT`` apart, is given up: its undo sent at once, the steps done undone.
+It never holds the payment token: payments keeps it from ``orders.order.created``, encrypted for
+payments alone, and the charge command carries none.
 
 Cancellation and orders' own deadline end an order from orders' side: the participants
 compensate on ``orders.order.cancelled`` / ``failed`` as in the choreography, and the saga
@@ -97,7 +99,6 @@ def order_saga() -> Definition:
         build=command_payload,
         key_field="order_id",
         deadline_event="orchestrator.step.deadline",
-        kept_while={"payment_token": (S.STARTED, S.RESERVING_INVENTORY, S.PROCESSING_PAYMENT)},
     )
 
 
@@ -109,7 +110,6 @@ def command_payload(command: str, order: dict[str, Any], reason: str) -> dict[st
         return {
             "amount": order["amount"],
             "currency": order["currency"],
-            "payment_token": order["payment_token"],
             "items": order["items"],
         }
     if command == "orchestrator.shipment.create":
@@ -127,7 +127,6 @@ class NewSaga:
     items: list[dict]  # [{sku, quantity, unit_price}]
     amount: Decimal
     currency: str
-    payment_token: str
     ship_to: str
 
 

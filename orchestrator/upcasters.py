@@ -5,3 +5,4 @@ order never names a saga style, so it is a choreographed one."""
 from kernel.upcasters import producer_upcaster
 
 order_created_v1_to_v2 = producer_upcaster("orders.order.created", 1)
+order_created_v2_to_v3 = producer_upcaster("orders.order.created", 2)

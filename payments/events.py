@@ -10,6 +10,12 @@ def order_id_of(event: IncomingEvent) -> uuid.UUID:
     return payload_uuid(event, "order_id")
 
 
+def is_orchestrated(event: IncomingEvent) -> bool:
+    """Whether orders.order.created asks for the orchestrated saga: the orchestrator sends the
+    charge as a command once the stock is reserved, and payments keeps the token until then."""
+    return event.payload.get("saga_style") == "orchestration"
+
+
 def total_of(event: IncomingEvent) -> tuple[Decimal, str]:
     """An order's total and its currency (orders.order.created v2: ``{"amount", "currency"}``)."""
     try:

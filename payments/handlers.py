@@ -7,23 +7,27 @@ from reliable_messaging.api import IncomingEvent, in_bulk, in_turn
 from reliable_messaging.sagas import participant
 
 from payments import services
-from payments.events import amount_of, items_of, lines_of, order_id_of, text_of, total_of
+from payments.events import amount_of, is_orchestrated, items_of, lines_of, order_id_of, text_of, total_of
 
 
 def on_order_created(event: IncomingEvent) -> None:
-    if (request := _charge_request(event)) is not None:
-        services.payment_charge(**asdict(request))
+    if is_orchestrated(event):
+        services.payment_token_keep(order_id=order_id_of(event), token=text_of(event, "payment_token"))
+    else:
+        services.payment_charge(**asdict(_charge_request(event)))
 
 
 @in_bulk(on_order_created)
 def on_orders_created(events: list[IncomingEvent]) -> None:
-    charged = [(event, request) for event in events if (request := _charge_request(event)) is not None]
+    for event in events:
+        if is_orchestrated(event):
+            with in_turn(event):
+                services.payment_token_keep(order_id=order_id_of(event), token=text_of(event, "payment_token"))
+    charged = [(event, _charge_request(event)) for event in events if not is_orchestrated(event)]
     services.payment_charge_many([request for _, request in charged], turn=lambda n: in_turn(charged[n][0]))
 
 
-def _charge_request(event: IncomingEvent) -> services.ChargeRequest | None:
-    if event.payload.get("saga_style") == "orchestration":
-        return None  # the orchestrator sends the charge as a command, after the stock is reserved
+def _charge_request(event: IncomingEvent) -> services.ChargeRequest:
     amount, currency = total_of(event)
     return services.ChargeRequest(
         order_id=order_id_of(event),
@@ -53,7 +57,7 @@ def on_charge_ordered(event: IncomingEvent) -> None:
         order_id=order_id_of(event),
         amount=amount,
         currency=currency,
-        token=text_of(event, "payment_token"),
+        token=event.payload.get("payment_token", ""),  # only in a v1 command (orchestrator/schemas/upcasters.py)
         items=items_of(event),
     )
 

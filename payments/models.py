@@ -36,7 +36,8 @@ class Payment(models.Model):
     charge_id = models.CharField(max_length=100, blank=True)
     refund_id = models.CharField(max_length=100, blank=True)
     decline_code = models.CharField(max_length=100, blank=True)
-    # The call in flight. Database defaults: an older release's code,
+    # The call in flight (``token`` also while an orchestrated order waits for its charge
+    # command: payments_payment is the only table that holds it clear). Database defaults: an older release's code,
     # which names none of these, still inserts rows during a rolling upgrade.
     token = models.CharField(max_length=255, blank=True, db_default="")
     items = models.JSONField(default=list, db_default=[])

@@ -16,7 +16,7 @@ from decimal import Decimal
 from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
-from reliable_messaging.api import Turn, caused_by, current_cause, publish, publish_again
+from reliable_messaging.api import TransientError, Turn, caused_by, current_cause, publish, publish_again
 
 from kernel.bulk import bulk_save
 from payments.models import CALL_ERROR_LENGTH, Payment
@@ -100,11 +100,26 @@ def _charge_in_memory(payment: Payment, *, amount: Decimal, currency: str, token
 
 
 @transaction.atomic(savepoint=False)
+def payment_token_keep(*, order_id: uuid.UUID, token: str) -> None:
+    """An orchestrated order's card token, from its ``orders.order.created`` (encrypted for payments
+    alone), kept on its record until the orchestrator's charge command: the orchestrator never holds
+    it. A record past ``new`` (voided, or charged with a v1 command's own token) needs none."""
+    payment = _lock_payment(order_id)
+    if payment.status == Payment.Status.NEW and not payment.token:
+        payment.token = token
+        payment.save(update_fields=["token", "updated_at"])
+
+
+@transaction.atomic(savepoint=False)
 def payment_charge_ordered(*, order_id: uuid.UUID, amount: Decimal, currency: str, token: str, items: list) -> None:
-    """The orchestrator's charge command: as ``payment_charge``; sent again (its deadline passed),
-    it changes nothing and repeats the outcome already announced, as it was (``publish_again``)."""
+    """The orchestrator's charge command, with the token kept from the order's creation (``token``:
+    a v1 command's own, sent by an orchestrator not yet upgraded): as ``payment_charge``. Ahead of
+    the order's creation here it is retried; sent again (its deadline passed), it changes nothing
+    and repeats the outcome already announced, as it was (``publish_again``)."""
     payment = _lock_payment(order_id)
     if payment.status == Payment.Status.NEW:
+        if not (token := token or payment.token):
+            raise TransientError("orchestrator.payment.charge before the order's payment token came here: later")
         _charge(payment, amount=amount, currency=currency, token=token, items=items)
     elif payment.charge_id:  # charged, and maybe refunded since
         publish_again(event_type="payments.payment.succeeded", correlation_id=str(order_id))
@@ -175,6 +190,7 @@ def payment_refund(*, order_id: uuid.UUID, reason: str) -> None:
 def _refund(payment: Payment, reason: str) -> None:
     if payment.status in (Payment.Status.NEW, Payment.Status.CHARGED):
         payment.status, payment.refund_reason = Payment.Status.REFUNDING, reason
+        payment.token = ""  # a token kept for a charge that will not come
         payment.call_due_at, payment.call_attempts = timezone.now(), 0
         payment.causes = {**payment.causes, "refund": current_cause()}
         payment.save()

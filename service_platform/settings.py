@@ -237,6 +237,18 @@ BROKER_HEARTBEAT = env.int("BROKER_HEARTBEAT", default=30)
 BROKER_PRODUCERS = dict(pair.partition("=")[::2] for pair in env.list("BROKER_PRODUCERS", default=[]))
 if not all(context and user for context, user in BROKER_PRODUCERS.items()):
     raise ImproperlyConfigured("BROKER_PRODUCERS: write <context>=<broker user>,... (e.g. orders=shop_orders)")
+# Development only (DEBUG): a key known to everyone, so no secret; tests give it to processes they
+# start with DEBUG off, which then read what the test's own process writes.
+DEVELOPMENT_ENCRYPTION_KEYS = "development=ZGV2ZWxvcG1lbnQgb25seSwgbm90IGEgc2VjcmV0ISE="
+_ENCRYPTION_KEYS = dict(
+    pair.partition("=")[::2]
+    for pair in env.list("MESSAGING_ENCRYPTION_KEYS", default=[DEVELOPMENT_ENCRYPTION_KEYS] if DEBUG else [])
+)
+if not _ENCRYPTION_KEYS:
+    raise ImproperlyConfigured(
+        "MESSAGING_ENCRYPTION_KEYS not set: with DEBUG off give <key id>=<base64 of 32 random bytes> (python -c "
+        "'import os, base64; print(base64.b64encode(os.urandom(32)).decode())'), the same in every deployment"
+    )
 MESSAGING = {
     "EXCHANGE": env.str("MESSAGING_EXCHANGE", default="ecommerce_events"),
     "ASYNCAPI_TITLE": "Saga shop events",
@@ -273,6 +285,10 @@ MESSAGING = {
     "CONSUMER_MAX_ATTEMPTS": env.int("CONSUMER_MAX_ATTEMPTS", default=5),
     "DELIVERY_LIMIT": env.int("CONSUMER_DELIVERY_LIMIT", default=20),
     "SENSITIVE_FIELDS": env.list("SENSITIVE_FIELDS", default=["payment_token"]),
+    # The keys of the fields contexts declare [encrypted] (orders' payment token, for payments
+    # alone): "<key id>=<base64 of 32 random bytes>,...", the last listed encrypts, every one
+    # decrypts. Every deployment of a shop gets the same list (docs/operations.md, "Security defaults").
+    "ENCRYPTION_KEYS": _ENCRYPTION_KEYS,
     # During a rollout, the older version a producer writes: "<routing key>=<N>,..." (empty: the
     # newest of each event; docs/evolving-events.md).
     "EVENT_VERSIONS": env.str("EVENT_VERSIONS", default=""),

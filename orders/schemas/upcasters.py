@@ -19,5 +19,12 @@ def order_created_v1_to_v2(payload: dict) -> dict:
     }
 
 
+def order_created_v2_to_v3(payload: dict) -> dict:
+    """v3 is v2's shape with the payment token no longer required: orders writes it encrypted for
+    payments alone, so every other reader receives the order without it. A v2 order still carries
+    it clear, as it was written; a reader that may not read it ignores it."""
+    return payload
+
+
 # event type -> its steps, one per version: [v1 -> v2, v2 -> v3, ...]
-UPCASTERS = {"orders.order.created": [order_created_v1_to_v2]}
+UPCASTERS = {"orders.order.created": [order_created_v1_to_v2, order_created_v2_to_v3]}

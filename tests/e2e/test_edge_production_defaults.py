@@ -10,6 +10,7 @@ import subprocess
 import sys
 
 import pytest
+from django.conf import settings
 
 from faultlib.processes import BASE_DIR
 from tests.conftest import database_url
@@ -44,7 +45,12 @@ def settled(debug: bool, **env: str) -> dict:
         if key not in ("METRICS_TOKEN", "METRICS_PUBLIC", "CHECKOUT_THROTTLE")
     }
     environ |= {"DATABASE_URL": database_url(), "GATEWAY_DATABASE_URL": database_url(), "DEBUG": "1" if debug else "0"}
-    environ |= {"SECRET_KEY": secrets.token_urlsafe(50), "ALLOWED_HOSTS": "testserver", **env}
+    environ |= {
+        "SECRET_KEY": secrets.token_urlsafe(50),
+        "ALLOWED_HOSTS": "testserver",
+        "MESSAGING_ENCRYPTION_KEYS": settings.DEVELOPMENT_ENCRYPTION_KEYS,
+        **env,
+    }
     result = subprocess.run(
         [sys.executable, "-c", SCRIPT], cwd=BASE_DIR, env=environ, capture_output=True, text=True, timeout=60
     )

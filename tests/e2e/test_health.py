@@ -8,6 +8,7 @@ import sys
 import time
 
 import pytest
+from django.conf import settings
 from django.test import Client
 
 from faultlib.processes import BASE_DIR
@@ -27,6 +28,7 @@ def production_env(**overrides) -> dict[str, str]:
         "GATEWAY_DATABASE_URL": database_url(),
         "DEBUG": "0",
         "SECRET_KEY": secrets.token_urlsafe(50),
+        "MESSAGING_ENCRYPTION_KEYS": settings.DEVELOPMENT_ENCRYPTION_KEYS,
         "ALLOWED_HOSTS": "shop.example.com,testserver",
     }
     env.update(overrides)

@@ -15,6 +15,7 @@ from decimal import Decimal
 import pytest
 import requests
 import schemathesis
+from django.conf import settings as django_settings
 from drf_spectacular.generators import SchemaGenerator
 from drf_spectacular.renderers import OpenApiJsonRenderer
 from hypothesis import HealthCheck, settings
@@ -61,6 +62,7 @@ def live_api(django_db_setup, django_db_blocker, tmp_path_factory):
             **os.environ,
             "DEBUG": "0",
             "SECRET_KEY": secrets.token_urlsafe(50),
+            "MESSAGING_ENCRYPTION_KEYS": django_settings.DEVELOPMENT_ENCRYPTION_KEYS,
             "ALLOWED_HOSTS": "127.0.0.1",
             "DATABASE_URL": database_url(),
             "GATEWAY_DATABASE_URL": database_url(),

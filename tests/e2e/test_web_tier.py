@@ -56,6 +56,7 @@ def tier_env() -> dict[str, str]:
         "GATEWAY_DATABASE_URL": url,
         "PYTHONUNBUFFERED": "1",
         "CLIENT_TIMEOUT": str(CLIENT_TIMEOUT),
+        "MESSAGING_ENCRYPTION_KEYS": settings.DEVELOPMENT_ENCRYPTION_KEYS,
     }
 
 

@@ -113,7 +113,15 @@ def test_payments_records_each_charge_of_a_batch_once_under_its_own_cause():
 
     assert [d.outcome for d in decisions] == [Outcome.HANDLED] * 4
     payments = {str(p.order_id): p for p in Payment.objects.all()}
-    assert sorted(payments) == sorted([a, b])  # the orchestrator charges its own orders, later
+    assert sorted(payments) == sorted([a, b, orchestrated])
+    # the orchestrator charges its own orders later: payments only keeps the token until then
+    kept = payments[orchestrated]
+    assert (kept.status, kept.token, kept.amount, kept.causes) == (
+        "new",
+        created[orchestrated]["payment_token"],
+        None,
+        {},
+    )
     for order_id, message_id in ((a, "msg-a"), (b, "msg-b")):
         payment = payments[order_id]
         assert payment.status == Payment.Status.CHARGING

@@ -1,5 +1,5 @@
 """The shop's event contracts: a schema per event and version, its up- and downcasters, its
-committed snapshots, and payments reading both versions of an order (docs/evolving-events.md). How
+committed snapshots, and payments reading every version of an order (docs/evolving-events.md). How
 the bus checks contracts (a payload against its version, EVENT_VERSIONS, the freeze, what a reader
 cannot read, declarations refused) is the package's test:
 packages/django-reliable-messaging/tests/test_event_contract_checks.py, test_versions.py."""
@@ -17,6 +17,7 @@ from reliable_messaging._contracts import (
 )
 from reliable_messaging._declarations import context_of
 from reliable_messaging._dispatch import Decision, Outcome, decide
+from reliable_messaging._field_crypto import encrypt_fields
 from reliable_messaging._schema_freeze import frozen_problems
 from reliable_messaging.models import OutboxMessage
 
@@ -57,7 +58,7 @@ def test_every_published_event_has_a_schema_for_each_version_from_1():
         "inventory.stock.reserved": [1],
         "orders.order.cancelled": [1],
         "orders.order.confirmed": [1],
-        "orders.order.created": [1, 2],
+        "orders.order.created": [1, 2, 3],
         "orders.order.failed": [1],
         "payments.payment.failed": [1],
         "payments.payment.refunded": [1],
@@ -70,12 +71,24 @@ def test_every_published_event_has_a_schema_for_each_version_from_1():
     }
 
 
-def test_the_upcaster_and_the_downcaster_turn_one_version_into_the_other():
-    from orders.contracts import order_created_v2_to_v1  # the contexts' own: the file collects without them
-    from payments.upcasters import order_created_v1_to_v2
+def test_the_upcasters_and_the_downcasters_turn_one_version_into_the_other():
+    # the contexts' own: the file collects without them
+    from orders.contracts import order_created_v2_to_v1, order_created_v3_to_v2
+    from payments.upcasters import order_created_v1_to_v2, order_created_v2_to_v3
 
     assert order_created_v1_to_v2(copy.deepcopy(CREATED_V1)) == CREATED_V2
     assert order_created_v2_to_v1(copy.deepcopy(CREATED_V2)) == CREATED_V1
+    # v3 is v2's shape; only the bus's encryption of the token (v3 does not require it) differs
+    assert order_created_v2_to_v3(copy.deepcopy(CREATED_V2)) == CREATED_V2
+    assert order_created_v3_to_v2(copy.deepcopy(CREATED_V2)) == CREATED_V2
+
+
+def test_the_token_is_encrypted_for_payments_in_v3_only():
+    # v1 and v2 require it: a pin to them (readers not yet upgraded) writes it clear
+    assert encrypt_fields("orders.order.created", 1, CREATED_V1) == CREATED_V1
+    assert encrypt_fields("orders.order.created", 2, CREATED_V2) == CREATED_V2
+    sealed = encrypt_fields("orders.order.created", 3, CREATED_V2)["payment_token"]["$encrypted"]
+    assert (sorted(sealed), sealed["for"]) == (["ct", "for", "kid"], ["payments"])
 
 
 def test_every_schema_matches_its_committed_snapshot():
@@ -99,12 +112,15 @@ def deliver(payload: dict, version: int) -> Decision:
 
 
 @pytest.mark.django_db(transaction=True, databases=ALL_DATABASES)
-@pytest.mark.parametrize(("payload", "version"), [(CREATED_V1, 1), (CREATED_V2, 2)])
-def test_payments_reads_both_versions_of_an_order_and_charges_it_the_same(payload, version):
+@pytest.mark.parametrize(
+    ("payload", "version"),
+    [(CREATED_V1, 1), (CREATED_V2, 2), (encrypt_fields("orders.order.created", 3, CREATED_V2), 3)],
+)
+def test_payments_reads_every_version_of_an_order_and_charges_it_the_same(payload, version):
     from payments.models import Payment  # the context's own: the file collects without it
 
     decision = deliver(payload, version)
-    assert (decision.outcome, decision.event.schema_version, decision.event.payload) == (Outcome.HANDLED, 2, CREATED_V2)
+    assert (decision.outcome, decision.event.schema_version, decision.event.payload) == (Outcome.HANDLED, 3, CREATED_V2)
     payment = Payment.objects.get()
     assert (str(payment.order_id), payment.status, payment.amount, payment.currency) == (
         ORDER_ID,

@@ -44,7 +44,7 @@ def staff() -> Client:
 
 def test_admin_pages_show_tokens_masked(staff, order_id):
     row = OutboxMessage.objects.get(correlation_id=order_id)
-    assert row.payload["payment_token"] == SECRET  # payments needs the real one
+    assert row.payload["payment_token"]["$encrypted"]["for"] == ["payments"]  # payments alone reads it
     entry = EventLogEntry.objects.create(
         message_id=str(row.event_id),
         event_type=row.event_type,
@@ -75,11 +75,10 @@ def test_admin_pages_show_tokens_masked(staff, order_id):
         "dead letter": f"/admin/messaging/deadletter/{letter.pk}/change/",
         "dead letters": "/admin/messaging/deadletter/",
     }
-    for name, url in pages.items():
-        html = staff.get(url).content.decode()
-        assert SECRET_TAIL not in html, name
-    for name in ("order", "outbox", "event log", "dead letter"):
-        assert "tok_****" in staff.get(pages[name]).content.decode(), name
+    shown = {name: staff.get(url).content.decode() for name, url in pages.items()}
+    assert [name for name, html in shown.items() if SECRET_TAIL in html] == []
+    # the payload's token is ciphertext, never shown; one elsewhere (a header, an error) is masked
+    assert [name for name, html in shown.items() if "tok_****" in html] == ["dead letter"]
 
 
 def test_the_api_timeline_never_carries_payloads(order_id):

@@ -14,6 +14,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from django.conf import settings
+
 from faultlib.processes import ProcessGroup, child_pids, free_port, wait_until
 
 
@@ -59,6 +61,7 @@ def start_tier(group: ProcessGroup, root: Path, env: dict[str, str] | None = Non
         env={
             "DEBUG": "0",
             "SECRET_KEY": secrets.token_urlsafe(40),
+            "MESSAGING_ENCRYPTION_KEYS": settings.DEVELOPMENT_ENCRYPTION_KEYS,
             "ALLOWED_HOSTS": "127.0.0.1,localhost",
             "VAR_DIR": str(folder),
             "WEB_CONCURRENCY": "2",

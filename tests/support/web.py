@@ -12,6 +12,8 @@ import urllib.request
 import uuid
 from dataclasses import dataclass, field
 
+from django.conf import settings
+
 from faultlib.processes import ProcessGroup, free_port, wait_until
 
 MODES = ("runserver-debug", "gunicorn-production")
@@ -33,6 +35,7 @@ def web_env(mode: str) -> dict[str, str]:
     return {
         "DEBUG": "0",
         "SECRET_KEY": secrets.token_urlsafe(40),
+        "MESSAGING_ENCRYPTION_KEYS": settings.DEVELOPMENT_ENCRYPTION_KEYS,
         "ALLOWED_HOSTS": "127.0.0.1,localhost",
         "CHECKOUT_THROTTLE": "off",
     }

@@ -92,3 +92,23 @@ def test_make_serve_refuses_missing_settings_before_it_installs_anything(missing
         f"make serve: {' and '.join(missing)} not set: make serve runs with DEBUG off, which needs both, "
         "e.g. SECRET_KEY=<50 random characters> ALLOWED_HOSTS=shop.example.com"
     ]
+
+
+def test_without_debug_and_without_encryption_keys_nothing_starts():
+    done = check(DEBUG="0", SECRET_KEY="k" * 50, ALLOWED_HOSTS="shop.example.com", MESSAGING_ENCRYPTION_KEYS="")
+    assert done.returncode != 0
+    assert done.stderr.strip().splitlines()[-1] == (
+        "Configuration error: MESSAGING_ENCRYPTION_KEYS not set: with DEBUG off give <key id>=<base64 of 32 random "
+        "bytes> (python -c 'import os, base64; print(base64.b64encode(os.urandom(32)).decode())'), the same in every "
+        "deployment"
+    )
+
+
+def test_encryption_keys_from_the_environment_start_and_a_malformed_one_is_refused():
+    key = "c2hvcC0yMDI2LTExIGtleSwgMzIgYnl0ZXMgbG9uZyE="  # 32 bytes
+    assert check(MESSAGING_ENCRYPTION_KEYS=f"2026-10={key},2026-11={key}").returncode == 0
+    refused = check(MESSAGING_ENCRYPTION_KEYS="2026-11=c2hvcnQ=")
+    assert refused.returncode != 0
+    assert "MESSAGING['ENCRYPTION_KEYS']['2026-11']: give a non-empty key id and the base64 of 32 random bytes" in (
+        refused.stderr
+    )

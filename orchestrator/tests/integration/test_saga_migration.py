@@ -1,5 +1,6 @@
 """orchestrator's migration 0002 moves each saga of order_sagas, in flight or done, to the bus's saga
-engine with its state, version, step keys, deadline and history: a saga in flight goes on."""
+engine with its state, version, step keys, deadline and history: a saga in flight goes on; 0003
+forgets the payment tokens their data kept (payments keeps them now)."""
 
 import uuid
 from decimal import Decimal
@@ -8,6 +9,7 @@ import pytest
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 from django.utils import timezone
+from reliable_messaging.models import SagaInstance
 
 from orchestrator.models import OrderSaga
 
@@ -81,3 +83,23 @@ def test_a_saga_in_flight_moves_to_the_engine_with_its_keys_deadline_and_history
         ("reserving_inventory", "processing_payment", "b", 3),
     ]
     assert moved.step_since <= timezone.now()
+
+
+def test_migration_0003_forgets_the_tokens_sagas_held_and_nothing_else():
+    old = migrate(AFTER)
+    try:
+        instances = old.get_model("messaging", "SagaInstance").objects
+        data = {
+            "items": [{"sku": "WIDGET", "quantity": 2, "unit_price": "10.00"}],
+            "amount": "20.00",
+            "currency": "USD",
+        }
+        holding = instances.create(name="order", key=str(uuid.uuid4()), definition_version=1,
+                                   state="reserving_inventory", data={**data, "payment_token": "tok_visa"})  # fmt: skip
+        other = instances.create(name="other", key=str(uuid.uuid4()), definition_version=1, state="started",
+                                 data={"payment_token": "not an order saga's"})  # fmt: skip
+    finally:
+        migrate([("orchestrator", "0003_sagas_without_payment_tokens")])
+
+    assert SagaInstance.objects.get(pk=holding.pk).data == data
+    assert SagaInstance.objects.get(pk=other.pk).data == {"payment_token": "not an order saga's"}

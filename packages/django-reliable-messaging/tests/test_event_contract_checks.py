@@ -174,7 +174,7 @@ def test_a_published_event_without_its_schemas_is_refused(tmp_path, files, error
 def test_upcasters_for_an_event_not_consumed_or_too_few_are_refused(tmp_path):
     (tmp_path / "x").mkdir()
     (tmp_path / "x" / "context.toml").write_text('name = "x"\n[upcasters]\n"y.a.b" = ["x.up.f"]\n')
-    with pytest.raises(DeclarationError, match=r"^x/context.toml: upcasters 'y.a.b': not under consumes$"):
+    with pytest.raises(DeclarationError, match=r"^x/context.toml: upcasters 'y.a.b': not under consumes or obeys$"):
         read_declaration(tmp_path, "x")
     (tmp_path / "x" / "context.toml").write_text('name = "x"\n[consumes]\n"notes.note.priced" = "x.h.on"\n')
     with pytest.raises(ContractError) as refused:

@@ -11,6 +11,7 @@ from dataclasses import replace
 import pytest
 from archive.models import Filed, Refusal
 from django.contrib.auth.models import User
+from django.core.exceptions import ImproperlyConfigured
 from notes.services import write_note
 from reliable_messaging import _broker as broker
 from reliable_messaging import _registry as registry
@@ -243,3 +244,28 @@ def test_a_reader_without_the_crypto_extra_dead_letters_with_its_fix(db, monkeyp
         "field 'secret': the cryptography library is missing: install django-reliable-messaging[crypto], "
         "then replay this dead letter",
     )
+
+
+def test_an_older_version_that_requires_the_field_carries_it_clear(monkeypatch):
+    # as if notes.note.written had a v1 released before its secret was declared encrypted (v1
+    # requires it) and a v2 that does not: v1, written only under a rollout's pin, keeps it clear
+    from pathlib import Path
+
+    from reliable_messaging import _field_crypto
+    from reliable_messaging._schema_catalog import EventSchema
+
+    def version(n: int, required: list[str]) -> EventSchema:
+        return EventSchema(EVENT, n, {"type": "object", "required": required}, Path(f"{EVENT}.v{n}.json"))
+
+    catalog = {(EVENT, 1): version(1, ["note_id", "secret"]), (EVENT, 2): version(2, ["note_id"])}
+    monkeypatch.setattr(_field_crypto, "schemas", lambda: catalog)
+    monkeypatch.setattr(_field_crypto, "newest_version", lambda event_type: 2)
+    payload = {"note_id": 1, "secret": SECRET}
+
+    assert _field_crypto.encrypt_fields(EVENT, 1, payload) == payload
+    assert set(_field_crypto.encrypt_fields(EVENT, 2, payload)["secret"]) == {"$encrypted"}
+    _field_crypto.check_encryption()  # the older version's required field does not stop the start
+
+    catalog[(EVENT, 2)] = version(2, ["note_id", "secret"])
+    with pytest.raises(ImproperlyConfigured, match=rf"^{EVENT}.v2.json requires 'secret', which its producer"):
+        _field_crypto.check_encryption()

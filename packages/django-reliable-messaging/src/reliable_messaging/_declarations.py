@@ -170,7 +170,10 @@ def read_declaration(base_dir: Path, package: str) -> ContextDeclaration:
             fail(f"publishes {event_type!r}: a context publishes only '{name}.<aggregate>.<event>'")
         if not isinstance(kind, str) or not kind:
             fail(f"publishes {event_type!r}: the kind is a text, not {kind!r}")
-    upcasters = _functions_of(data.get("upcasters", {}), consumes, "upcasters", "consumes", package, fail)
+    # A command obeyed has versions as an event consumed does, and needs its upcasters alike.
+    upcasters = _functions_of(
+        data.get("upcasters", {}), {*consumes, *obeys}, "upcasters", "consumes or obeys", package, fail
+    )
     downcasters = _functions_of(data.get("downcasters", {}), publishes, "downcasters", "publishes", package, fail)
     handlers = {
         handler: _policy_of(table, f"handlers {handler!r}", fail)

@@ -11,7 +11,9 @@ another event or field, or a reader added to ``for``, fails authentication). Key
 ``MESSAGING["ENCRYPTION_KEYS"]`` (key id -> base64 of 32 bytes); the last listed encrypts, every
 listed one decrypts (rotation: list a new key first in every deployment, then last; drop an old
 one once nothing it wrote is kept).
-Top-level fields only.
+Top-level fields only. An older version whose schema requires such a field (released before it was
+declared encrypted) carries it clear: it is written only while ``EVENT_VERSIONS`` pins it for readers
+not yet upgraded (docs of the rollout: README, "Encrypted fields").
 """
 
 import base64
@@ -25,7 +27,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from reliable_messaging._conf import setting
 from reliable_messaging._declarations import installed
-from reliable_messaging._schema_catalog import schemas
+from reliable_messaging._schema_catalog import newest_version, schemas
 
 MARK = "$encrypted"
 KEY_BYTES = 32
@@ -88,7 +90,10 @@ def check_encryption() -> None:
             "give key id -> base64 of 32 random bytes (the last listed encrypts)"
         )
     # A consumer that may not read a field gets the payload without it: its schema must allow that.
-    for (event_type, _), schema in schemas().items():
+    # Older versions may require it: they are written (clear) only under a rollout's pin.
+    for (event_type, version), schema in schemas().items():
+        if version != newest_version(event_type):
+            continue
         required = set(schema.schema.get("required", ())) & set(sensitive_fields(event_type))
         if required:
             raise ImproperlyConfigured(
@@ -101,11 +106,14 @@ def _associated(event_type: str, field: str, readers: Iterable[str]) -> bytes:
     return json.dumps([event_type, field, list(readers)]).encode()
 
 
-def encrypt_fields(event_type: str, payload: dict[str, Any]) -> dict[str, Any]:
+def encrypt_fields(event_type: str, version: int, payload: dict[str, Any]) -> dict[str, Any]:
     """``payload`` with each declared field present encrypted for its readers (the same payload
-    when ``event_type`` declares none)."""
+    when ``event_type`` declares none). A field that ``version``'s schema requires stays clear:
+    that version's readers predate the declaration and cannot do without it."""
     declared = sensitive_fields(event_type)
-    present = [field for field in declared if field in payload]
+    schema = schemas().get((event_type, version))
+    required = set(schema.schema.get("required", ())) if schema is not None else set()
+    present = [field for field in declared if field in payload and field not in required]
     if not present:
         return payload
     from cryptography.hazmat.primitives.ciphers.aead import AESGCM

@@ -72,7 +72,7 @@ def publish(
     if refusal := publish_refusal(event_type, schema_version, payload):
         raise UnpublishableEvent(refusal)
     # The schema judges the clear payload; what is written holds the declared fields encrypted.
-    payload = encrypt_fields(event_type, payload)
+    payload = encrypt_fields(event_type, schema_version, payload)
     cause = _handling.get()
     event_id = new_event_id()
     # The span this event is written in (the request's, or the handled message's): the relay's

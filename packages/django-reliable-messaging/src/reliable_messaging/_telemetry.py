@@ -12,7 +12,7 @@ the messaging semantic conventions and the way opentelemetry-instrumentation-pik
   linked to the batch's span when messages are decided in a batch; the handler runs inside it, so
   what it publishes is that span's child in turn.
 
-Spans are recorded only once ``enable`` has been called (``config.telemetry`` does it when the
+Spans are recorded only once ``enable`` has been called (a host calls it at start-up when the
 ``OTEL_*`` variables ask for an exporter). Otherwise the library records nothing (no SDK span is
 made, no measurable cost) and each hop still gets a span id of its own under the caller's trace id
 (``_untraced_child``), so trace ids keep reaching the logs and the next hop.

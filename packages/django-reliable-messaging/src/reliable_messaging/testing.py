@@ -55,9 +55,11 @@ __all__ = [
     "dead_letter_record",
     "decide",
     "envelope_for_outbox",
-    # For checks over what the outbox holds: the known schemas, and why a payload is not a version.
+    # For checks over what the outbox holds: the known schemas, and why a payload is not a version
+    # (a stored one judged without its encrypted fields, as publish() judged it before encrypting).
     "schemas",
     "validation_error",
+    "without_encrypted",
     # For a test that starts with a quiet broker.
     "topology_queues",
 ]
