@@ -31,6 +31,9 @@ class Order(models.Model):
         CONFIRMED = "CONFIRMED", "CONFIRMED"
         FAILED = "FAILED", "FAILED"
         CANCELLED = "CANCELLED", "CANCELLED"
+        # A confirmed order's return (orders/services/returns.py): in flight, then done.
+        RETURNING = "RETURNING", "RETURNING"
+        RETURNED = "RETURNED", "RETURNED"
 
     class FailureReason(models.TextChoices):
         PAYMENT_DECLINED = "payment_declined", "payment_declined"
