@@ -191,6 +191,7 @@ def test_each_queue_is_bound_to_exactly_the_keys_its_context_declares():
         "orders.order.cancelled",
         "orders.order.created",
         "orders.order.failed",
+        "orders.return.refund",  # the return saga's command, obeyed wherever orders is installed
     )
     assert bindings[EVENT_LOG_CONSUMER] == ("#",)
     for declaration in installed():
