@@ -3,7 +3,7 @@ transition, read-only (a saga moves only through its messages)."""
 
 from django.contrib import admin
 from django.utils.html import format_html, format_html_join
-from reliable_messaging.sagas import SagaTransition
+from reliable_messaging.sagas import SagaTransition, definition, diagram
 
 from kernel.admin import ReadOnlyAdmin
 from kernel.templatetags.ops import compact_time, short
@@ -34,7 +34,7 @@ class OrderSagaAdmin(ReadOnlyAdmin):
     ordering = ["-updated_at"]  # the latest moves first
     fields = [
         *("id", "key", "definition_version", "state", "step_since", "failure_reason", "attempt", "deadline_id"),
-        *("version", "keys_by_step", "order_data", "created_at", "updated_at"),
+        *("version", "keys_by_step", "order_data", "created_at", "updated_at", "saga_diagram"),
     ]
 
     @admin.display(description="order id", ordering="key")
@@ -59,3 +59,7 @@ class OrderSagaAdmin(ReadOnlyAdmin):
     def order_data(self, saga):
         """Never the payment token."""
         return {name: value for name, value in saga.data.items() if name != "payment_token"}
+
+    @admin.display(description="the saga (Mermaid)")
+    def saga_diagram(self, saga):
+        return format_html('<pre class="mermaid">{}</pre>', diagram(definition(saga.name, saga.definition_version)))

@@ -205,3 +205,17 @@ def test_only_a_confirmed_order_can_be_returned(bus, token, status):
     )
     assert Order.objects.get(pk=order.id).status == status
     assert sagas.instance_of(NAME, str(order.id)) is None
+
+
+def test_the_operator_reads_a_return_its_transitions_and_its_saga_drawn(bus, staff):
+    order_id = confirmed(bus)
+    post_return(order_id)
+    run_to_quiet(bus)
+    saga = sagas.instance_of(NAME, order_id)
+
+    listing = staff.get("/admin/orders/returnsaga/").content.decode()
+    assert order_id[:8] in listing
+    page = staff.get(f"/admin/orders/returnsaga/{saga.pk}/change/").content.decode()
+    assert page.count("payments.payment.refunded") == 2  # a transition's cause, and the diagram's move
+    assert '<pre class="mermaid">stateDiagram-v2\n    [*] --&gt; booking_pickup\n' in page
+    assert "refunding --&gt; taking_back_stock : payments.refund.refused (refund_refused)" in page
