@@ -24,6 +24,7 @@ from orders.services.checkout import Line, order_place
 from orders.services.returns import NAME, R
 from payments.models import Payment
 from tests.conftest import ALL_DATABASES
+from tests.integration.test_swimlane import events, swimlane
 from tests.support import forged
 
 pytestmark = pytest.mark.django_db(transaction=True, databases=ALL_DATABASES)
@@ -219,3 +220,28 @@ def test_the_operator_reads_a_return_its_transitions_and_its_saga_drawn(bus, sta
     assert page.count("payments.payment.refunded") == 2  # a transition's cause, and the diagram's move
     assert '<pre class="mermaid">stateDiagram-v2\n    [*] --&gt; booking_pickup\n' in page
     assert "refunding --&gt; taking_back_stock : payments.refund.refused (refund_refused)" in page
+
+
+def test_the_order_s_swimlane_draws_a_compensated_return_in_its_colours(bus, staff):
+    order_id = confirmed(bus)
+    Payment.objects.filter(order_id=order_id).update(status="refunded")
+    post_return(order_id)
+    run_to_quiet(bus)
+
+    marks = {
+        m["title"].split()[0]: m["classes"] - {"saga-event", "saga-done"} for m in events(swimlane(staff, order_id))
+    }
+    assert {t: marks[t] for t in sent_after_confirmation(order_id)} == {
+        "orders.order.return_requested": {"saga-step"},
+        "orders.return.book_pickup": {"saga-step"},
+        "shipping.shipment.cancelled": {"saga-compensation"},
+        "orders.return.restock": {"saga-step"},
+        "inventory.stock.restocked": {"saga-step"},
+        "orders.return.refund": {"saga-step"},
+        "payments.refund.refused": {"saga-failure"},
+        "orders.return.take_back_stock": {"saga-compensation"},
+        "inventory.stock.taken_back": {"saga-compensation"},
+        "orders.return.cancel_pickup": {"saga-compensation"},
+        "shipping.shipment.reinstated": {"saga-compensation"},
+        "orders.order.return_refused": {"saga-failure"},
+    }
