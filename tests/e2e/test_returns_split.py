@@ -26,7 +26,8 @@ def split(tmp_path):
 
 @pytest.fixture
 def group(tmp_path):
-    processes = ProcessGroup(tmp_path / "logs", {})
+    (logs := tmp_path / "logs").mkdir()
+    processes = ProcessGroup(logs, {})
     yield processes
     processes.stop_all()
     print(processes.logs())
