@@ -143,8 +143,11 @@ def return_kills(
     )
     injector.start()
     waiting = list(load.orders)
-    while waiting and injector.is_alive():  # returned one after another while the faults strike
-        load.return_order(waiting.pop())
+    while injector.is_alive():  # returned one after another while the faults strike
+        if waiting:
+            load.return_order(waiting.pop())
+        else:  # the faults outlast the returns: new orders keep every consumer passing its points
+            load.place()
         time.sleep(rng.uniform(0.3, 0.8))
     for order_id in waiting:
         load.return_order(order_id)
