@@ -40,6 +40,14 @@ class ReturnState(models.TextChoices):
 R = ReturnState
 
 
+class ReturnedOnce(Exception):
+    """An order has one return saga (keyed by its id): once its return was refused, not another."""
+
+    def __init__(self, order: Order):
+        super().__init__(f"order {order.id} had its return refused already")
+        self.order = order
+
+
 def return_saga() -> Definition:
     """The saga, its timing from orders' settings (read when orders is ready)."""
     forward = {"deadline": setting("RETURN_STEP_TIMEOUT"), "attempts": setting("RETURN_STEP_ATTEMPTS")}
@@ -105,10 +113,13 @@ def command_payload(command: str, order: dict[str, Any], reason: str) -> dict[st
 @transaction.atomic(savepoint=False)
 def order_return(*, order_id: uuid.UUID) -> Order:
     """Start the return of a confirmed order: RETURNING, its saga started in the same transaction.
-    Any other state (RETURNING or RETURNED included) is refused and changes nothing."""
+    Any other state (RETURNING or RETURNED included) is refused and changes nothing, and so is a
+    second return of an order whose first was refused (the saga is the order's, by its id)."""
     order = _lock_order(order_id)
     if order.status != Order.Status.CONFIRMED:
         raise InvalidOrderState(order)
+    if sagas.instance_of(NAME, str(order.id)) is not None:
+        raise ReturnedOnce(order)
     order.status = Order.Status.RETURNING
     order.save(update_fields=["status", "updated_at"])
     _publish(order, "orders.order.return_requested")
