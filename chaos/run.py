@@ -123,6 +123,11 @@ def scenarios(scale: float) -> dict:
             "trickling, redirected, pending, about another charge) on charges and refunds, among honest orders",
             lambda g, r: s.hostile_gateway(g, r, max_orders=n(300)),
         ),
+        "return_kills": (
+            "confirmed orders returned (orders' return saga) while two consumer processes and the gateway worker "
+            "are SIGKILLed at random, before each return step's commit and around the refund's gateway call",
+            lambda g, r: s.return_kills(g, r, random_kills=n(12), points=s.RETURN_POINTS, orders=n(300)),
+        ),
         "races": (
             "cancellations at random moments, consumers down past a 2 s saga deadline",
             lambda g, r: s.races(g, r, pauses=n(10), saga_timeout=2.0, cancel_share=0.3, max_orders=n(1500)),
@@ -260,6 +265,7 @@ def run_one(name: str, what: str, func, rng: random.Random, env: dict) -> Result
         expected_dead_letters=outcome.expected_dead_letters,
         tolerated_dead_letter=outcome.tolerated_dead_letter,
         cancelled=outcome.load.cancelled,
+        returned=outcome.load.returned,
     )
     missed = [i.description for i in outcome.injections if not i.ok]
     report.check("every fault injected as planned", missed, f"{len(outcome.injections)} faults")

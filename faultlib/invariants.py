@@ -203,14 +203,15 @@ def check_invariants(
     expected_dead_letters: Iterable[ExpectedDeadLetter] = (),
     tolerated_dead_letter: Callable[[DeadLetter], bool] | None = None,
     cancelled: Iterable = (),
+    returned: Iterable = (),
     broker: bool = True,
 ) -> Report:
     """Check everything the saga promises once quiet; ``order_ids`` limits it to those orders.
 
     ``expected_dead_letters`` must all be there with their reason, and no other dead letter
     may exist unless ``tolerated_dead_letter`` accepts it. ``cancelled`` are orders whose
-    cancellation was accepted (202). ``broker`` also checks that every queue of the test's
-    vhost is empty: exact only once the consumers have stopped.
+    cancellation was accepted (202), ``returned`` those whose return was. ``broker`` also checks
+    that every queue of the test's vhost is empty: exact only once the consumers have stopped.
     """
     report = Report()
     modules = context_invariants()
@@ -220,6 +221,7 @@ def check_invariants(
         whole=order_ids is None,
         initial_stock=dict(initial_stock),
         cancelled={str(i) for i in cancelled},
+        returned={str(i) for i in returned},
     )
     scope = set(facts.outcomes)
     for name, module in modules:

@@ -38,6 +38,7 @@ class OrderLoad:
         self.orders: dict[str, str] = {}  # order id -> payment token
         self.cancelled: set[str] = set()  # accepted (202)
         self.cancel_refused = 0  # 409: already FAILED or CANCELLED
+        self.returned: set[str] = set()  # returns accepted (202)
         self._due: list[tuple[float, str]] = []
 
     def place(self, token: str | None = None) -> str:
@@ -61,6 +62,12 @@ class OrderLoad:
             raise AssertionError(f"cancel {order_id}: {response.status_code} {response.content!r}")
         return response.status_code
 
+    def return_order(self, order_id: str) -> None:
+        """Return a confirmed order (orders' return saga); it must be accepted."""
+        response = self.client.post(f"/api/orders/{order_id}/return/")
+        assert response.status_code == 202, f"return {order_id}: {response.status_code} {response.content!r}"
+        self.returned.add(order_id)
+
     def fire_due_cancellations(self) -> None:
         while self._due and self._due[0][0] <= time.monotonic():
             self.cancel(heapq.heappop(self._due)[1])
@@ -81,7 +88,8 @@ class OrderLoad:
     def summary(self) -> str:
         return (
             f"{len(self.orders)} orders placed ({', '.join(f'{n} {t}' for t, n in _count(self.orders.values()))}); "
-            f"{len(self.cancelled)} cancellations accepted, {self.cancel_refused} refused (already terminal)"
+            f"{len(self.cancelled)} cancellations accepted, {self.cancel_refused} refused (already terminal); "
+            f"{len(self.returned)} returns"
         )
 
 

@@ -26,7 +26,7 @@ from faultlib.hostile_gateway import MANGLES, HostileGateway
 from faultlib.invariants import ExpectedDeadLetter, wait_quiet
 from faultlib.load import CATALOG, SAFE_TOKENS, OrderLoad, as_json, order_created_payload
 from faultlib.processes import ProcessGroup, wait_until
-from faultlib.saga import seed_catalog
+from faultlib.saga import seed_catalog, wait_terminal
 
 # Short retries so that a transient failure is retried within the test's time.
 # The gateway worker started with such consumers gives a charge the gateway never answers up after
@@ -35,6 +35,11 @@ FAST_RETRIES = {"CONSUMER_RETRY_DELAYS": "0.2,0.5,1", "CONSUMER_MAX_ATTEMPTS": "
 # Every installed context's consumer (the orchestrator's too, where it is installed) and the event log.
 CONSUMER_POINTS = [
     f"consumer.{consumer}.{moment}" for consumer in consumers() for moment in ("before_commit", "before_ack")
+]
+# Where a return's steps commit (its saga's moves at orders, each participant's step) and the refund's call.
+RETURN_POINTS = [
+    *(f"consumer.{c}.before_commit" for c in ("orders", "shipping", "inventory", "payments")),
+    "gateway_calls.after_call",
 ]
 GATEWAY_CALL_POINTS = ["gateway_calls.before_call", "gateway_calls.after_call", "gateway_calls.after_outcome"]
 
@@ -111,6 +116,42 @@ def consumer_kills(
         fault_list.append(faults.kill_at(rng, targets, point, group.log_dir))
     rng.shuffle(fault_list)
     injections = _run(rng, load, fault_list, max_orders=max_orders, interval=(0.2, 1.0))
+    return Outcome(injections, load, exit_codes=_settle(group, [relay, *consumers, calls], load, quiet))
+
+
+def return_kills(
+    group: ProcessGroup, rng: random.Random, *, random_kills: int, points: list[str], orders: int, quiet=120
+) -> Outcome:
+    """Confirmed orders returned (orders' return saga) while the two consumer processes and the
+    gateway worker are SIGKILLed at random moments and at ``points``: each return must end
+    RETURNED, its refund made once and its stock back (the invariants)."""
+    relay = Restartable(group, "relay", "run_outbox_relay")
+    calls = Restartable(group, "gateway-calls", "run_gateway_calls", env=FAST_RETRIES)  # before the consumers
+    consumers = [Restartable(group, "consumers", "run_consumers", env=FAST_RETRIES) for _ in range(2)]
+    seed_catalog(catalog=CATALOG)
+    load = OrderLoad(rng, tokens=["tok_visa"], rare_share=0.0)
+    for _ in range(orders):
+        load.place()
+    wait_terminal(list(load.orders), timeout=120)
+    at_points = [
+        faults.kill_at(rng, [calls] if point.startswith("gateway_calls.") else consumers, point, group.log_dir)
+        for point in rng.sample(points, len(points))
+    ]
+    # the kills at points first, while returns are still coming; the random ones after
+    injector = Injector(
+        rng, at_points + [faults.kill_any(rng, [*consumers, calls])] * random_kills, interval=(0.2, 1.0)
+    )
+    injector.start()
+    waiting = list(load.orders)
+    while injector.is_alive():  # returned one after another while the faults strike
+        if waiting:
+            load.return_order(waiting.pop())
+        else:  # the faults outlast the returns: new orders keep every consumer passing its points
+            load.place()
+        time.sleep(rng.uniform(0.3, 0.8))
+    for order_id in waiting:
+        load.return_order(order_id)
+    injections = injector.finish()
     return Outcome(injections, load, exit_codes=_settle(group, [relay, *consumers, calls], load, quiet))
 
 

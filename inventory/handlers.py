@@ -34,3 +34,13 @@ def on_reserve_ordered(event: IncomingEvent) -> None:
 @participant
 def on_release_ordered(event: IncomingEvent) -> None:
     services.stock_release_ordered(order_id=order_id_of(event), reason=str(event.payload.get("reason") or "failed"))
+
+
+@participant
+def on_restock_ordered(event: IncomingEvent) -> None:
+    services.stock_restock_returned(order_id=order_id_of(event))
+
+
+@participant
+def on_take_back_ordered(event: IncomingEvent) -> None:
+    services.stock_take_back_returned(order_id=order_id_of(event))

@@ -36,6 +36,7 @@ class Reservation(models.Model):
         FAILED = "failed"
         RELEASED = "released"
         CANCELLED = "cancelled"
+        RETURNED = "returned"  # back in stock: the order was returned (orders' return saga)
 
     order_id = models.UUIDField(primary_key=True, default=uuid.uuid4)
     status = models.CharField(max_length=20, choices=Status.choices, default=Status.NEW)

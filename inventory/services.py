@@ -196,6 +196,61 @@ def _release(reservation: Reservation, reason: str) -> None:
         _publish_product_updated(product)
 
 
+@transaction.atomic(savepoint=False)
+def stock_restock_returned(*, order_id: uuid.UUID) -> None:
+    """The return saga's restock: the order's reserved lines back in stock, once (reserved ->
+    returned). A reservation in any other state is not answered: the step is given up and the
+    return compensated."""
+    reservation = _lock_reservation(order_id)
+    if reservation.status != Reservation.Status.RESERVED:
+        logger.info("restock ignored: reservation is %s", reservation.status)
+        return
+    moved = _move_stock(reservation.lines, +1)
+    reservation.status = Reservation.Status.RETURNED
+    reservation.save(update_fields=["status", "updated_at"])
+    _publish_stock_moved(reservation, "inventory.stock.restocked", moved)
+
+
+@transaction.atomic(savepoint=False)
+def stock_take_back_returned(*, order_id: uuid.UUID) -> None:
+    """The return saga's compensation of a restock: its units taken back out (returned ->
+    reserved), as many as are still in stock (the others were sold meanwhile); answered with what
+    was taken, nothing if there was no restock (an undo sent before or instead of it)."""
+    reservation = _lock_reservation(order_id)
+    moved: list[dict] = []
+    if reservation.status == Reservation.Status.RETURNED:
+        moved = _move_stock(reservation.lines, -1)
+        reservation.status = Reservation.Status.RESERVED
+        reservation.save(update_fields=["status", "updated_at"])
+    _publish_stock_moved(reservation, "inventory.stock.taken_back", moved)
+
+
+def _move_stock(lines: list[dict], sign: int) -> list[dict]:
+    """Put ``lines`` back in stock (+1) or take them out (-1, never below zero); the lines moved."""
+    wanted = {line["sku"]: line["quantity"] for line in lines}
+    moved = []
+    for product in Product.objects.select_for_update().filter(sku__in=wanted).order_by("sku"):
+        quantity = wanted[product.sku] if sign > 0 else min(wanted[product.sku], product.stock)
+        if quantity == 0:
+            continue
+        product.stock += sign * quantity
+        product.version += 1
+        product.save(update_fields=["stock", "version", "updated_at"])
+        _publish_product_updated(product)
+        moved.append({"sku": product.sku, "quantity": quantity})
+    return moved
+
+
+def _publish_stock_moved(reservation: Reservation, event_type: str, items: list[dict]) -> None:
+    order_id = str(reservation.order_id)
+    publish(
+        event_type=event_type,
+        aggregate_type="reservation",
+        aggregate_id=order_id,
+        payload={"order_id": order_id, "items": items},
+    )
+
+
 def _publish_reserved(reservation: Reservation) -> None:
     order_id = str(reservation.order_id)
     publish(

@@ -25,7 +25,7 @@ ORCHESTRATION = "orchestration"
 
 @dataclass(frozen=True)
 class OrderOutcome:
-    status: str  # PENDING, CONFIRMED, FAILED or CANCELLED
+    status: str  # PENDING, CONFIRMED, FAILED, CANCELLED, RETURNING or RETURNED
     total: Decimal
     failure_reason: str
     saga_style: str
@@ -38,6 +38,7 @@ class SagaFacts:
     whole: bool  # these are every order there is (else: a test's own among others)
     initial_stock: dict[str, int]  # the SKUs under test and their stock before it
     cancelled: set[str] = field(default_factory=set)  # the order ids whose cancellation was accepted (202)
+    returned: set[str] = field(default_factory=set)  # the order ids whose return was accepted (202)
     shared: dict[str, Any] = field(default_factory=dict)  # context name -> what its facts() said
 
     @property

@@ -4,7 +4,7 @@ transition, read-only (a saga moves only through its messages)."""
 from django.contrib import admin
 from django.utils.html import format_html, format_html_join
 from reliable_messaging.operator import ReadOnlyAdmin
-from reliable_messaging.sagas import SagaTransition
+from reliable_messaging.sagas import SagaTransition, definition, diagram
 
 from kernel.templatetags.ops import compact_time, short
 from orchestrator.models import OrderSaga
@@ -34,7 +34,7 @@ class OrderSagaAdmin(ReadOnlyAdmin):
     ordering = ["-updated_at"]  # the latest moves first
     fields = [
         *("id", "key", "definition_version", "state", "step_since", "failure_reason", "attempt", "deadline_id"),
-        *("version", "keys_by_step", "order_data", "created_at", "updated_at"),
+        *("version", "keys_by_step", "order_data", "created_at", "updated_at", "saga_diagram"),
     ]
 
     @admin.display(description="order id", ordering="key")
@@ -58,3 +58,7 @@ class OrderSagaAdmin(ReadOnlyAdmin):
     @admin.display(description="the order, as its commands need it")
     def order_data(self, saga):
         return saga.data
+
+    @admin.display(description="the saga (Mermaid)")
+    def saga_diagram(self, saga):
+        return format_html('<pre class="mermaid">{}</pre>', diagram(definition(saga.name, saga.definition_version)))

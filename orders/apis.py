@@ -37,6 +37,7 @@ from orders.services.checkout import (
     checkout,
     request_fingerprint,
 )
+from orders.services.returns import ReturnedOnce, order_return
 from orders.services.saga import InvalidOrderState, OrderNotFound, order_cancel
 
 IDEMPOTENCY_HEADER = "Idempotency-Key"
@@ -246,4 +247,40 @@ class OrderCancelApi(APIView):
             raise ApiError(404, "not_found", "No such order.") from None
         except InvalidOrderState as exc:
             raise ApiError(409, "invalid_state", f"The order is {exc.order.status} and cannot be cancelled.") from None
+        return Response(order_representation(order_get(order_id=order.id)), status=status.HTTP_202_ACCEPTED)
+
+
+@method_decorator(never_cache, name="dispatch")  # an order is personal: no cache may keep it
+class OrderReturnApi(APIView):
+    @extend_schema(
+        tags=["orders"],
+        operation_id="order_return",
+        summary="Return a CONFIRMED order",
+        description="The order is RETURNING at once, then RETURNED once shipping has stopped the parcel or booked "
+        "its pickup, inventory has restocked its lines and payments has refunded its total (watch the timeline). "
+        "A refund payments refuses undoes the return: the order is CONFIRMED again, and cannot be returned again. "
+        "A second return of the same order, while returning or after, is a 409.",
+        parameters=[ORDER_ID],
+        request=None,
+        responses={
+            202: OpenApiResponse(OrderOutputSerializer, description="The order, now RETURNING."),
+            404: NOT_FOUND,
+            409: error_response(
+                "Not CONFIRMED (still PENDING, FAILED, CANCELLED, RETURNING or RETURNED), or its return was refused.",
+                ("Returning", {"code": "invalid_state", "detail": "The order is RETURNING and cannot be returned."}),
+            ),
+        },
+    )
+    def post(self, request, order_id: str):
+        order = order_get(order_id=order_id)
+        if order is None:
+            raise ApiError(404, "not_found", "No such order.")
+        try:
+            order_return(order_id=order.id)
+        except InvalidOrderState as exc:
+            raise ApiError(409, "invalid_state", f"The order is {exc.order.status} and cannot be returned.") from None
+        except ReturnedOnce:
+            raise ApiError(
+                409, "invalid_state", "The order's return was refused: it cannot be returned again."
+            ) from None
         return Response(order_representation(order_get(order_id=order.id)), status=status.HTTP_202_ACCEPTED)

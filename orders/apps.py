@@ -8,8 +8,12 @@ class OrdersConfig(AppConfig):
     verbose_name = "Orders"
 
     def ready(self) -> None:
-        from orders import operations
+        from reliable_messaging import sagas
 
+        from orders import operations
+        from orders.services.returns import return_saga
+
+        sagas.register(return_saga())
         operations.register()
         refuse_orchestration_without_its_event()
 

@@ -9,6 +9,8 @@ DEFAULTS = {
     "IDEMPOTENCY_KEY_TTL": 86400.0,  # seconds a checkout's Idempotency-Key is remembered
     "IDEMPOTENCY_KEY_WAIT": 2.0,  # seconds a checkout waits for a concurrent one with its key
     "CURRENCY": "USD",
+    "RETURN_STEP_TIMEOUT": 95.0,  # seconds a return's step waits for its reply before it is sent again
+    "RETURN_STEP_ATTEMPTS": 3,  # sends of a return's forward step before it is given up and compensated
 }
 
 

@@ -84,3 +84,20 @@ def failure_reason_of(event: IncomingEvent) -> str:
     if reason not in Order.FailureReason.values:
         raise InvalidPayload(f"reason must be one of {Order.FailureReason.values}, not {reason!r}")
     return reason
+
+
+def step_deadline_of(event: IncomingEvent) -> dict:
+    """A return step's deadline (orders.return.deadline): the order, the step, the attempt."""
+    step, attempt = event.payload.get("step"), event.payload.get("attempt")
+    if not isinstance(step, str) or not isinstance(attempt, int) or isinstance(attempt, bool):
+        raise InvalidPayload("a deadline names its step and attempt")
+    return {"order_id": order_id_of(event), "step": step, "attempt": attempt}
+
+
+def refund_check(event: IncomingEvent):
+    """A refund is the return's own only for the amount it asked (a cancellation's refund is
+    never the return's: a returning order cannot be cancelled). None: nothing to check."""
+    if event.event_type != "payments.payment.refunded":
+        return None
+    refunded = (str(event.payload.get("amount")), event.payload.get("currency"))
+    return lambda saga: "" if refunded == (saga.data["amount"], saga.data["currency"]) else f"a refund of {refunded}"

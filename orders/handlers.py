@@ -3,7 +3,16 @@ Each is subscribed by the context's declaration (context.toml, under ``consumes`
 
 from reliable_messaging.api import IncomingEvent, in_bulk, in_turn
 
-from orders.events import failure_reason_of, order_id_of, payment_of, product_update_of, reserved_lines_of
+from orders.events import (
+    failure_reason_of,
+    order_id_of,
+    payment_of,
+    product_update_of,
+    refund_check,
+    reserved_lines_of,
+    step_deadline_of,
+)
+from orders.services.returns import return_reply, return_step_deadline
 from orders.services.saga import (
     PAYMENT_SUCCEEDED,
     PaymentSucceeded,
@@ -61,3 +70,11 @@ def on_confirm_ordered(event: IncomingEvent) -> None:
 
 def on_fail_ordered(event: IncomingEvent) -> None:
     order_fail_as_ordered(order_id=order_id_of(event), reason=failure_reason_of(event))
+
+
+def on_return_reply(event: IncomingEvent) -> None:
+    return_reply(order_id=order_id_of(event), event_type=event.event_type, check=refund_check(event))
+
+
+def on_return_step_deadline(event: IncomingEvent) -> None:
+    return_step_deadline(**step_deadline_of(event))

@@ -4,6 +4,7 @@ import uuid
 
 from django.db import models
 from django.utils import timezone
+from reliable_messaging.sagas import SagaInstance
 
 
 class StorefrontProduct(models.Model):
@@ -31,6 +32,9 @@ class Order(models.Model):
         CONFIRMED = "CONFIRMED", "CONFIRMED"
         FAILED = "FAILED", "FAILED"
         CANCELLED = "CANCELLED", "CANCELLED"
+        # A confirmed order's return (orders/services/returns.py): in flight, then done.
+        RETURNING = "RETURNING", "RETURNING"
+        RETURNED = "RETURNED", "RETURNED"
 
     class FailureReason(models.TextChoices):
         PAYMENT_DECLINED = "payment_declined", "payment_declined"
@@ -111,3 +115,22 @@ class CheckoutRequest(models.Model):
 
     def __str__(self) -> str:
         return self.key
+
+
+class ReturnSagas(models.Manager):
+    def get_queryset(self) -> models.QuerySet:
+        return super().get_queryset().filter(name="return")
+
+
+class ReturnSaga(SagaInstance):
+    """A return's saga (orders/services/returns.py), kept in the bus's saga tables (``messaging_saga``,
+    keyed by the order's id): its view for the admin."""
+
+    objects = ReturnSagas()
+
+    class Meta:
+        proxy = True
+        verbose_name = "return saga"
+
+    def __str__(self) -> str:
+        return f"return of {self.key}: {self.state}"

@@ -65,3 +65,9 @@ def on_charge_ordered(event: IncomingEvent) -> None:
 @participant
 def on_refund_ordered(event: IncomingEvent) -> None:
     services.payment_refund_ordered(order_id=order_id_of(event), reason=text_of(event, "reason"))
+
+
+@participant
+def on_return_refund_ordered(event: IncomingEvent) -> None:
+    amount, currency = amount_of(event)
+    services.payment_refund_returned(order_id=order_id_of(event), amount=amount, currency=currency)

@@ -187,6 +187,29 @@ def payment_refund(*, order_id: uuid.UUID, reason: str) -> None:
     _refund(_lock_payment(order_id), reason)
 
 
+@transaction.atomic(savepoint=False)
+def payment_refund_returned(*, order_id: uuid.UUID, amount: Decimal, currency: str) -> None:
+    """The return saga's refund: the captured charge refunded through the gateway worker, which
+    answers ``payments.payment.refunded``. Refused at once (``payments.refund.refused``) unless
+    payments holds that very charge: nothing else may be paid back."""
+    payment = _lock_payment(order_id)
+    if payment.status != Payment.Status.CHARGED:
+        _publish_refund_refused(order_id, f"the payment is {payment.status}")
+    elif (payment.amount, payment.currency) != (amount, currency):
+        _publish_refund_refused(order_id, f"the charge is {payment.amount} {payment.currency}")
+    else:
+        _refund(payment, "returned")
+
+
+def _publish_refund_refused(order_id: uuid.UUID, reason: str) -> None:
+    publish(
+        event_type="payments.refund.refused",
+        aggregate_type="payment",
+        aggregate_id=str(order_id),
+        payload={"order_id": str(order_id), "reason": reason},
+    )
+
+
 def _refund(payment: Payment, reason: str) -> None:
     if payment.status in (Payment.Status.NEW, Payment.Status.CHARGED):
         payment.status, payment.refund_reason = Payment.Status.REFUNDING, reason

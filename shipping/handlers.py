@@ -31,3 +31,14 @@ def on_create_ordered(event: IncomingEvent) -> None:
 @participant
 def on_cancel_ordered(event: IncomingEvent) -> None:
     services.shipment_cancel(order_id=order_id_of(event))
+
+
+@participant
+def on_pickup_book_ordered(event: IncomingEvent) -> None:
+    """A return: the parcel stopped, or its pickup booked, as a confirmed order's cancellation does."""
+    services.shipment_cancel(order_id=order_id_of(event))
+
+
+@participant
+def on_pickup_cancel_ordered(event: IncomingEvent) -> None:
+    services.shipment_reinstate(order_id=order_id_of(event))

@@ -107,6 +107,23 @@ def shipment_cancel(*, order_id: uuid.UUID) -> None:
         logger.info("cancellation ignored: the order's shipment is already %s", shipment.status)
 
 
+@transaction.atomic(savepoint=False)
+def shipment_reinstate(*, order_id: uuid.UUID) -> None:
+    """The return saga's compensation of ``shipment_cancel``: the pickup called off (the parcel
+    stays with the customer, DISPATCHED) or the stopped parcel prepared again. Answered whatever
+    the shipment's state, so the compensation ends; a shipment never made is left unmade."""
+    shipment = Shipment.objects.select_for_update().filter(order_id=order_id).first()
+    if shipment is None:
+        logger.info("reinstatement ignored: the order has no shipment")
+        return
+    if shipment.status == Shipment.Status.RETURN_REQUESTED:
+        shipment.status = Shipment.Status.DISPATCHED
+    elif shipment.status == Shipment.Status.CANCELLED:
+        shipment.status = Shipment.Status.PREPARING
+    shipment.save(update_fields=["status", "updated_at"])
+    _publish(shipment, "shipping.shipment.reinstated")
+
+
 @dataclass
 class DispatchResult:
     dispatched: list[Shipment] = field(default_factory=list)

@@ -4,7 +4,12 @@ CONFIRMED orders; its catalogue, which orders' storefront copy must follow."""
 from inventory.models import Product, Reservation
 from kernel.invariants import SagaFacts
 
-ONCE_PER_ORDER = ("inventory.stock.reserved", "inventory.stock.reservation_failed", "inventory.stock.released")
+ONCE_PER_ORDER = (
+    "inventory.stock.reserved",
+    "inventory.stock.reservation_failed",
+    "inventory.stock.released",
+    "inventory.stock.restocked",  # a return's, once per order while no return is compensated
+)
 
 
 def facts(facts: SagaFacts) -> dict:

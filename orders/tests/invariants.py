@@ -10,8 +10,14 @@ from django.db.models import Sum
 from kernel.invariants import OrderOutcome, SagaFacts
 from orders.models import Order, OrderLine, StorefrontProduct
 
-TERMINAL = {Order.Status.CONFIRMED, Order.Status.FAILED, Order.Status.CANCELLED}
-ONCE_PER_ORDER = ("orders.order.created", "orders.order.confirmed", "orders.order.failed", "orders.order.cancelled")
+TERMINAL = {Order.Status.CONFIRMED, Order.Status.FAILED, Order.Status.CANCELLED, Order.Status.RETURNED}
+ONCE_PER_ORDER = (
+    "orders.order.created",
+    "orders.order.confirmed",
+    "orders.order.failed",
+    "orders.order.cancelled",
+    "orders.order.returned",
+)
 
 
 def saga_outcomes(order_ids=None) -> dict[str, OrderOutcome]:
@@ -31,7 +37,10 @@ def saga_outcomes(order_ids=None) -> dict[str, OrderOutcome]:
 
 
 def in_progress() -> dict[str, int]:
-    return {"pending_orders": Order.objects.filter(status=Order.Status.PENDING).count()}
+    return {
+        "pending_orders": Order.objects.filter(status=Order.Status.PENDING).count(),
+        "returning_orders": Order.objects.filter(status=Order.Status.RETURNING).count(),
+    }
 
 
 def facts(facts: SagaFacts) -> dict:
@@ -60,6 +69,12 @@ def check(report, facts: SagaFacts) -> None:
         if oid in orders and orders[oid].status != Order.Status.CANCELLED
     ]
     report.check("an accepted cancellation stays", reverted, f"{len(facts.cancelled)} cancellations accepted")
+    unreturned = [
+        f"order {oid}'s return was accepted (202) but it is {orders[oid].status}"
+        for oid in sorted(facts.returned)
+        if oid in orders and orders[oid].status != Order.Status.RETURNED
+    ]
+    report.check("an accepted return ends RETURNED", unreturned, f"{len(facts.returned)} returns accepted")
     catalogue = facts.shared.get("inventory", {}).get("catalogue")
     if catalogue is not None:
         _check_storefront(report, catalogue)

@@ -9,7 +9,7 @@ from kernel.invariants import SagaFacts
 from payments.gateway_client import gateway
 from payments.models import Payment
 
-TERMINAL = {"CONFIRMED", "FAILED", "CANCELLED"}
+TERMINAL = {"CONFIRMED", "FAILED", "CANCELLED", "RETURNED"}
 ONCE_PER_ORDER = ("payments.payment.succeeded", "payments.payment.failed", "payments.payment.refunded")
 
 
@@ -33,6 +33,9 @@ def check(report, facts: SagaFacts) -> None:
         if order.status == "CONFIRMED":
             if ops != [("charge", order.total)]:
                 problems.append(f"CONFIRMED order {oid} (total {order.total}) moved {ops}")
+        elif order.status == "RETURNED":
+            if ops != [("charge", order.total), ("refund", order.total)]:
+                problems.append(f"RETURNED order {oid} (total {order.total}) moved {ops}")
         elif order.status in TERMINAL and ops not in ([], [("charge", order.total), ("refund", order.total)]):
             problems.append(f"{order.status} order {oid} (total {order.total}) moved {ops}")
         payment = payments.get(oid)
@@ -48,7 +51,8 @@ def check(report, facts: SagaFacts) -> None:
         strangers = sorted(set(moved) - set(orders))
         problems += [f"money moved for {oid}, which is no order: {moved[oid]}" for oid in strangers]
     report.check(
-        "money by the gateway ledger (CONFIRMED: one charge; FAILED/CANCELLED: none or charge + equal refund)",
+        "money by the gateway ledger (CONFIRMED: one charge; RETURNED: charge + equal refund; "
+        "FAILED/CANCELLED: none or charge + equal refund)",
         problems,
         f"{charged} charges, {refunded} refunds",
     )

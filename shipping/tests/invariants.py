@@ -19,9 +19,9 @@ def shipment_problems(
 ) -> list[str]:
     """Shipping against the orders' outcomes (``order id -> status`` each): a CONFIRMED order has
     exactly one shipment (one per order is the table's unique key), a CANCELLED order's, if it has
-    one, is CANCELLED or RETURN_REQUESTED, a FAILED order has none, unless it was ``orchestrated``
-    (shipping is asked before the confirmation): then one REFUSED or CANCELLED. ``whole``: also no
-    shipment of an order that does not exist."""
+    one, is CANCELLED or RETURN_REQUESTED, a RETURNED order's is one of those two, a FAILED order
+    has none, unless it was ``orchestrated`` (shipping is asked before the confirmation): then one
+    REFUSED or CANCELLED. ``whole``: also no shipment of an order that does not exist."""
     problems = []
     for oid, status in sorted(order_statuses.items()):
         shipment = shipments.get(oid)
@@ -29,6 +29,8 @@ def shipment_problems(
             problems.append(f"CONFIRMED order {oid} has no shipment")
         elif status == "CANCELLED" and shipment not in (None, "CANCELLED", "RETURN_REQUESTED"):
             problems.append(f"CANCELLED order {oid} has a {shipment} shipment")
+        elif status == "RETURNED" and shipment not in ("CANCELLED", "RETURN_REQUESTED"):
+            problems.append(f"RETURNED order {oid} has a {shipment} shipment")
         elif status == "FAILED" and oid in orchestrated and shipment in (None, "REFUSED", "CANCELLED"):
             continue
         elif status in ("FAILED", "PENDING") and shipment is not None:
@@ -44,6 +46,7 @@ def check(report, facts: SagaFacts) -> None:
     problems = shipment_problems(facts.statuses, shipments, whole=facts.whole, orchestrated=facts.orchestrated)
     report.check(
         "shipments follow the outcomes (CONFIRMED: one; CANCELLED: none, CANCELLED or RETURN_REQUESTED; "
+        "RETURNED: CANCELLED or RETURN_REQUESTED; "
         "FAILED: none, or if orchestrated REFUSED or CANCELLED)",
         problems,
         f"{len(shipments)} shipments: {dict(sorted(Counter(shipments.values()).items()))}",

@@ -75,6 +75,26 @@ def test_a_checkout_is_confirmed_on_sqlite_and_the_filesystem_broker(embedded):
         message="the storefront to show the reservation",
     )
     assert products.keys() == {"WIDGET", "GADGET", "GIZMO", "LIMITED-PRINT"}
+
+    # and returned: orders' return saga (docs/sagas.md) refunds it and puts its stock back
+    returning = urllib.request.Request(f"{base}/api/orders/{order['id']}/return/", method="POST")
+    with urllib.request.urlopen(returning, timeout=10) as response:
+        assert (response.status, json.load(response)["status"]) == (202, "RETURNING")
+    wait_until(
+        lambda: (get_json(f"{base}/api/orders/{order['id']}/") or {}).get("status") == "RETURNED",
+        timeout=90,
+        message="the order to be returned",
+    )
+    ledger = embedded.run("gateway_ledger", "--order", order["id"])
+    assert [(o["kind"], o["amount"]) for o in map(json.loads, ledger.stdout.splitlines())] == [
+        ("charge", "39.98"),
+        ("refund", "39.98"),
+    ]
+    wait_until(
+        lambda: {p["sku"]: p["available"] for p in get_json(f"{base}/api/products/")}["WIDGET"] == 1000,
+        timeout=30,
+        message="the storefront to show the stock back",
+    )
     assert [embedded.stop(p) for p in (relay, consumers)] == [0, 0]
     embedded.stop(web)
 

@@ -15,7 +15,15 @@ from faultlib.invariants import check_invariants, wait_quiet
 from faultlib.load import CATALOG, INITIAL_STOCK
 from faultlib.processes import wait_until
 from faultlib.saga import seed_catalog
-from faultlib.scenarios import FAST_RETRIES, batch_kills, consumer_kills, process_log_events, relay_kills
+from faultlib.scenarios import (
+    FAST_RETRIES,
+    RETURN_POINTS,
+    batch_kills,
+    consumer_kills,
+    process_log_events,
+    relay_kills,
+    return_kills,
+)
 from orders.models import Order
 from orders.services.checkout import Line, order_place
 from orders.services.saga import order_cancel
@@ -68,6 +76,24 @@ def test_consumers_killed_inside_handlers_and_before_acks_lose_nothing_and_doubl
     assert report.violations == [], str(report)
     # Each kill after a commit left a handled message unacked: its redelivery was a duplicate.
     assert process_log_events(processes, DUPLICATE) >= 3
+
+
+@pytest.mark.needs_contexts("shipping")
+def test_returns_with_consumers_and_the_gateway_worker_killed_end_returned_once(processes, quiet_broker, rng):
+    # given 40 confirmed orders, a relay, two consumer processes and the gateway worker
+    # when each order is returned while the consumers and the worker are SIGKILLed 4 times at
+    # random and once before each return step's commit and after the refund's gateway call
+    outcome = return_kills(processes, rng, random_kills=4, points=RETURN_POINTS, orders=40)
+    print(outcome.load.summary(), *outcome.injected(), sep="\n")  # shown when the test fails
+
+    # then every fault happened, every process recovered, every order is RETURNED with its charge
+    # refunded once and its stock back, and nothing was lost or done twice
+    assert [i.ok for i in outcome.injections] == [True] * 9, "\n".join(outcome.injected())
+    assert outcome.exit_codes == [0, 0, 0, 0]
+    assert len(outcome.load.returned) == 40
+    report = check_invariants(initial_stock=INITIAL_STOCK, returned=outcome.load.returned)
+    assert report.violations == [], str(report)
+    assert Order.objects.filter(pk__in=outcome.load.returned, status="RETURNED").count() == 40
 
 
 def test_consumers_killed_inside_a_batch_lose_nothing_and_double_nothing(processes, quiet_broker, rng):

@@ -269,7 +269,8 @@ def test_the_overview_counts_backlog_dead_letters_and_stuck_orders(staff, order_
         (consumer, *((1, 1) if consumer == "payments" else (0, 0))) for consumer in consumers()
     ]
     [orders] = [part["data"] for part in context["sections"]]  # the orders context's section
-    assert orders["orders_last_hour"] == {"PENDING": 2, "CONFIRMED": 0, "FAILED": 0, "CANCELLED": 0}
+    last_hour = {"PENDING": 2, "CONFIRMED": 0, "FAILED": 0, "CANCELLED": 0, "RETURNING": 0, "RETURNED": 0}
+    assert orders["orders_last_hour"] == last_hour
     assert [row["order"].pk for row in orders["stuck_orders"]] == [uuid.UUID(order_id)]
     assert f"/admin/orders/order/{order_id}/change/" in response.content.decode()
 

@@ -26,6 +26,7 @@ def test_every_api_endpoint_is_documented(schema):
         ("/api/checkout/", "post"),
         ("/api/orders/{order_id}/", "get"),
         ("/api/orders/{order_id}/cancel/", "post"),
+        ("/api/orders/{order_id}/return/", "post"),
         ("/api/products/", "get"),
         ("/healthz", "get"),
         ("/readyz", "get"),
@@ -71,7 +72,8 @@ def test_the_error_shape_and_the_order_are_components(schema):
         "total",
         "updated_at",
     ]
-    assert components["OrderStatusEnum"]["enum"] == ["PENDING", "CONFIRMED", "FAILED", "CANCELLED"]
+    statuses = ["PENDING", "CONFIRMED", "FAILED", "CANCELLED", "RETURNING", "RETURNED"]
+    assert components["OrderStatusEnum"]["enum"] == statuses
     items = components["CheckoutRequest"]["properties"]["items"]
     assert (items["minItems"], items["maxItems"]) == (1, 50)
 

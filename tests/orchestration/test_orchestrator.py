@@ -31,6 +31,8 @@ from orchestrator.models import OrderSaga
 from orchestrator.services import Status
 from orders.models import Order
 from orders.services.checkout import Line, order_place
+from orders.services.returns import NAME as RETURN
+from orders.services.returns import R, order_return
 from orders.services.saga import order_cancel
 from tests.conftest import ALL_DATABASES
 from tests.e2e.test_metrics import samples
@@ -500,3 +502,31 @@ def test_metrics_show_the_sagas_waiting_by_state_and_the_longest_wait(bus, clien
     }
     assert 90 <= got[("orchestrator_saga_oldest_waiting_seconds", ())] < 120
     assert OrderSaga.objects.get(key=done).state == S.COMPLETED  # a finished saga waits for nothing
+
+
+def test_an_orchestrated_order_is_returned_by_orders_return_saga_its_own_saga_left_completed(bus):
+    order_id = place(bus)
+    run_to_quiet(bus)
+    assert order_of(order_id) == ("CONFIRMED", None)
+    done = transitions(order_id)
+
+    order_return(order_id=uuid.UUID(order_id))
+    run_to_quiet(bus)
+
+    assert order_of(order_id) == ("RETURNED", None)
+    assert ledger(order_id) == [("charge", Decimal("20.00")), ("refund", Decimal("20.00"))]
+    assert stock("WIDGET") == 5
+    assert Shipment.objects.get(order_id=order_id).status == "CANCELLED"
+    assert sagas.instance_of(RETURN, order_id).state == R.RETURNED
+    assert transitions(order_id) == done  # the replies to the return leave the order's saga COMPLETED
+    assert sent(order_id)[len(CONFIRMED_EVENTS) :] == [
+        "orders.order.return_requested",
+        "orders.return.book_pickup",
+        "shipping.shipment.cancelled",
+        "orders.return.restock",
+        "inventory.stock.restocked",
+        "orders.return.refund",
+        "payments.payment.refunded",
+        "orders.order.returned",
+    ]
+    assert not no_retry_nor_dead_letter(bus)

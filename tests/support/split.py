@@ -301,7 +301,9 @@ class SplitSystem:
             ),
             "queued": None if depths is None else sum(depths.values()),
             "unhandled": len(self.unhandled()),
-            "pending_orders": self["orders"].one("SELECT count(*) FROM orders_order WHERE status = 'PENDING'"),
+            "pending_orders": self["orders"].one(
+                "SELECT count(*) FROM orders_order WHERE status IN ('PENDING', 'RETURNING')"
+            ),
             "inbox": sum(d.one("SELECT count(*) FROM messaging_inbox") for d in self.deployments.values()),
             "calls_in_flight": self["payments"].one(
                 "SELECT count(*) FROM payments_payment WHERE status IN ('charging', 'refunding')"
@@ -329,7 +331,7 @@ class SplitSystem:
             for r in orders.rows("SELECT id::text, status, failure_reason, total::text FROM orders_order")
         }
 
-        pending = [f"order {oid} is {s}" for oid, (s, _, _) in statuses.items() if s == "PENDING"]
+        pending = [f"order {oid} is {s}" for oid, (s, _, _) in statuses.items() if s in ("PENDING", "RETURNING")]
         counted = Counter(s for s, _, _ in statuses.values())
         report.check("every order terminal (orders' database)", pending, f"{len(statuses)} orders: {dict(counted)}")
 
@@ -341,6 +343,8 @@ class SplitSystem:
             ops = moved.get(oid, [])
             if status == "CONFIRMED" and ops != [("charge", total)]:
                 problems.append(f"CONFIRMED order {oid} (total {total}) moved {ops}")
+            elif status == "RETURNED" and ops != [("charge", total), ("refund", total)]:
+                problems.append(f"RETURNED order {oid} (total {total}) moved {ops}")
             elif status in ("FAILED", "CANCELLED") and ops not in ([], [("charge", total), ("refund", total)]):
                 problems.append(f"{status} order {oid} (total {total}) moved {ops}")
         problems += [f"money moved for {oid}, which is no order: {moved[oid]}" for oid in set(moved) - set(statuses)]

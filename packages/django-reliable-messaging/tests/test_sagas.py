@@ -289,3 +289,27 @@ def test_step_keys_go_with_the_inbox_retention():
     StepKey.objects.update(handled_at=timezone.now() - timedelta(days=15))  # INBOX_RETENTION: 14 days
     messages_purge()
     assert StepKey.objects.count() == 0
+
+
+def test_a_definition_is_drawn_as_a_mermaid_state_diagram():
+    assert sagas.diagram(ERRAND_V1) == (
+        "stateDiagram-v2\n"
+        "    [*] --> fetching\n"
+        "    fetching : errands.item.fetch to errands\n"
+        "    fetching --> delivering : errands.item.fetched\n"
+        "    fetching --> failed : errands.item.missing (missing)\n"
+        "    fetching --> failed : unanswered after 2 sends, errands.item.return sent\n"
+        "    delivering : errands.item.deliver to errands\n"
+        "    delivering --> done : errands.item.delivered\n"
+        "    delivering --> returning : errands.item.undeliverable (undeliverable)\n"
+        "    delivering --> returning : unanswered after 2 sends, errands.item.recall sent\n"
+        "    returning : errands.item.return to errands\n"
+        "    returning --> failed : errands.item.returned\n"
+        "    done : sends errands.errand.done\n"
+        "    done --> [*]\n"
+        "    failed : sends errands.errand.failed\n"
+        "    failed --> [*]\n"
+        "    stopped --> [*]\n"
+        "    classDef compensation stroke-dasharray: 5 5\n"
+        "    class returning compensation\n"
+    )

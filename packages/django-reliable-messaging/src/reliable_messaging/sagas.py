@@ -16,10 +16,12 @@ move it, compensations, a deadline and attempts per step) run by the bus's engin
   it once per key, answering a repeat with the first answer (reliable_messaging._saga_steps);
 - a step's deadline is a scheduled message (``publish(deliver_at=...)``), cancelled by the move
   that leaves the step; unanswered after ``attempts`` sends, a forward step is given up: its
-  ``undo`` sent at once, the instance going on to ``given_up`` (compensations, in reverse).
+  ``undo`` sent at once, the instance going on to ``given_up`` (compensations, in reverse);
+- ``diagram(definition)``: its Mermaid state diagram, for a host's docs and admin.
 """
 
 from reliable_messaging._saga_definitions import Build, Definition, DefinitionError, Move, Step, definition, register
+from reliable_messaging._saga_diagram import diagram
 from reliable_messaging._saga_engine import STARTED, Check, deadline, instance_of, reply, start, stop, tombstone
 from reliable_messaging._saga_steps import STEP_KEY, participant
 from reliable_messaging.models import SagaInstance, SagaTransition
@@ -37,6 +39,7 @@ __all__ = [
     "Step",
     "deadline",
     "definition",
+    "diagram",
     "instance_of",
     "participant",
     "register",
