@@ -22,7 +22,7 @@ from reliable_messaging.models import OutboxMessage, StepKey
 logger = logging.getLogger("reliable_messaging.sagas")
 
 STEP_KEY = "key"
-KEY_LENGTH = StepKey._meta.get_field("key").max_length
+KEY_LENGTH = 100  # StepKey.key's max_length
 
 Handler = Callable[[IncomingEvent], None]
 
