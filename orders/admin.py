@@ -3,9 +3,9 @@ from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
 from reliable_messaging.operator import ReadOnlyAdmin
-from reliable_messaging.sagas import SagaTransition, definition, diagram
 
 from kernel.operations import order_panels
+from kernel.saga_admin import SagaAdmin
 from kernel.templatetags.ops import age, compact_time, short
 from orders.admin_timeline import order_saga_view
 from orders.models import CheckoutRequest, Order, OrderLine, ReturnSaga, StorefrontProduct
@@ -104,44 +104,13 @@ class CheckoutRequestAdmin(ReadOnlyAdmin):
     exclude = ["response_body"]
 
 
-class ReturnTransitionInline(admin.TabularInline):
-    model = SagaTransition
-    fields = ["version", "from_state", "to_state", "cause", "at"]
-    readonly_fields = fields
-    extra = 0
-    can_delete = False
-    ordering = ["version"]
-
-    def has_add_permission(self, request, obj=None):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-
 @admin.register(ReturnSaga)
-class ReturnSagaAdmin(ReadOnlyAdmin):
+class ReturnSagaAdmin(SagaAdmin):
     """Each return, read-only (a saga moves only through its messages): its state, every
     transition, its step keys, and the saga it runs, drawn from its definition."""
 
     list_display = ["order", "state", "attempt", "version", "failure_reason", "updated"]
-    list_filter = ["state"]
-    search_fields = ["key", "id"]
-    ordering = ["-updated_at"]  # the latest moves first
     fields = [
         *("id", "key", "definition_version", "state", "step_since", "failure_reason", "attempt", "deadline_id"),
         *("version", "step_keys", "data", "created_at", "updated_at", "saga_diagram"),
     ]
-    inlines = [ReturnTransitionInline]
-
-    @admin.display(description="order id", ordering="key")
-    def order(self, saga):
-        return short(saga.key)
-
-    @admin.display(description="updated (UTC)", ordering="updated_at")
-    def updated(self, saga):
-        return compact_time(saga.updated_at)
-
-    @admin.display(description="the saga (Mermaid)")
-    def saga_diagram(self, saga):
-        return format_html('<pre class="mermaid">{}</pre>', diagram(definition(saga.name, saga.definition_version)))
