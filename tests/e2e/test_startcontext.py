@@ -19,6 +19,7 @@ def tree(tmp_path):
     return tree_copy(tmp_path / "shop")
 
 
+@pytest.mark.timeout(1200)  # beyond its own run of the copy's tiers (900 s), which a busy machine needs
 def test_startcontext_installs_a_working_context_changing_two_files(tree, tmp_path):
     env = scaffold_env(tmp_path / "var")
     python = str(tree / ".venv" / "bin" / "python")
