@@ -13,6 +13,9 @@ No environment at all gives the embedded default: SQLite and kombu's filesystem
 broker under ``var/``. ``.env.example`` lists every variable.
 """
 
+import base64
+import hashlib
+import hmac
 from datetime import timedelta
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
@@ -240,15 +243,21 @@ if not all(context and user for context, user in BROKER_PRODUCERS.items()):
 # Development only (DEBUG): a key known to everyone, so no secret; tests give it to processes they
 # start with DEBUG off, which then read what the test's own process writes.
 DEVELOPMENT_ENCRYPTION_KEYS = "development=ZGV2ZWxvcG1lbnQgb25seSwgbm90IGEgc2VjcmV0ISE="
+
+
+def _key_of_secret(secret: str) -> str:
+    """A field key derived from SECRET_KEY where no MESSAGING_ENCRYPTION_KEYS is given: the deployments
+    of one shop that share SECRET_KEY share it. Its id names the secret's digest, so a message
+    written under another SECRET_KEY is refused as under an unknown key, not misread."""
+    key = hmac.new(secret.encode(), b"reliable_messaging field encryption", hashlib.sha256).digest()
+    return f"secret-{hashlib.sha256(key).hexdigest()[:12]}={base64.b64encode(key).decode()}"
+
+
 _ENCRYPTION_KEYS = dict(
     pair.partition("=")[::2]
-    for pair in env.list("MESSAGING_ENCRYPTION_KEYS", default=[DEVELOPMENT_ENCRYPTION_KEYS] if DEBUG else [])
+    for pair in env.list("MESSAGING_ENCRYPTION_KEYS", default=[])
+    or [DEVELOPMENT_ENCRYPTION_KEYS if DEBUG else _key_of_secret(SECRET_KEY)]
 )
-if not _ENCRYPTION_KEYS:
-    raise ImproperlyConfigured(
-        "MESSAGING_ENCRYPTION_KEYS not set: with DEBUG off give <key id>=<base64 of 32 random bytes> (python -c "
-        "'import os, base64; print(base64.b64encode(os.urandom(32)).decode())'), the same in every deployment"
-    )
 MESSAGING = {
     "EXCHANGE": env.str("MESSAGING_EXCHANGE", default="ecommerce_events"),
     "ASYNCAPI_TITLE": "Saga shop events",

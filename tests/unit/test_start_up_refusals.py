@@ -94,14 +94,35 @@ def test_make_serve_refuses_missing_settings_before_it_installs_anything(missing
     ]
 
 
-def test_without_debug_and_without_encryption_keys_nothing_starts():
-    done = check(DEBUG="0", SECRET_KEY="k" * 50, ALLOWED_HOSTS="shop.example.com", MESSAGING_ENCRYPTION_KEYS="")
-    assert done.returncode != 0
-    assert done.stderr.strip().splitlines()[-1] == (
-        "Configuration error: MESSAGING_ENCRYPTION_KEYS not set: with DEBUG off give <key id>=<base64 of 32 random "
-        "bytes> (python -c 'import os, base64; print(base64.b64encode(os.urandom(32)).decode())'), the same in every "
-        "deployment"
-    )
+def test_without_debug_or_encryption_keys_the_key_derives_from_secret_key():
+    show = [
+        "shell",
+        "--no-imports",
+        "-c",
+        "from django.conf import settings; print(*settings.MESSAGING['ENCRYPTION_KEYS'])",
+    ]
+
+    def key_ids(secret: str) -> list[str]:
+        done = subprocess.run(
+            [sys.executable, "manage.py", *show],
+            cwd=BASE_DIR,
+            env={
+                **os.environ,
+                "DEBUG": "0",
+                "SECRET_KEY": secret,
+                "ALLOWED_HOSTS": "shop.example.com",
+                "MESSAGING_ENCRYPTION_KEYS": "",
+            },  # fmt: skip
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert done.returncode == 0, done.stderr
+        return done.stdout.split()
+
+    (first,) = key_ids("k" * 50)
+    assert first.startswith("secret-") and key_ids("k" * 50) == [first]  # every deployment sharing it
+    assert key_ids("j" * 50) != [first]  # another secret, another key and id
 
 
 def test_encryption_keys_from_the_environment_start_and_a_malformed_one_is_refused():
