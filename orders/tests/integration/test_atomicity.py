@@ -9,7 +9,6 @@ from reliable_messaging.models import OutboxMessage
 
 from orders.models import CheckoutRequest, Order, OrderLine, StorefrontProduct
 from orders.services.checkout import Line, checkout, request_fingerprint, write_order
-from tests.conftest import ALL_DATABASES
 
 BODY = {"customer_id": "c", "items": [{"sku": "WIDGET", "quantity": 2}], "payment_token": "tok_visa"}
 
@@ -29,7 +28,7 @@ def rows() -> tuple[int, ...]:
     return tuple(model.objects.count() for model in (Order, OrderLine, OutboxMessage, CheckoutRequest))
 
 
-@pytest.mark.django_db(transaction=True, databases=ALL_DATABASES)
+@pytest.mark.django_db(transaction=True, databases="__all__")
 def test_a_crash_after_the_order_is_written_leaves_no_order_no_event_and_no_key():
     def write_then_crash(order, lines, events):
         write_order(order, lines, events)
@@ -50,7 +49,7 @@ def test_a_crash_after_the_order_is_written_leaves_no_order_no_event_and_no_key(
     assert (again.status, again.replayed, rows()) == (201, False, (1, 1, 1, 1))  # the key was free
 
 
-@pytest.mark.django_db(databases=ALL_DATABASES)
+@pytest.mark.django_db(databases="__all__")
 def test_one_checkout_writes_the_order_its_lines_its_event_and_its_key_exactly():
     body = {**BODY, "items": [{"sku": "WIDGET", "quantity": 2}, {"sku": "GADGET", "quantity": 1}]}
     before = timezone.now()
