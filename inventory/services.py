@@ -61,7 +61,7 @@ def _lock_reservation(order_id: uuid.UUID) -> Reservation:
 
 @transaction.atomic(savepoint=False)
 def stock_reserve_ordered(*, order_id: uuid.UUID, lines: list[Line]) -> None:
-    """The orchestrator's reserve command: as ``stock_reserve``; sent again (its deadline passed),
+    """The orchestrator's reserve command: as ``stock_reserve`` of one order; sent again (its deadline passed),
     it changes nothing and repeats the outcome already announced, as it was (``publish_again``)."""
     reservation = _lock_reservation(order_id)
     if reservation.status == Reservation.Status.NEW:
@@ -86,18 +86,12 @@ def stock_release_ordered(*, order_id: uuid.UUID, reason: str) -> None:
 
 
 @transaction.atomic(savepoint=False)
-def stock_reserve(*, order_id: uuid.UUID, lines: list[Line]) -> None:
-    """Reserve every line or none, after a successful payment."""
-    _reserve(_lock_reservation(order_id), lines)
-
-
-@transaction.atomic(savepoint=False)
-def stock_reserve_many(requests: list[tuple[uuid.UUID, list[Line]]], *, turn: Turn) -> None:
-    """``stock_reserve`` of each (order id, lines) in turn (``turn(n)``: where the n-th one's work
-    is done), as if one after another, with every record and product locked and written once
-    for all: a few statements for the lot instead of five per order. Locks in the same order
-    as ``stock_reserve`` (the reservations, then the products by SKU), so neither can deadlock
-    the other."""
+def stock_reserve(requests: list[tuple[uuid.UUID, list[Line]]], *, turn: Turn) -> None:
+    """Reserve every line of each (order id, lines) or none, after a successful payment, in turn
+    (``turn(n)``: where the n-th one's work is done), as if one after another, with every record
+    and product locked and written once for all: a few statements for the lot instead of five
+    per order. Locks in the same order as ``stock_reserve_ordered`` (the reservations, then the
+    products by SKU), so neither can deadlock the other."""
     order_ids = sorted({order_id for order_id, _ in requests})
     Reservation.objects.bulk_create([Reservation(order_id=order_id) for order_id in order_ids], ignore_conflicts=True)
     reservations = {

@@ -53,16 +53,11 @@ def _lock_payment(order_id: uuid.UUID) -> Payment:
 
 
 @transaction.atomic(savepoint=False)
-def payment_charge(*, order_id: uuid.UUID, amount: Decimal, currency: str, token: str, items: list) -> None:
-    """Record the charge in flight, due now, for the gateway worker; a second request changes nothing."""
-    _charge(_lock_payment(order_id), amount=amount, currency=currency, token=token, items=items)
-
-
-@transaction.atomic(savepoint=False)
-def payment_charge_many(requests: list[ChargeRequest], *, turn: Turn) -> None:
-    """``payment_charge`` of each request in turn (``turn(n)``: where the n-th one's work is done),
-    as if one after another, with every record locked and written once for all: a few statements
-    for the lot instead of four per order. The records are locked in order-id order."""
+def payment_charge(requests: list[ChargeRequest], *, turn: Turn) -> None:
+    """Record each order's charge in flight, due now, for the gateway worker (a second request
+    changes nothing), in turn (``turn(n)``: where the n-th one's work is done), as if one after
+    another, with every record locked and written once for all: a few statements for the lot
+    instead of four per order. The records are locked in order-id order."""
     order_ids = sorted({r.order_id for r in requests})
     Payment.objects.bulk_create([Payment(order_id=order_id) for order_id in order_ids], ignore_conflicts=True)
     payments = {

@@ -7,8 +7,8 @@ telling a duplicate from a reused message id, refusing to commit a transaction t
 """
 
 import enum
-from collections.abc import Callable
 import traceback as tb
+from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any, cast

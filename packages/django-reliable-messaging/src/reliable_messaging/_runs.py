@@ -51,9 +51,7 @@ def takes_runs(handler: Callable[..., object]) -> bool:
     return getattr(handler, "takes_runs", False) is True
 
 
-def run_handler_on(
-    handler: RunHandler, consumer: str, members: list[tuple[IncomingEvent, Span | None]]
-) -> None:
+def run_handler_on(handler: RunHandler, consumer: str, members: list[tuple[IncomingEvent, Span | None]]) -> None:
     """``handler`` on a run of ``consumer``'s messages; ``members``: each message with its span (or None)."""
     token = _run.set(_Run(consumer, {event.message_id: span for event, span in members}))
     try:
