@@ -182,32 +182,31 @@ def _out_of_stock(order: Order) -> None:
     _failed(order, Order.FailureReason.OUT_OF_STOCK)
 
 
-P, PF = PAYMENT_SUCCEEDED, PAYMENT_FAILED
-R, RF = STOCK_RESERVED, RESERVATION_FAILED
 STALE = Stay("{event} ignored: order is already {status}")
 NOTED = Stay("payment success already noted", check=_charged_total)
 AFTER_SUCCESS = Refuse("a decline after a success")
+WAIT_FOR_PAYMENT = Wait()
 
 # (stage, event) -> what follows. A payment success is noted once, even on an ended order (payments
 # refunds it on the end); payments sends a decline or a success, never both; inventory answers only
 # a paid order, so a stock outcome waits for the payment and then decides a pending order.
 SAGA: dict[tuple[Stage, str], Move | Stay | Refuse | Wait] = {
-    (Stage.PENDING, P): Move(Stage.PAID, _note_payment, check=_charged_total),
-    (Stage.PAID, P): NOTED,
-    (Stage.ENDED, P): Move(Stage.ENDED_PAID, _note_payment, check=_charged_total),
-    (Stage.ENDED_PAID, P): NOTED,
-    (Stage.PENDING, PF): Move(Stage.ENDED, _decline),
-    (Stage.PAID, PF): AFTER_SUCCESS,
-    (Stage.ENDED, PF): Stay("failure (payment_declined) ignored: order is already {status}"),
-    (Stage.ENDED_PAID, PF): AFTER_SUCCESS,
-    (Stage.PENDING, R): Wait(),
-    (Stage.PAID, R): Move(Stage.ENDED_PAID, _confirmed, check=_reserved_lines),
-    (Stage.ENDED, R): STALE,
-    (Stage.ENDED_PAID, R): STALE,
-    (Stage.PENDING, RF): Wait(),
-    (Stage.PAID, RF): Move(Stage.ENDED_PAID, _out_of_stock),
-    (Stage.ENDED, RF): STALE,
-    (Stage.ENDED_PAID, RF): STALE,
+    (Stage.PENDING, PAYMENT_SUCCEEDED): Move(Stage.PAID, _note_payment, check=_charged_total),
+    (Stage.PAID, PAYMENT_SUCCEEDED): NOTED,
+    (Stage.ENDED, PAYMENT_SUCCEEDED): Move(Stage.ENDED_PAID, _note_payment, check=_charged_total),
+    (Stage.ENDED_PAID, PAYMENT_SUCCEEDED): NOTED,
+    (Stage.PENDING, PAYMENT_FAILED): Move(Stage.ENDED, _decline),
+    (Stage.PAID, PAYMENT_FAILED): AFTER_SUCCESS,
+    (Stage.ENDED, PAYMENT_FAILED): Stay("failure (payment_declined) ignored: order is already {status}"),
+    (Stage.ENDED_PAID, PAYMENT_FAILED): AFTER_SUCCESS,
+    (Stage.PENDING, STOCK_RESERVED): WAIT_FOR_PAYMENT,
+    (Stage.PAID, STOCK_RESERVED): Move(Stage.ENDED_PAID, _confirmed, check=_reserved_lines),
+    (Stage.ENDED, STOCK_RESERVED): STALE,
+    (Stage.ENDED_PAID, STOCK_RESERVED): STALE,
+    (Stage.PENDING, RESERVATION_FAILED): WAIT_FOR_PAYMENT,
+    (Stage.PAID, RESERVATION_FAILED): Move(Stage.ENDED_PAID, _out_of_stock),
+    (Stage.ENDED, RESERVATION_FAILED): STALE,
+    (Stage.ENDED_PAID, RESERVATION_FAILED): STALE,
 }
 # What a run writes of the orders it changed.
 CHANGED_FIELDS = ["paid_at", "status", "failure_reason", "updated_at"]
