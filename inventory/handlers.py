@@ -1,21 +1,17 @@
 """Inventory's message handlers: thin readers of the payload over the services.
 Each is subscribed by the context's declaration (context.toml, under ``consumes``)."""
 
-from reliable_messaging.api import IncomingEvent, in_bulk, in_turn
+from reliable_messaging.api import IncomingEvent, in_runs, in_turn
 from reliable_messaging.sagas import participant
 
 from inventory import services
 from inventory.events import lines_of, order_id_of
 
 
-def on_payment_succeeded(event: IncomingEvent) -> None:
-    services.stock_reserve(order_id=order_id_of(event), lines=lines_of(event))
-
-
-@in_bulk(on_payment_succeeded)
-def on_payments_succeeded(events: list[IncomingEvent]) -> None:
+@in_runs
+def on_payment_succeeded(events: list[IncomingEvent]) -> None:
     requests = [(order_id_of(event), lines_of(event)) for event in events]
-    services.stock_reserve_many(requests, turn=lambda n: in_turn(events[n]))
+    services.stock_reserve(requests, turn=lambda n: in_turn(events[n]))
 
 
 def on_order_cancelled(event: IncomingEvent) -> None:

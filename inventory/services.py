@@ -2,6 +2,7 @@
 
 import logging
 import uuid
+from contextlib import nullcontext
 from decimal import Decimal
 
 from django.db import transaction
@@ -61,11 +62,12 @@ def _lock_reservation(order_id: uuid.UUID) -> Reservation:
 
 @transaction.atomic(savepoint=False)
 def stock_reserve_ordered(*, order_id: uuid.UUID, lines: list[Line]) -> None:
-    """The orchestrator's reserve command: as ``stock_reserve``; sent again (its deadline passed),
-    it changes nothing and repeats the outcome already announced, as it was (``publish_again``)."""
+    """The orchestrator's reserve command: ``stock_reserve`` of this one order; sent again (its
+    deadline passed), it changes nothing and repeats the outcome already announced, as it was
+    (``publish_again``)."""
     reservation = _lock_reservation(order_id)
     if reservation.status == Reservation.Status.NEW:
-        _reserve(reservation, lines)
+        stock_reserve([(order_id, lines)], turn=lambda n: nullcontext())  # inside the command's own turn
     elif reservation.status == Reservation.Status.RESERVED:
         publish_again(event_type="inventory.stock.reserved", correlation_id=str(order_id))
     elif reservation.status == Reservation.Status.FAILED:
@@ -86,18 +88,12 @@ def stock_release_ordered(*, order_id: uuid.UUID, reason: str) -> None:
 
 
 @transaction.atomic(savepoint=False)
-def stock_reserve(*, order_id: uuid.UUID, lines: list[Line]) -> None:
-    """Reserve every line or none, after a successful payment."""
-    _reserve(_lock_reservation(order_id), lines)
-
-
-@transaction.atomic(savepoint=False)
-def stock_reserve_many(requests: list[tuple[uuid.UUID, list[Line]]], *, turn: Turn) -> None:
-    """``stock_reserve`` of each (order id, lines) in turn (``turn(n)``: where the n-th one's work
-    is done), as if one after another, with every record and product locked and written once
-    for all: a few statements for the lot instead of five per order. Locks in the same order
-    as ``stock_reserve`` (the reservations, then the products by SKU), so neither can deadlock
-    the other."""
+def stock_reserve(requests: list[tuple[uuid.UUID, list[Line]]], *, turn: Turn) -> None:
+    """Reserve every line of each (order id, lines) or none, after a successful payment, in turn
+    (``turn(n)``: where the n-th one's work is done), as if one after another, with every record
+    and product locked and written once for all: a few statements for the lot instead of five
+    per order. Locks the reservations, then the products by SKU, as inventory's other writes do,
+    so none can deadlock another."""
     order_ids = sorted({order_id for order_id, _ in requests})
     Reservation.objects.bulk_create([Reservation(order_id=order_id) for order_id in order_ids], ignore_conflicts=True)
     reservations = {
@@ -116,7 +112,7 @@ def stock_reserve_many(requests: list[tuple[uuid.UUID, list[Line]]], *, turn: Tu
     for n, (order_id, lines) in enumerate(requests):
         with turn(n):
             reservation = reservations[order_id]
-            if _reserve_in_memory(reservation, lines, products):
+            if _reserve(reservation, lines, products):
                 changed_reservations[order_id] = reservation
                 if reservation.status == Reservation.Status.RESERVED:
                     changed_products.update((line.sku, products[line.sku]) for line in lines)
@@ -129,17 +125,7 @@ def _lock_products(skus) -> dict[str, Product]:
     return {p.sku: p for p in Product.objects.select_for_update().filter(sku__in=skus).order_by("sku")}
 
 
-def _reserve(reservation: Reservation, lines: list[Line]) -> None:
-    products = _lock_products({line.sku for line in lines}) if reservation.status == Reservation.Status.NEW else {}
-    if not _reserve_in_memory(reservation, lines, products):
-        return
-    if reservation.status == Reservation.Status.RESERVED:
-        for product in products.values():
-            product.save(update_fields=["stock", "version", "updated_at"])
-    reservation.save()
-
-
-def _reserve_in_memory(reservation: Reservation, lines: list[Line], products: dict[str, Product]) -> bool:
+def _reserve(reservation: Reservation, lines: list[Line], products: dict[str, Product]) -> bool:
     """Decide a reservation on rows already locked, publishing its outcome; the caller writes
     them. False if it was decided before (nothing changed)."""
     order_id = reservation.order_id

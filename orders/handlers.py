@@ -1,7 +1,7 @@
 """Orders' message handlers: thin readers of the payload over the services.
 Each is subscribed by the context's declaration (context.toml, under ``consumes``)."""
 
-from reliable_messaging.api import IncomingEvent, in_bulk, in_turn
+from reliable_messaging.api import IncomingEvent, in_runs, in_turn
 
 from orders.events import (
     failure_reason_of,
@@ -15,52 +15,33 @@ from orders.events import (
 from orders.services.returns import return_reply, return_step_deadline
 from orders.services.saga import (
     PAYMENT_SUCCEEDED,
-    PaymentSucceeded,
-    StockReserved,
-    order_confirm,
+    STOCK_RESERVED,
+    SagaEvent,
     order_confirm_as_ordered,
-    order_decline,
     order_fail_as_ordered,
-    order_fail_out_of_stock,
-    order_payment_record,
-    order_replies_apply,
+    order_saga_apply,
 )
-from orders.services.storefront import storefront_product_apply, storefront_products_apply
+from orders.services.storefront import storefront_products_apply
 
 
-def on_payment_succeeded(event: IncomingEvent) -> None:
-    order_payment_record(order_id=order_id_of(event), **payment_of(event))
+@in_runs
+def on_saga_event(events: list[IncomingEvent]) -> None:
+    """Payments' and inventory's outcomes for a choreographed order (orders.services.saga.SAGA)."""
+    order_saga_apply([_saga_event(event) for event in events], turn=lambda n: in_turn(events[n]))
 
 
-def on_stock_reserved(event: IncomingEvent) -> None:
-    order_confirm(order_id=order_id_of(event), reserved=reserved_lines_of(event))
+def _saga_event(event: IncomingEvent) -> SagaEvent:
+    order_id = order_id_of(event)
+    if event.event_type == PAYMENT_SUCCEEDED:
+        payment = payment_of(event)
+        return SagaEvent(order_id, event.event_type, charged=(payment["amount"], payment["currency"]))
+    if event.event_type == STOCK_RESERVED:
+        return SagaEvent(order_id, event.event_type, reserved=reserved_lines_of(event))
+    return SagaEvent(order_id, event.event_type)
 
 
-@in_bulk(on_payment_succeeded, on_stock_reserved)
-def on_payments_and_reservations(events: list[IncomingEvent]) -> None:
-    replies = [
-        PaymentSucceeded(order_id_of(event), **payment_of(event))
-        if event.event_type == PAYMENT_SUCCEEDED
-        else StockReserved(order_id_of(event), reserved_lines_of(event))
-        for event in events
-    ]
-    order_replies_apply(replies, turn=lambda n: in_turn(events[n]))
-
-
-def on_payment_failed(event: IncomingEvent) -> None:
-    order_decline(order_id=order_id_of(event))
-
-
-def on_reservation_failed(event: IncomingEvent) -> None:
-    order_fail_out_of_stock(order_id=order_id_of(event))
-
-
-def on_product_updated(event: IncomingEvent) -> None:
-    storefront_product_apply(**product_update_of(event))
-
-
-@in_bulk(on_product_updated)
-def on_products_updated(events: list[IncomingEvent]) -> None:
+@in_runs
+def on_product_updated(events: list[IncomingEvent]) -> None:
     storefront_products_apply([product_update_of(event) for event in events])  # publishes nothing
 
 

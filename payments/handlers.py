@@ -1,30 +1,21 @@
 """Payments' message handlers: thin readers of the payload over the services.
 Each is subscribed by the context's declaration (context.toml, under ``consumes``)."""
 
-from dataclasses import asdict
-
-from reliable_messaging.api import IncomingEvent, in_bulk, in_turn
+from reliable_messaging.api import IncomingEvent, in_runs, in_turn
 from reliable_messaging.sagas import participant
 
 from payments import services
 from payments.events import amount_of, is_orchestrated, items_of, lines_of, order_id_of, text_of, total_of
 
 
-def on_order_created(event: IncomingEvent) -> None:
-    if is_orchestrated(event):
-        services.payment_token_keep(order_id=order_id_of(event), token=text_of(event, "payment_token"))
-    else:
-        services.payment_charge(**asdict(_charge_request(event)))
-
-
-@in_bulk(on_order_created)
-def on_orders_created(events: list[IncomingEvent]) -> None:
+@in_runs
+def on_order_created(events: list[IncomingEvent]) -> None:
     for event in events:
         if is_orchestrated(event):
             with in_turn(event):
                 services.payment_token_keep(order_id=order_id_of(event), token=text_of(event, "payment_token"))
     charged = [(event, _charge_request(event)) for event in events if not is_orchestrated(event)]
-    services.payment_charge_many([request for _, request in charged], turn=lambda n: in_turn(charged[n][0]))
+    services.payment_charge([request for _, request in charged], turn=lambda n: in_turn(charged[n][0]))
 
 
 def _charge_request(event: IncomingEvent) -> services.ChargeRequest:

@@ -9,6 +9,7 @@ event (``record_*`` below). After a crash the worker asks the gateway by that ke
 
 import logging
 import uuid
+from contextlib import nullcontext
 from dataclasses import dataclass
 from datetime import timedelta
 from decimal import Decimal
@@ -53,16 +54,11 @@ def _lock_payment(order_id: uuid.UUID) -> Payment:
 
 
 @transaction.atomic(savepoint=False)
-def payment_charge(*, order_id: uuid.UUID, amount: Decimal, currency: str, token: str, items: list) -> None:
-    """Record the charge in flight, due now, for the gateway worker; a second request changes nothing."""
-    _charge(_lock_payment(order_id), amount=amount, currency=currency, token=token, items=items)
-
-
-@transaction.atomic(savepoint=False)
-def payment_charge_many(requests: list[ChargeRequest], *, turn: Turn) -> None:
-    """``payment_charge`` of each request in turn (``turn(n)``: where the n-th one's work is done),
-    as if one after another, with every record locked and written once for all: a few statements
-    for the lot instead of four per order. The records are locked in order-id order."""
+def payment_charge(requests: list[ChargeRequest], *, turn: Turn) -> None:
+    """Record each order's charge in flight, due now, for the gateway worker (a second request
+    changes nothing), in turn (``turn(n)``: where the n-th one's work is done), as if one after
+    another, with every record locked and written once for all: a few statements for the lot
+    instead of four per order. The records are locked in order-id order."""
     order_ids = sorted({r.order_id for r in requests})
     Payment.objects.bulk_create([Payment(order_id=order_id) for order_id in order_ids], ignore_conflicts=True)
     payments = {
@@ -72,7 +68,7 @@ def payment_charge_many(requests: list[ChargeRequest], *, turn: Turn) -> None:
     for n, r in enumerate(requests):
         with turn(n):
             payment = payments[r.order_id]
-            if _charge_in_memory(payment, amount=r.amount, currency=r.currency, token=r.token, items=r.items):
+            if _charge(payment, amount=r.amount, currency=r.currency, token=r.token, items=r.items):
                 charging[r.order_id] = payment
     if not charging:
         return
@@ -81,13 +77,7 @@ def payment_charge_many(requests: list[ChargeRequest], *, turn: Turn) -> None:
     notify_call_due()
 
 
-def _charge(payment: Payment, *, amount: Decimal, currency: str, token: str, items: list) -> None:
-    if _charge_in_memory(payment, amount=amount, currency=currency, token=token, items=items):
-        payment.save()
-        notify_call_due()
-
-
-def _charge_in_memory(payment: Payment, *, amount: Decimal, currency: str, token: str, items: list) -> bool:
+def _charge(payment: Payment, *, amount: Decimal, currency: str, token: str, items: list) -> bool:
     """The charge recorded in flight on a locked record, due now; the caller writes it. False if
     the record was past ``new`` (a second request changes nothing)."""
     if payment.status != Payment.Status.NEW:
@@ -120,7 +110,8 @@ def payment_charge_ordered(*, order_id: uuid.UUID, amount: Decimal, currency: st
     if payment.status == Payment.Status.NEW:
         if not (token := token or payment.token):
             raise TransientError("orchestrator.payment.charge before the order's payment token came here: later")
-        _charge(payment, amount=amount, currency=currency, token=token, items=items)
+        request = ChargeRequest(order_id, amount, currency, token, items)
+        payment_charge([request], turn=lambda n: nullcontext())  # inside the command's own turn
     elif payment.charge_id:  # charged, and maybe refunded since
         publish_again(event_type="payments.payment.succeeded", correlation_id=str(order_id))
     elif payment.status == Payment.Status.DECLINED:

@@ -1,20 +1,16 @@
 """Shipping's message handlers: thin readers of the payload over the services.
 Each is subscribed by the context's declaration (context.toml, under ``consumes``)."""
 
-from reliable_messaging.api import IncomingEvent, in_bulk, in_turn
+from reliable_messaging.api import IncomingEvent, in_runs, in_turn
 from reliable_messaging.sagas import participant
 
 from shipping import services
 from shipping.events import order_id_of, ship_to_of, was_confirmed
 
 
-def on_order_confirmed(event: IncomingEvent) -> None:
-    services.shipment_prepare(order_id=order_id_of(event))
-
-
-@in_bulk(on_order_confirmed)
-def on_orders_confirmed(events: list[IncomingEvent]) -> None:
-    services.shipment_prepare_many([order_id_of(event) for event in events], turn=lambda n: in_turn(events[n]))
+@in_runs
+def on_order_confirmed(events: list[IncomingEvent]) -> None:
+    services.shipment_prepare([order_id_of(event) for event in events], turn=lambda n: in_turn(events[n]))
 
 
 def on_order_cancelled(event: IncomingEvent) -> None:

@@ -43,17 +43,9 @@ def _lock_or_create(order_id: uuid.UUID, status: str, ship_to: str = "") -> tupl
 
 
 @transaction.atomic(savepoint=False)
-def shipment_prepare(*, order_id: uuid.UUID) -> None:
-    shipment, created = _lock_or_create(order_id, Shipment.Status.PREPARING)
-    if not created:
-        logger.info("confirmation ignored: the order's shipment is already %s", shipment.status)
-        return
-    _publish(shipment, "shipping.shipment.created")
-
-
-@transaction.atomic(savepoint=False)
-def shipment_prepare_many(order_ids: list[uuid.UUID], *, turn: Turn) -> None:
-    """``shipment_prepare`` of each order in turn (``turn(n)``: where the n-th one's work is
+def shipment_prepare(order_ids: list[uuid.UUID], *, turn: Turn) -> None:
+    """A parcel to prepare for each confirmed order that has no shipment yet (a confirmation
+    arriving twice or late changes nothing), in turn (``turn(n)``: where the n-th one's work is
     done), as if one after another: the shipments that exist locked, the missing ones created,
     each with one statement for the lot. A shipment another transaction creates meanwhile fails
     the insert, and the caller decides each order again on its own."""

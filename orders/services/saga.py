@@ -1,6 +1,7 @@
-"""The order's side of the saga: guarded transitions, each publishing its outcome.
+"""The order's side of the saga: a table of transitions (``SAGA``: stage, event -> what follows),
+each publishing its outcome.
 
-A transition applies only from the state it expects; an event that no longer applies (late,
+A transition applies only from the stage it expects; an event that no longer applies (late,
 duplicated, out of order) changes nothing and is logged. The order's row lock serialises
 every handler of one order.
 
@@ -18,8 +19,10 @@ An orchestrated order (``saga_style``) is decided by the orchestrator's commands
 not orders' to act on, and are left alone here.
 """
 
+import enum
 import logging
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from decimal import Decimal
@@ -62,21 +65,6 @@ def _ignore(order_id: uuid.UUID, event: str, reason: str) -> None:
     event_ignored_observed(event=event, reason=reason)
 
 
-def _lock_known(order_id: uuid.UUID, event: str) -> Order | None:
-    """The order, locked; None (ignored) if this context never had it, or if the orchestrator
-    runs its saga (the event is a reply to the orchestrator's command)."""
-    return _known(Order.objects.select_for_update().filter(pk=order_id).first(), order_id, event)
-
-
-def _known(order: Order | None, order_id: uuid.UUID, event: str) -> Order | None:
-    if order is None:
-        _ignore(order_id, event, "unknown order")
-    elif order.saga_style == Order.SagaStyle.ORCHESTRATION:
-        logger.debug("%s left to the orchestrator: the order is orchestrated", event)
-        return None
-    return order
-
-
 def _lock_order(order_id: uuid.UUID) -> Order:
     order = Order.objects.select_for_update().filter(pk=order_id).first()
     if order is None:
@@ -99,138 +87,173 @@ def _orchestrated(order: Order) -> dict:
     return {"saga_style": order.saga_style} if order.saga_style == Order.SagaStyle.ORCHESTRATION else {}
 
 
-@transaction.atomic(savepoint=False)
-def order_payment_record(*, order_id: uuid.UUID, amount: Decimal, currency: str) -> None:
-    """Note that the order's charge succeeded (once): its stock outcome may now decide it."""
-    order = _lock_known(order_id, PAYMENT_SUCCEEDED)
-    if _note_payment(order, order_id, amount, currency):
-        order.save(update_fields=["paid_at", "updated_at"])
-
-
-def _note_payment(order: Order | None, order_id: uuid.UUID, amount: Decimal, currency: str) -> bool:
-    """``paid_at`` set on a known, locked order (the caller writes it); False if nothing changed."""
-    if order is None:
-        return False
-    if (amount, currency) != (order.total, order.currency):
-        _ignore(order_id, PAYMENT_SUCCEEDED, "not the order's total")
-        return False
-    if order.paid_at is not None:
-        logger.info("payment success already noted")
-        return False
-    order.paid_at = timezone.now()
-    return True
-
-
-@dataclass(frozen=True)
-class PaymentSucceeded:
-    order_id: uuid.UUID
-    amount: Decimal
-    currency: str
-
-
-@dataclass(frozen=True)
-class StockReserved:
-    order_id: uuid.UUID
-    reserved: dict[str, int]
-
-
-@transaction.atomic(savepoint=False)
-def order_replies_apply(replies: list[PaymentSucceeded | StockReserved], *, turn: Turn) -> None:
-    """``order_payment_record`` or ``order_confirm`` of each reply in turn (``turn(n)``: where the
-    n-th one's work is done), as if one after another, with the orders locked (in id order),
-    their lines read and the changed ones written once for all."""
-    order_ids = sorted({reply.order_id for reply in replies})
-    orders = {o.pk: o for o in Order.objects.select_for_update().filter(pk__in=order_ids).order_by("pk")}
-    lines: dict[uuid.UUID, dict[str, int]] = {}
-    for order_id, sku, quantity in OrderLine.objects.filter(order_id__in=orders).values_list(
-        "order_id", "sku", "quantity"
-    ):
-        lines.setdefault(order_id, {})[sku] = quantity
-    changed: dict[uuid.UUID, Order] = {}
-    for n, reply in enumerate(replies):
-        with turn(n):
-            order = orders.get(reply.order_id)
-            if isinstance(reply, PaymentSucceeded):
-                order = _known(order, reply.order_id, PAYMENT_SUCCEEDED)
-                if _note_payment(order, reply.order_id, reply.amount, reply.currency):
-                    changed[order.pk] = order
-            elif (order := _paid_pending(order, reply.order_id, STOCK_RESERVED)) is not None:
-                if reply.reserved != lines.get(order.pk, {}):
-                    _ignore(reply.order_id, STOCK_RESERVED, "not the order's lines")
-                    continue
-                _confirm_in_memory(order)
-                changed[order.pk] = order
-    bulk_save(changed.values(), ["paid_at", "status", "updated_at"])
-
-
-def _lines_of(order: Order) -> dict[str, int]:
-    return dict(OrderLine.objects.filter(order=order).values_list("sku", "quantity"))
-
-
-def _lock_paid_pending(order_id: uuid.UUID, event: str) -> Order | None:
-    """The order, locked, if a stock outcome may decide it: None if unknown or decided already."""
-    return _paid_pending(Order.objects.select_for_update().filter(pk=order_id).first(), order_id, event)
-
-
-def _paid_pending(order: Order | None, order_id: uuid.UUID, event: str) -> Order | None:
-    if (order := _known(order, order_id, event)) is None:
-        return None
-    if order.status != Order.Status.PENDING:
-        logger.info("%s ignored: order is already %s", event, order.status)
-        return None
-    if order.paid_at is None:
-        raise TransientError(f"{event} before the order's payment succeeded here: later, or never if forged")
-    return order
-
-
-@transaction.atomic(savepoint=False)
-def order_confirm(*, order_id: uuid.UUID, reserved: dict[str, int]) -> None:
-    """Confirm a paid pending order whose lines were all reserved (``reserved``: SKU -> quantity)."""
-    if (order := _lock_paid_pending(order_id, STOCK_RESERVED)) is None:
-        return
-    if reserved != _lines_of(order):
-        _ignore(order_id, STOCK_RESERVED, "not the order's lines")
-        return
-    _confirm(order)
-
-
-@transaction.atomic(savepoint=False)
-def order_decline(*, order_id: uuid.UUID) -> None:
-    """The charge was declined: fail the pending order (payments sends a decline or a success, never both)."""
-    if (order := _lock_known(order_id, PAYMENT_FAILED)) is None:
-        return
-    if order.paid_at is not None:
-        _ignore(order_id, PAYMENT_FAILED, "a decline after a success")
-        return
-    if order.status != Order.Status.PENDING:
-        logger.info("failure (payment_declined) ignored: order is already %s", order.status)
-        return
-    _fail(order, Order.FailureReason.PAYMENT_DECLINED)
-
-
-@transaction.atomic(savepoint=False)
-def order_fail_out_of_stock(*, order_id: uuid.UUID) -> None:
-    if (order := _lock_paid_pending(order_id, RESERVATION_FAILED)) is None:
-        return
-    _fail(order, Order.FailureReason.OUT_OF_STOCK)
-
-
-def _confirm(order: Order) -> None:
-    _confirm_in_memory(order)
-    order.save(update_fields=["status", "updated_at"])
-
-
-def _confirm_in_memory(order: Order) -> None:
+def _confirmed(order: Order) -> None:
+    """A pending order confirmed, in memory (the caller writes it), and its event."""
     order.status = Order.Status.CONFIRMED
     saga_outcome_observed(order=order, previous_status=Order.Status.PENDING)
     _publish(order, "orders.order.confirmed", total=f"{order.total:.2f}", currency=order.currency)
 
 
-def _fail(order: Order, reason: str) -> None:
+def _failed(order: Order, reason: str) -> None:
+    """A pending order failed, in memory (the caller writes it), and its event."""
     order.status, order.failure_reason = Order.Status.FAILED, reason
-    order.save(update_fields=["status", "failure_reason", "updated_at"])
     saga_outcome_observed(order=order, previous_status=Order.Status.PENDING)
     _publish(order, "orders.order.failed", reason=reason, **_orchestrated(order))
+
+
+# --- the choreographed saga, as a table ------------------------------------------------------------
+@dataclass(frozen=True)
+class SagaEvent:
+    """An event of the choreographed saga about one of orders' orders, as its handler read it."""
+
+    order_id: uuid.UUID
+    event_type: str
+    charged: tuple[Decimal, str] | None = None  # a payment success's amount and currency
+    reserved: dict[str, int] | None = None  # a reservation's lines: SKU -> quantity
+
+
+class Stage(enum.Enum):
+    """Where a choreographed order stands for its saga's events: pending or ended (its status),
+    its payment success noted here or not (``paid_at``)."""
+
+    PENDING = "pending"
+    PAID = "paid"
+    ENDED = "ended"
+    ENDED_PAID = "ended, paid"
+
+
+def stage_of(order: Order) -> Stage:
+    if order.status == Order.Status.PENDING:
+        return Stage.PENDING if order.paid_at is None else Stage.PAID
+    return Stage.ENDED if order.paid_at is None else Stage.ENDED_PAID
+
+
+# Why an event cannot be the saga's own ("" if it can): given the order and its lines.
+Check = Callable[[Order, SagaEvent, dict[str, int]], str]
+
+
+def _charged_total(order: Order, event: SagaEvent, lines: dict[str, int]) -> str:
+    return "" if event.charged == (order.total, order.currency) else "not the order's total"
+
+
+def _reserved_lines(order: Order, event: SagaEvent, lines: dict[str, int]) -> str:
+    return "" if event.reserved == lines else "not the order's lines"
+
+
+@dataclass(frozen=True)
+class Move:
+    """The order moves to ``to``: ``effect`` changes it in memory (its run writes it) and
+    publishes what follows; unless ``check`` refuses the event first."""
+
+    to: Stage
+    effect: Callable[[Order], None]
+    check: Check | None = None
+
+
+@dataclass(frozen=True)
+class Stay:
+    """Late or repeated: nothing changes, ``said`` is logged; unless ``check`` refuses it first."""
+
+    said: str
+    check: Check | None = None
+
+
+@dataclass(frozen=True)
+class Refuse:
+    """The saga cannot have caused it (``_ignore``)."""
+
+    reason: str
+
+
+@dataclass(frozen=True)
+class Wait:
+    """Not yet: a stock outcome before the payment's success, retried (``TransientError``)."""
+
+
+def _note_payment(order: Order) -> None:
+    order.paid_at = timezone.now()
+
+
+def _decline(order: Order) -> None:
+    _failed(order, Order.FailureReason.PAYMENT_DECLINED)
+
+
+def _out_of_stock(order: Order) -> None:
+    _failed(order, Order.FailureReason.OUT_OF_STOCK)
+
+
+STALE = Stay("{event} ignored: order is already {status}")
+NOTED = Stay("payment success already noted", check=_charged_total)
+AFTER_SUCCESS = Refuse("a decline after a success")
+WAIT_FOR_PAYMENT = Wait()
+
+# (stage, event) -> what follows. A payment success is noted once, even on an ended order (payments
+# refunds it on the end); payments sends a decline or a success, never both; inventory answers only
+# a paid order, so a stock outcome waits for the payment and then decides a pending order.
+SAGA: dict[tuple[Stage, str], Move | Stay | Refuse | Wait] = {
+    (Stage.PENDING, PAYMENT_SUCCEEDED): Move(Stage.PAID, _note_payment, check=_charged_total),
+    (Stage.PAID, PAYMENT_SUCCEEDED): NOTED,
+    (Stage.ENDED, PAYMENT_SUCCEEDED): Move(Stage.ENDED_PAID, _note_payment, check=_charged_total),
+    (Stage.ENDED_PAID, PAYMENT_SUCCEEDED): NOTED,
+    (Stage.PENDING, PAYMENT_FAILED): Move(Stage.ENDED, _decline),
+    (Stage.PAID, PAYMENT_FAILED): AFTER_SUCCESS,
+    (Stage.ENDED, PAYMENT_FAILED): Stay("failure (payment_declined) ignored: order is already {status}"),
+    (Stage.ENDED_PAID, PAYMENT_FAILED): AFTER_SUCCESS,
+    (Stage.PENDING, STOCK_RESERVED): WAIT_FOR_PAYMENT,
+    (Stage.PAID, STOCK_RESERVED): Move(Stage.ENDED_PAID, _confirmed, check=_reserved_lines),
+    (Stage.ENDED, STOCK_RESERVED): STALE,
+    (Stage.ENDED_PAID, STOCK_RESERVED): STALE,
+    (Stage.PENDING, RESERVATION_FAILED): WAIT_FOR_PAYMENT,
+    (Stage.PAID, RESERVATION_FAILED): Move(Stage.ENDED_PAID, _out_of_stock),
+    (Stage.ENDED, RESERVATION_FAILED): STALE,
+    (Stage.ENDED_PAID, RESERVATION_FAILED): STALE,
+}
+# What a run writes of the orders it changed.
+CHANGED_FIELDS = ["paid_at", "status", "failure_reason", "updated_at"]
+
+
+@transaction.atomic(savepoint=False)
+def order_saga_apply(events: list[SagaEvent], *, turn: Turn) -> None:
+    """Each event as ``SAGA`` says, in turn (``turn(n)``: where the n-th one's work is done), as
+    if one after another, with the orders locked (in id order), the lines a reservation is
+    checked against read, and the changed orders written once for all."""
+    order_ids = sorted({event.order_id for event in events})
+    orders = {o.pk: o for o in Order.objects.select_for_update().filter(pk__in=order_ids).order_by("pk")}
+    lines: dict[uuid.UUID, dict[str, int]] = {}
+    reserved = {event.order_id for event in events if event.event_type == STOCK_RESERVED}
+    for order_id, sku, quantity in OrderLine.objects.filter(order_id__in=reserved & orders.keys()).values_list(
+        "order_id", "sku", "quantity"
+    ):
+        lines.setdefault(order_id, {})[sku] = quantity
+    changed: dict[uuid.UUID, Order] = {}
+    for n, event in enumerate(events):
+        with turn(n):
+            order = orders.get(event.order_id)
+            if order is None:
+                _ignore(event.order_id, event.event_type, "unknown order")
+            elif order.saga_style == Order.SagaStyle.ORCHESTRATION:  # a reply to the orchestrator's command
+                logger.debug("%s left to the orchestrator: the order is orchestrated", event.event_type)
+            elif _follow(order, event, lines.get(order.pk, {})):
+                changed[order.pk] = order
+    bulk_save(changed.values(), CHANGED_FIELDS)
+
+
+def _follow(order: Order, event: SagaEvent, lines: dict[str, int]) -> bool:
+    """What ``SAGA`` says ``event`` does to ``order``; True if it changed it."""
+    rule = SAGA[stage_of(order), event.event_type]
+    if isinstance(rule, Wait):
+        raise TransientError(f"{event.event_type} before the order's payment succeeded here: later, or never if forged")
+    if isinstance(rule, Refuse):
+        _ignore(order.pk, event.event_type, rule.reason)
+        return False
+    if rule.check is not None and (refused := rule.check(order, event, lines)):
+        _ignore(order.pk, event.event_type, refused)
+        return False
+    if isinstance(rule, Stay):
+        logger.info("%s", rule.said.format(event=event.event_type, status=order.status))
+        return False
+    rule.effect(order)
+    return True
 
 
 @transaction.atomic(savepoint=False)
@@ -238,7 +261,8 @@ def order_confirm_as_ordered(*, order_id: uuid.UUID) -> None:
     """The orchestrator's saga completed (stock, charge, shipment): confirm the pending order."""
     if (order := _lock_orchestrated_pending(order_id, "orchestrator.order.confirm")) is None:
         return
-    _confirm(order)
+    _confirmed(order)
+    order.save(update_fields=CHANGED_FIELDS)
 
 
 @transaction.atomic(savepoint=False)
@@ -246,7 +270,8 @@ def order_fail_as_ordered(*, order_id: uuid.UUID, reason: str) -> None:
     """The orchestrator's saga failed and compensated what it had done: fail the pending order."""
     if (order := _lock_orchestrated_pending(order_id, "orchestrator.order.fail")) is None:
         return
-    _fail(order, reason)
+    _failed(order, reason)
+    order.save(update_fields=CHANGED_FIELDS)
 
 
 def _lock_orchestrated_pending(order_id: uuid.UUID, command: str) -> Order | None:
@@ -287,7 +312,8 @@ def orders_expire(*, timeout_seconds: float, batch_size: int = 200) -> int:
                 .order_by("created_at")[:batch_size]
             )
             for order in batch:
-                _fail(order, Order.FailureReason.TIMEOUT)
+                _failed(order, Order.FailureReason.TIMEOUT)
+            bulk_save(batch, CHANGED_FIELDS)
         expired += len(batch)
         if len(batch) < batch_size:
             return expired

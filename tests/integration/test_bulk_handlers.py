@@ -1,6 +1,6 @@
-"""The contexts' bulk handlers in a batch, on PostgreSQL: each leaves what its single handler would
-have left, one after another (how the bus hands a batch's runs to them: the bus's own tests,
-test_bulk.py)."""
+"""The contexts' run handlers in a batch, on PostgreSQL: each run leaves what its members would
+have left as runs of one, one after another (how the bus hands a batch's runs to them: the bus's
+own tests, test_bulk.py)."""
 
 import dataclasses
 import json
@@ -47,7 +47,7 @@ def caused(event_type: str) -> dict[str, str]:
     return dict(OutboxMessage.objects.filter(event_type=event_type).values_list("aggregate_id", "causation_id"))
 
 
-# --- the contexts' bulk handlers ---------------------------------------------------------------------
+# --- the contexts' run handlers ----------------------------------------------------------------------
 def paid(order_id: str, sku: str, quantity: int) -> dict:
     return {
         "order_id": order_id,

@@ -8,7 +8,7 @@ from reliable_messaging.models import OutboxMessage
 
 from inventory.models import Product
 from orders.models import StorefrontProduct
-from orders.services.storefront import storefront_product_apply
+from orders.services.storefront import storefront_products_apply
 
 pytestmark = pytest.mark.django_db
 
@@ -34,10 +34,13 @@ def test_every_product_event_carries_a_growing_version():
 
 
 def test_the_storefront_applies_only_newer_versions_whatever_the_arrival_order():
-    assert storefront_product_apply(sku="X", name="X", price=Decimal("1.00"), available=5, version=2)
-    assert not storefront_product_apply(sku="X", name="X", price=Decimal("1.00"), available=9, version=1)
-    assert not storefront_product_apply(sku="X", name="X", price=Decimal("1.00"), available=9, version=2)
-    assert storefront_product_apply(sku="X", name="X v3", price=Decimal("2.00"), available=4, version=3)
+    def update(name: str, price: str, available: int, version: int) -> list[dict]:
+        return [{"sku": "X", "name": name, "price": Decimal(price), "available": available, "version": version}]
+
+    assert storefront_products_apply(update("X", "1.00", 5, 2)) == 1
+    assert storefront_products_apply(update("X", "1.00", 9, 1)) == 0
+    assert storefront_products_apply(update("X", "1.00", 9, 2)) == 0
+    assert storefront_products_apply(update("X v3", "2.00", 4, 3)) == 1
 
     product = StorefrontProduct.objects.get(sku="X")
     assert (product.name, product.price, product.available, product.version) == ("X v3", Decimal("2.00"), 4, 3)

@@ -1,9 +1,9 @@
 """A batch that loses PostgreSQL deadlocks, forced step by step rather than left to timing.
 
 Two notes decided in one batch by the archive's handlers (swapped here for ones that lock rows):
-``x`` wants a unit of the tally HOT-A, ``y`` one of HOT-B. The first attempt takes them in bulk:
-both notes' filed rows, then the tallies; the second runs each member's own handler in a
-savepoint, ``x`` first (a batch goes in correlation-id order). A rival transaction, standing for
+``x`` wants a unit of the tally HOT-A, ``y`` one of HOT-B. The first attempt takes them in one
+run: both notes' filed rows, then the tallies; the second takes each member as a run of one in
+its savepoint, ``x`` first (a batch goes in correlation-id order). A rival transaction, standing for
 another consumer's batch, holds HOT-B and asks for what the batch holds: when the batch then
 asks for HOT-B, the circle closes.
 
@@ -29,7 +29,7 @@ from django.db import connection, connections
 from django.db.models import F
 from reliable_messaging import _registry as registry
 from reliable_messaging._dispatch import Delivery, Outcome, decide_batch
-from reliable_messaging.api import in_bulk, in_turn, publish
+from reliable_messaging.api import in_runs, in_turn, publish
 from reliable_messaging.models import InboxMessage, OutboxMessage
 
 from conftest import database_url
@@ -63,13 +63,8 @@ def take(event) -> None:
     publish(event_type="archive.note.filed", payload=filed, aggregate_type="note", aggregate_id=note_id)
 
 
-def one(event) -> None:
-    Filed.objects.select_for_update().get(note_id=event.payload["note_id"])
-    take(event)
-
-
-@in_bulk(one)
-def many(events) -> None:
+@in_runs
+def take_notes(events) -> None:
     for event in events:  # every member's filed row first, then the tallies
         Filed.objects.select_for_update().get(note_id=event.payload["note_id"])
     for event in events:
@@ -79,7 +74,7 @@ def many(events) -> None:
 
 @pytest.fixture(autouse=True)
 def handlers(monkeypatch):
-    spec = registry.HandlerSpec("archive", EVENT, one, (1,), bulk_handler=many)
+    spec = registry.HandlerSpec("archive", EVENT, take_notes, (1,))
     monkeypatch.setitem(registry._handlers, "archive", {EVENT: spec})
 
 
@@ -180,9 +175,9 @@ def test_a_batch_that_loses_deadlocks_decides_each_loser_again_and_every_member_
     rival.run("SAVEPOINT wants_more")
     gate.run(LOCK_FILED, y)
 
-    # 1. The first attempt, in bulk, no savepoints: x's filed row taken, y's waits at the gate.
+    # 1. The first attempt, one run, no savepoints: x's filed row taken, y's waits at the gate.
     batch = BatchInThread([delivery(x, "HOT-A"), delivery(y, "HOT-B")])
-    waits_for(batch.pid, gate.pid, "the bulk handler to wait at the gate, holding x's filed row")
+    waits_for(batch.pid, gate.pid, "the run handler to wait at the gate, holding x's filed row")
     wants_x = rival.start(LOCK_FILED, x)
     waits_for(rival.pid, batch.pid, "the rival to wait for x's filed row")
     gate.rollback()  # the batch takes HOT-A, asks for HOT-B: the circle closes, and the batch finds it

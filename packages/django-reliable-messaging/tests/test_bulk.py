@@ -1,6 +1,7 @@
-"""Bulk handlers in a batch (reliable_messaging._bulk): the bus hands a consumer's consecutive
-members to the bulk handler that marks their handlers, in the batch's order, and falls back to each
-member's own handler when the bulk one fails; what each member's turn publishes names it as its cause."""
+"""Run handlers (reliable_messaging._runs): the bus hands a consumer's consecutive members whose
+key names the same run handler to it in one call, in the batch's order, and a message decided
+alone (a lone delivery, the savepoint pass after a run failed) as a run of one; what each
+member's turn publishes names it as its cause."""
 
 import json
 import uuid
@@ -8,13 +9,13 @@ import uuid
 import pytest
 from reliable_messaging import _registry as registry
 from reliable_messaging._dispatch import Delivery, Outcome, decide_batch
-from reliable_messaging.api import in_bulk, in_turn, publish
+from reliable_messaging.api import in_runs, in_turn, publish
 from reliable_messaging.models import InboxMessage, OutboxMessage
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 WRITTEN, FILED = "notes.note.written", "archive.note.filed"
-FAIL_IN_BULK = "the bulk handler gives up on this one"
+FAIL_IN_RUN = "the run handler gives up on this one"
 
 
 def delivery(event_type: str, payload: dict, *, message_id: str | None = None) -> Delivery:
@@ -44,18 +45,18 @@ def caused(event_type: str) -> dict[str, str]:
 
 @pytest.fixture
 def calls(monkeypatch) -> list:
-    """The archive consumer's handlers swapped for recording ones: ``notes.note.written`` marked
-    with a bulk handler (that fails when a note asks it to), ``archive.note.filed`` not."""
+    """The archive consumer's handlers swapped for recording ones: ``notes.note.written``'s takes
+    runs (and fails when a note asks it to), ``archive.note.filed``'s takes one message."""
     seen: list = []
 
     def one(event) -> None:
         seen.append(("one", event.payload["note_id"]))
 
-    @in_bulk(one)
+    @in_runs
     def many(events) -> None:
         seen.append(("many", [event.payload["note_id"] for event in events]))
-        if any(event.payload["text"] == FAIL_IN_BULK for event in events):
-            raise RuntimeError("the bulk handler gave up")
+        if any(event.payload["text"] == FAIL_IN_RUN for event in events):
+            raise RuntimeError("the run handler gave up")
         for event in events:
             with in_turn(event):
                 publish(
@@ -66,14 +67,14 @@ def calls(monkeypatch) -> list:
                 )
 
     specs = {
-        WRITTEN: registry.HandlerSpec("archive", WRITTEN, one, (1,), bulk_handler=many),
+        WRITTEN: registry.HandlerSpec("archive", WRITTEN, many, (1,)),
         FILED: registry.HandlerSpec("archive", FILED, one, (1,)),
     }
     monkeypatch.setitem(registry._handlers, "archive", specs)
     return seen
 
 
-def test_a_run_ends_where_a_member_without_the_bulk_handler_comes_and_order_is_kept(calls):
+def test_a_run_ends_where_a_member_with_another_handler_comes_and_order_is_kept(calls):
     a, b, c, d = note_ids(4)
     batch = [
         delivery(WRITTEN, written(d), message_id="msg-d"),
@@ -91,13 +92,25 @@ def test_a_run_ends_where_a_member_without_the_bulk_handler_comes_and_order_is_k
     assert InboxMessage.objects.filter(consumer="archive").count() == 4
 
 
-def test_a_failing_bulk_handler_leaves_each_member_to_its_own_handler(calls):
+def test_a_failing_run_leaves_each_member_to_a_run_of_one_and_only_the_failing_one_fails(calls):
     a, b = note_ids(2)
-    batch = [delivery(WRITTEN, written(a)), delivery(WRITTEN, written(b, FAIL_IN_BULK))]
+    batch = [delivery(WRITTEN, written(a), message_id="msg-a"), delivery(WRITTEN, written(b, FAIL_IN_RUN))]
 
     decisions = decide_batch(batch)
 
-    assert [d.outcome for d in decisions] == [Outcome.HANDLED, Outcome.HANDLED]
-    assert calls == [("many", [a, b]), ("one", a), ("one", b)]
-    assert OutboxMessage.objects.filter(event_type=FILED).count() == 0  # rolled back
-    assert InboxMessage.objects.filter(consumer="archive").count() == 2
+    assert [d.outcome for d in decisions] == [Outcome.HANDLED, Outcome.RETRY]
+    assert decisions[1].error == "RuntimeError: the run handler gave up"
+    assert calls == [("many", [a, b]), ("many", [a]), ("many", [b])]
+    assert caused(FILED) == {a: "msg-a"}  # the run's rolled back; a's run of one committed
+    assert list(InboxMessage.objects.filter(consumer="archive").values_list("message_id", flat=True)) == ["msg-a"]
+
+
+def test_a_lone_message_goes_through_the_run_handler_as_a_run_of_one(calls):
+    (a,) = note_ids(1)
+
+    decisions = decide_batch([delivery(WRITTEN, written(a), message_id="msg-a")])
+
+    assert [d.outcome for d in decisions] == [Outcome.HANDLED]
+    assert calls == [("many", [a])]
+    assert caused(FILED) == {a: "msg-a"}
+    assert list(InboxMessage.objects.filter(consumer="archive").values_list("message_id", flat=True)) == ["msg-a"]

@@ -225,7 +225,7 @@ def test_the_event_log_keeps_the_ciphertext(db):
         headers={"occurred_at": row.created_at.isoformat()},
     )
 
-    event_log_record(event)
+    event_log_record([event])
 
     assert EventLogEntry.objects.get().payload == row.payload
 

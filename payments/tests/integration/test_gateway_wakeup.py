@@ -5,6 +5,7 @@ whose connection is cut listens again on its own."""
 import threading
 import time
 import uuid
+from contextlib import nullcontext
 from decimal import Decimal
 
 import pytest
@@ -55,7 +56,8 @@ def listener():
 
 
 def charge(order_id: uuid.UUID) -> None:
-    services.payment_charge(order_id=order_id, amount=Decimal("12.50"), currency="USD", token="tok_visa", items=[])
+    request = services.ChargeRequest(order_id, Decimal("12.50"), "USD", "tok_visa", [])
+    services.payment_charge([request], turn=lambda n: nullcontext())
 
 
 def test_a_committed_charge_wakes_the_worker(listener):

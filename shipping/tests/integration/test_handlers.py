@@ -33,8 +33,8 @@ def shipping_events(order_id: uuid.UUID) -> list[str]:
 @pytest.mark.django_db
 def test_a_confirmation_twice_prepares_one_shipment():
     order_id = uuid.uuid4()
-    handlers.on_order_confirmed(event("orders.order.confirmed", order_id))
-    handlers.on_order_confirmed(event("orders.order.confirmed", order_id))
+    handlers.on_order_confirmed([event("orders.order.confirmed", order_id)])
+    handlers.on_order_confirmed([event("orders.order.confirmed", order_id)])
     assert list(Shipment.objects.values_list("order_id", "status")) == [(order_id, "PREPARING")]
     assert shipping_events(order_id) == ["shipping.shipment.created"]
 
@@ -43,7 +43,7 @@ def test_a_confirmation_twice_prepares_one_shipment():
 def test_a_cancellation_that_overtakes_its_confirmation_leaves_a_tombstone():
     order_id = uuid.uuid4()
     handlers.on_order_cancelled(event("orders.order.cancelled", order_id, previous_status="CONFIRMED"))
-    handlers.on_order_confirmed(event("orders.order.confirmed", order_id))
+    handlers.on_order_confirmed([event("orders.order.confirmed", order_id)])
     handlers.on_order_cancelled(event("orders.order.cancelled", order_id, previous_status="CONFIRMED"))
     assert list(Shipment.objects.values_list("order_id", "status")) == [(order_id, "CANCELLED")]
     assert shipping_events(order_id) == ["shipping.shipment.cancelled"]
@@ -63,7 +63,7 @@ def test_a_pending_order_cancelled_never_gets_a_shipment():
 @pytest.mark.django_db
 def test_dispatch_once_then_a_cancellation_requests_the_return_once():
     order_id = uuid.uuid4()
-    handlers.on_order_confirmed(event("orders.order.confirmed", order_id))
+    handlers.on_order_confirmed([event("orders.order.confirmed", order_id)])
     shipment = Shipment.objects.get()
     assert [s.pk for s in shipments_dispatch(shipment_ids=[shipment.pk]).dispatched] == [shipment.pk]
     assert [s.pk for s in shipments_dispatch(shipment_ids=[shipment.pk]).refused] == [shipment.pk]
@@ -80,7 +80,7 @@ def test_dispatch_once_then_a_cancellation_requests_the_return_once():
 @pytest.mark.django_db
 def test_a_payload_without_an_order_id_or_with_a_strange_previous_status_is_refused():
     with pytest.raises(InvalidPayload, match="order_id missing"):
-        handlers.on_order_confirmed(replace(event("orders.order.confirmed", uuid.uuid4()), payload={}))
+        handlers.on_order_confirmed([replace(event("orders.order.confirmed", uuid.uuid4()), payload={})])
     with pytest.raises(InvalidPayload, match="previous_status must be PENDING or CONFIRMED, not 'FAILED'"):
         handlers.on_order_cancelled(event("orders.order.cancelled", uuid.uuid4(), previous_status="FAILED"))
     assert Shipment.objects.count() == 0

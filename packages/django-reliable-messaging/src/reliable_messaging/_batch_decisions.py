@@ -9,11 +9,11 @@ connection) is left to be decided alone, after the batch has committed.
 import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import cast
 
 from django.db import DatabaseError, InterfaceError, InternalError, OperationalError, connection, transaction
 from opentelemetry.trace import Span
 
-from reliable_messaging._bulk import BulkHandler, run_bulk_handler
 from reliable_messaging._db_errors import DEADLOCK_DETECTED, LOCK_NOT_AVAILABLE, QUERY_CANCELED, sqlstate_of
 from reliable_messaging._decisions import (
     BatchBroken,
@@ -35,6 +35,7 @@ from reliable_messaging._inbox import inbox_claim, inbox_claim_in_savepoint, inb
 from reliable_messaging._lifecycle import connection_lost
 from reliable_messaging._outbox import collecting, write_collected
 from reliable_messaging._registry import HandlerSpec
+from reliable_messaging._runs import RunHandler, run_handler_on
 
 # A member ready to be decided: its index in the batch, its event and its handler.
 Ready = tuple[int, IncomingEvent, HandlerSpec]
@@ -91,7 +92,7 @@ def decide_optimistically(deliveries: list[Delivery], ready: list[Ready]) -> dic
                 seen = inbox_hashes(consumer=consumer, message_ids=[m for m in events if m not in new[consumer]])
                 for message_id, event in events.items():
                     claimed_with[consumer, message_id] = seen.get(message_id, event.content_hash)
-            runs = BulkRuns()
+            runs = Runs()
             with collecting() as published:
                 for n, (i, event, spec) in enumerate(ready):
                     consumer = deliveries[i].consumer
@@ -100,7 +101,7 @@ def decide_optimistically(deliveries: list[Delivery], ready: list[Ready]) -> dic
                         continue
                     new[consumer].discard(event.message_id)
                     decisions[i] = Decision(Outcome.HANDLED, event)
-                    if runs.extend(consumer, spec.bulk_handler, event, deliveries[i].span):
+                    if runs.extend(consumer, spec, event, deliveries[i].span):
                         continue
                     if n:
                         fault_point(f"consumer.{consumer}.between_handlers")
@@ -152,23 +153,24 @@ def decide_with_savepoints(
     return decisions, alone
 
 
-class BulkRuns:
-    """The runs of consecutive members of one consumer that one bulk handler takes together
-    (``reliable_messaging._bulk``). A consumer's run ends, and is handled, when its next member
+class Runs:
+    """The runs of consecutive members of one consumer that one run handler takes together
+    (``reliable_messaging._runs``). A consumer's run ends, and is handled, when its next member
     has another handler, so its messages keep the batch's order."""
 
     def __init__(self) -> None:
-        self.open: dict[str, tuple[BulkHandler, list[tuple[IncomingEvent, Span | None]]]] = {}
+        self.open: dict[str, tuple[RunHandler, list[tuple[IncomingEvent, Span | None]]]] = {}
 
-    def extend(self, consumer: str, bulk: BulkHandler | None, event: IncomingEvent, span: Span | None) -> bool:
+    def extend(self, consumer: str, spec: HandlerSpec, event: IncomingEvent, span: Span | None) -> bool:
         """Add the member to its consumer's run (True), or end that run and leave the member to
-        run alone (False: it has no bulk handler)."""
+        run alone (False: its handler takes one message)."""
+        handler = cast(RunHandler, spec.handler) if spec.takes_runs else None
         run = self.open.get(consumer)
-        if run is not None and run[0] is not bulk:
+        if run is not None and run[0] is not handler:
             self._end(consumer)
-        if bulk is None:
+        if handler is None:
             return False
-        self.open.setdefault(consumer, (bulk, []))[1].append((event, span))
+        self.open.setdefault(consumer, (handler, []))[1].append((event, span))
         return True
 
     def end_all(self) -> None:
@@ -176,9 +178,9 @@ class BulkRuns:
             self._end(consumer)
 
     def _end(self, consumer: str) -> None:
-        bulk, members = self.open.pop(consumer)
+        handler, members = self.open.pop(consumer)
         try:
-            run_bulk_handler(bulk, consumer, members)
+            run_handler_on(handler, consumer, members)
         except Exception as exc:  # noqa: BLE001 - decided again, in savepoints
             raise MemberFailed(exc) from exc
 

@@ -8,9 +8,10 @@ telling a duplicate from a reused message id, refusing to commit a transaction t
 
 import enum
 import traceback as tb
+from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from django.db import DatabaseError, connection, transaction
 from opentelemetry.trace import Span
@@ -20,6 +21,7 @@ from reliable_messaging._envelope import IncomingEvent
 from reliable_messaging._inbox import inbox_hashes
 from reliable_messaging._outbox import handling
 from reliable_messaging._registry import HandlerSpec
+from reliable_messaging._runs import RunHandler, run_handler_on
 from reliable_messaging._telemetry import current
 
 
@@ -94,9 +96,13 @@ class BatchBroken(Exception):
 
 
 def run_handler(spec: HandlerSpec, event: IncomingEvent, span: Span | None) -> None:
+    """The message's handler on it alone: a run handler gets a run of one (reliable_messaging._runs)."""
+    if spec.takes_runs:
+        run_handler_on(cast(RunHandler, spec.handler), spec.consumer, [(event, span)])
+        return
     # Inside the message's span: what the handler publishes (and its queries) are its children.
     with handling(event), current(span) if span is not None else nullcontext():
-        spec.handler(event)
+        cast(Callable[[IncomingEvent], object], spec.handler)(event)
 
 
 def stored_hash(consumer: str, event: IncomingEvent) -> str:

@@ -14,8 +14,13 @@ idempotency (their state guards, a remote service's idempotency keys) makes safe
 run again in that second attempt when its failure says "later" (a ``TransientError`` such as a
 remote service's timeout, or a lock or statement timeout): running it at once would only repeat
 the wait, a whole timeout for a hung service, holding the batch's locks meanwhile; it goes to the
-retry path with that first failure. A consumer with a bulk handler (the event log) writes its
-share with one insert.
+retry path with that first failure.
+
+So a batch is decided one way, plus its fallback: its members in runs, in one transaction (a
+run handler, ``reliable_messaging._runs``, takes a consumer's consecutive members in one call:
+the event log writes its share with one insert); failing that, each member on its own, as a
+run of one (in its savepoint, or in a transaction of its own: a lone delivery, a deadlock's
+loser), which every handler's shape takes as it takes a run.
 
 Every batch takes its locks in one order, by correlation id (the process's id, which handlers
 usually lock rows by) and then by arrival, so that two batches meeting on the same processes do not wait

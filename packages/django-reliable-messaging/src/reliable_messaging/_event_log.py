@@ -5,16 +5,14 @@ from django.utils.dateparse import parse_datetime
 from reliable_messaging._envelope import IncomingEvent
 from reliable_messaging._masking import mask_sensitive
 from reliable_messaging._registry import register_handler
+from reliable_messaging._runs import in_runs
 from reliable_messaging._topology import ANY_EVENT, EVENT_LOG_CONSUMER
 from reliable_messaging.models import EventLogEntry
 
 
-def event_log_record(event: IncomingEvent) -> None:
-    event_log_record_many([event])
-
-
-def event_log_record_many(events: list[IncomingEvent]) -> None:
-    """One bulk insert for a batch's events; an event recorded already is left as it is."""
+@in_runs
+def event_log_record(events: list[IncomingEvent]) -> None:
+    """One insert for a run of events; an event recorded already is left as it is."""
     EventLogEntry.objects.bulk_create(
         [
             EventLogEntry(
@@ -38,6 +36,5 @@ def register_event_log() -> None:
         consumer=EVENT_LOG_CONSUMER,
         event_type=ANY_EVENT,
         handler=event_log_record,
-        bulk_handler=event_log_record_many,
         schema_versions=(),
     )

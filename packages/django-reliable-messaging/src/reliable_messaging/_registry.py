@@ -8,14 +8,16 @@ queue (``reliable_messaging._topology``) and names the handler here, so the two 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from reliable_messaging._bulk import BulkHandler, bulk_handler_of
 from reliable_messaging._declarations import DECLARATION_FILE, ContextDeclaration, DeclarationError, HandlerPolicy
 from reliable_messaging._dotted import resolve
 from reliable_messaging._envelope import IncomingEvent
 from reliable_messaging._readings import Reading, reading_of
+from reliable_messaging._runs import takes_runs
 from reliable_messaging._topology import ANY_EVENT, consumers, queue_bindings
 
-Handler = Callable[[IncomingEvent], object]  # what it returns is not used
+# One message's (an IncomingEvent), or a run's (a list of them) when marked ``@in_runs``
+# (reliable_messaging._runs); what it returns is not used.
+Handler = Callable[[IncomingEvent], object] | Callable[[list[IncomingEvent]], object]
 
 
 @dataclass(frozen=True)
@@ -24,8 +26,6 @@ class HandlerSpec:
     event_type: str
     handler: Handler
     schema_versions: tuple[int, ...]
-    # Optional: takes a run of a batch's events at once, e.g. with one bulk insert (reliable_messaging._bulk).
-    bulk_handler: BulkHandler | None = None
     # A context's reader: its messages are validated against their schema and upcast to the
     # newest version before the handler (reliable_messaging._contracts); the event log records them as they came.
     reading: Reading | None = None
@@ -34,6 +34,11 @@ class HandlerSpec:
     name: str = ""
     policy: HandlerPolicy = HandlerPolicy()
     never_retry: tuple[type[BaseException], ...] = ()
+
+    @property
+    def takes_runs(self) -> bool:
+        """The handler takes a run of messages (a run of one when its message is decided alone)."""
+        return takes_runs(self.handler)
 
 
 _handlers: dict[str, dict[str, HandlerSpec]] = {}
@@ -49,7 +54,6 @@ def register_handler(
     event_type: str,
     handler: Handler,
     schema_versions: Iterable[int] = (1,),
-    bulk_handler: BulkHandler | None = None,
     reading: Reading | None = None,
     name: str = "",
     policy: HandlerPolicy | None = None,
@@ -72,7 +76,6 @@ def register_handler(
         event_type,
         handler,
         tuple(schema_versions),
-        bulk_handler,
         reading,
         name or f"{getattr(handler, '__module__', '?')}.{getattr(handler, '__qualname__', '?')}",
         policy,
@@ -87,8 +90,7 @@ def register_declared(declaration: ContextDeclaration) -> None:
         register_handler(
             consumer=declaration.name,
             event_type=event_type,
-            handler=(single := resolve(handler)),
-            bulk_handler=bulk_handler_of(single),
+            handler=resolve(handler),
             reading=reading_of(declaration, event_type),
             name=handler,
             policy=policy,

@@ -8,10 +8,11 @@
   ``written_version(event_type)`` is the version it writes (the newest, or ``EVENT_VERSIONS``'s pin);
 - a context's handlers are named in its declaration (``<context>/context.toml``, under
   ``consumes``), which also binds its queue; the bus subscribes them when it is ready;
-- a handler may be marked ``@in_bulk(...)`` by one that takes a run of a batch's messages at once
-  (each message's work inside ``in_turn(event)``: reliable_messaging._bulk);
-- handlers receive an ``IncomingEvent`` and raise ``InvalidPayload`` for a payload that can never
-  be handled (dead-lettered at once), ``TransientError`` (or anything else) to be retried;
+- handlers receive an ``IncomingEvent``; one marked ``@in_runs`` receives a run of them instead (a
+  batch's consecutive messages at once, a list of one for a message decided alone), each
+  message's work inside ``in_turn(event)`` (reliable_messaging._runs); they raise
+  ``InvalidPayload`` for a payload that can never be handled (dead-lettered at once),
+  ``TransientError`` (or anything else) to be retried;
 - a context's own long-running process (a worker beside the consumers) uses ``Stopper``,
   ``Backoff``, ``use_dedicated_connections``, ``refuse_unmigrated_database`` and ``serve_metrics``
   as the relay and consumers do;
@@ -21,7 +22,6 @@ The operator's reads are in ``reliable_messaging.operator``; the composition roo
 ``reliable_messaging.hosting``; the test harness in ``reliable_messaging.testing``.
 """
 
-from reliable_messaging._bulk import Turn, in_bulk, in_turn
 from reliable_messaging._contracts import written_version
 from reliable_messaging._dispatch import InvalidPayload, TransientError
 from reliable_messaging._envelope import IncomingEvent
@@ -44,6 +44,7 @@ from reliable_messaging._outbox import (
     write_collected,
 )
 from reliable_messaging._payloads import payload_uuid
+from reliable_messaging._runs import Turn, in_runs, in_turn
 from reliable_messaging._scheduled import cancel_scheduled, scheduled_delivery_time
 from reliable_messaging._serve_metrics import serve_metrics
 
@@ -62,7 +63,7 @@ __all__ = [
     "collecting",
     "current_cause",
     "fault_point",
-    "in_bulk",
+    "in_runs",
     "in_turn",
     "payload_uuid",
     "publish",
