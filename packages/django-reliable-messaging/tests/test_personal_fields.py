@@ -143,6 +143,40 @@ def test_a_subject_keeps_its_key_across_a_rotation_of_the_configured_keys(seen, 
     assert erase_subject("ada-lovelace") == 1
 
 
+def flip_last_byte(text: str) -> str:
+    raw = base64.b64decode(text)
+    return base64.b64encode(raw[:-1] + bytes([raw[-1] ^ 1])).decode()
+
+
+def test_a_tampered_author_is_a_dead_letter_with_its_reason(db):
+    payload = written("ada-lovelace")
+    sealed = payload["author"]["$encrypted"]
+    payload["author"] = {"$encrypted": {**sealed, "ct": flip_last_byte(sealed["ct"])}}
+
+    delivered = deliver("archive", EVENT, payload)
+
+    assert (delivered.outcome, delivered.reason, delivered.error) == (
+        Outcome.DEAD_LETTER,
+        "undecryptable",
+        f"field 'author': the ciphertext fails authentication under subject key {sealed['sub']!r}",
+    )
+    assert Filed.objects.count() == 0
+
+
+def test_a_reader_deployed_apart_from_the_key_is_a_dead_letter_naming_why(db):
+    payload = written("ada-lovelace")
+    key_id = payload["author"]["$encrypted"]["sub"]
+    SubjectKey.objects.all().delete()  # as in another deployment's database
+
+    delivered = deliver("archive", EVENT, payload)
+
+    assert (delivered.outcome, delivered.reason, delivered.error) == (
+        Outcome.DEAD_LETTER,
+        "undecryptable",
+        f"field 'author': subject key {key_id!r} is not in this database: the reader must share it",
+    )
+
+
 @pytest.mark.parametrize(
     ("table", "problem"),
     [

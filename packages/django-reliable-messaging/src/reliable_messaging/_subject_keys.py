@@ -54,7 +54,6 @@ def _aead(key: bytes) -> Any:
 def subject_key(subject: str) -> tuple[str, bytes]:
     """The id and key of ``subject``'s key, created if it has none: inside the caller's transaction,
     so a rolled-back publish leaves none; concurrent first publishes about one subject share one."""
-
     digests = _digests(subject)
     row = SubjectKey.objects.filter(subject_digest__in=digests).first()
     if row is None:
@@ -71,7 +70,6 @@ def subject_key(subject: str) -> tuple[str, bytes]:
 
 
 def _unwrap(key_id: str, wrap_kid: str, wrapped: str) -> bytes:
-
     configured = configured_keys()
     if wrap_kid not in configured:
         raise Undecryptable(
@@ -90,7 +88,6 @@ def seal_personal(event_type: str, payload: dict[str, Any], required: set[str]) 
     """``payload`` with its declared personal fields sealed under its subject's key (the same
     payload when it has none, or no subject). A field ``required`` stays clear: the version's
     readers predate the declaration and cannot do without it."""
-
     declared = personal_of(event_type)
     if declared is None:
         return payload
@@ -113,7 +110,6 @@ def open_personal(consumer: str, event_type: str, field: str, sealed: dict[str, 
     """(whether ``consumer`` may read it, the clear value if so) of a field sealed under a subject
     key; ``SubjectErased`` for any consumer once the key is erased here, ``Undecryptable`` for a
     reader whose database lacks the key or whose ciphertext fails authentication."""
-
     key_id, readers = sealed.get("sub"), sealed.get("for")
     row = SubjectKey.objects.filter(key_id=key_id).first() if isinstance(key_id, str) else None
     if row is not None and row.erased_at is not None:
@@ -129,12 +125,11 @@ def open_personal(consumer: str, event_type: str, field: str, sealed: dict[str, 
         )
     from cryptography.exceptions import InvalidTag
 
+    key = _unwrap(row.key_id, row.wrap_kid, row.wrapped)
     try:
         raw = base64.b64decode(str(sealed.get("ct")), validate=True)
-        clear = _aead(_unwrap(row.key_id, row.wrap_kid, row.wrapped)).decrypt(
-            raw[:NONCE_BYTES], raw[NONCE_BYTES:], _associated(event_type, field, readers)
-        )
-    except (InvalidTag, ValueError):
+        clear = _aead(key).decrypt(raw[:NONCE_BYTES], raw[NONCE_BYTES:], _associated(event_type, field, readers))
+    except (InvalidTag, ValueError):  # binascii.Error is a ValueError
         raise Undecryptable(
             f"field {field!r}: the ciphertext fails authentication under subject key {key_id!r}"
         ) from None
@@ -142,7 +137,6 @@ def open_personal(consumer: str, event_type: str, field: str, sealed: dict[str, 
 
 
 def is_erased(key_id: object) -> bool:
-
     return isinstance(key_id, str) and SubjectKey.objects.filter(key_id=key_id, erased_at__isnull=False).exists()
 
 
@@ -150,7 +144,6 @@ def erase_subject(subject: str) -> int:
     """Delete ``subject``'s keys (one per configured key it was first published under): what they
     sealed can no longer be read anywhere. Return how many were erased; 0 for a subject never
     published about, or erased already."""
-
     with transaction.atomic():
         return SubjectKey.objects.filter(subject_digest__in=_digests(subject)).update(
             subject_digest=None, wrapped="", wrap_kid="", erased_at=timezone.now()
