@@ -3,8 +3,9 @@ type>"]`` in its context.toml: ``subject``, the field naming whose data it is; `
 under that subject's own key; ``readers``, the consumers that may read them) are encrypted by
 ``publish`` under a key of their subject's, so the outbox, the broker, dead letters and the event
 log hold only ciphertext. ``erase_subject(subject)`` deletes the subject's keys: every copy of
-what they sealed, wherever it lies, can no longer be read, and a consumer receiving such a
-message (a redelivery, a replay) refuses it with the reason ``subject_erased``.
+what they sealed, wherever it lies, can no longer be read, and a consumer on the producer's
+database receiving such a message (a redelivery, a replay) refuses it with the reason
+``subject_erased``.
 
 A subject key is created by the first ``publish`` about its subject (``messaging_subject_key``,
 in the publisher's transaction), stored sealed under the newest of ``ENCRYPTION_KEYS`` and found
