@@ -13,7 +13,8 @@ listed one decrypts (rotation: list a new key first in every deployment, then la
 one once nothing it wrote is kept).
 Top-level fields only. An older version whose schema requires such a field (released before it was
 declared encrypted) carries it clear: it is written only while ``EVENT_VERSIONS`` pins it for readers
-not yet upgraded (docs of the rollout: README, "Encrypted fields").
+not yet upgraded (docs of the rollout: README, "Encrypted fields"). Fields sealed under a data
+subject's own key, for erasure: reliable_messaging._subject_keys.
 """
 
 import base64
@@ -41,7 +42,8 @@ class Undecryptable(ValueError):
 
 class SubjectErased(Undecryptable):
     """A field sealed under a data subject's key that ``erase_subject`` deleted
-    (reliable_messaging._subject_keys): the message can never be handled, by any consumer."""
+    (reliable_messaging._subject_keys): the message can never be handled, by any consumer on
+    the producer's database."""
 
 
 def is_encrypted(value: object) -> bool:
@@ -77,7 +79,8 @@ def sensitive_fields(event_type: str) -> dict[str, tuple[str, ...]]:
 
 def check_encryption() -> None:
     """At start-up: the keys given are usable; and where an installed context declares an
-    encrypted field, the ``cryptography`` library is installed and there is a key."""
+    encrypted or personal field, the ``cryptography`` library is installed, there is a key (it
+    wraps the subjects' keys) and the event's newest schema does not require the field."""
     keys = configured_keys()
     declaring = [d.package for d in installed() if d.encrypted or d.personal]
     if not declaring:
