@@ -26,5 +26,12 @@ def order_created_v2_to_v3(payload: dict) -> dict:
     return payload
 
 
+def order_created_v3_to_v4(payload: dict) -> dict:
+    """v4 is v3's shape with the customer's id no longer required: orders seals it under the
+    customer's own key, readable by no consumer. A v3 order still carries it clear, as it was
+    written; a reader ignores it."""
+    return payload
+
+
 # event type -> its steps, one per version: [v1 -> v2, v2 -> v3, ...]
-UPCASTERS = {"orders.order.created": [order_created_v1_to_v2, order_created_v2_to_v3]}
+UPCASTERS = {"orders.order.created": [order_created_v1_to_v2, order_created_v2_to_v3, order_created_v3_to_v4]}

@@ -309,7 +309,7 @@ def test_a_missing_secret_key_without_debug_is_one_line(tmp_path):
 
 def test_a_wrong_event_versions_pin_is_one_line(tmp_path):
     for pin, problem in (
-        ("orders.order.created=9", "orders.order.created v9 is not a version this tree writes (1..3)"),
+        ("orders.order.created=9", "orders.order.created v9 is not a version this tree writes (1..4)"),
         ("orders.order.created", "'orders.order.created' is not <routing key>=<version>"),
     ):
         result = subprocess.run(

@@ -78,7 +78,7 @@ def test_confirmed_declined_and_out_of_stock_with_refund(running_saga):
         ("inventory.stock.reservation_failed", 1),
         ("inventory.stock.reserved", 1),
         ("orders.order.confirmed", 1),
-        ("orders.order.created", 3),
+        ("orders.order.created", 4),
         ("orders.order.failed", 1),
         ("payments.payment.failed", 1),
         ("payments.payment.refunded", 1),

@@ -110,7 +110,7 @@ def test_the_saga_with_shipping_as_the_procfile_runs_it(processes, quiet_broker)
         ("inventory.stock.reserved", 1),
         ("orders.order.cancelled", 1),
         ("orders.order.confirmed", 1),
-        ("orders.order.created", 3),
+        ("orders.order.created", 4),
         ("orders.order.failed", 1),
         ("payments.payment.failed", 1),
         ("payments.payment.refunded", 1),

@@ -86,7 +86,7 @@ def test_startcontext_refuses_what_would_not_work(tree, tmp_path):
 
 
 def test_a_reader_of_an_event_with_several_versions_binds_its_producers_upcasters(tree, tmp_path):
-    """orders.order.created has three versions: the new reader binds orders' own steps, kept beside
+    """orders.order.created has four versions: the new reader binds orders' own steps, kept beside
     its schemas (kernel/upcasters.py), and reads a v1 order as v2; nobody copies a step."""
     env = scaffold_env(tmp_path / "var")
     python = str(tree / ".venv" / "bin" / "python")
@@ -95,7 +95,8 @@ def test_a_reader_of_an_event_with_several_versions_binds_its_producers_upcaster
     declaration = (tree / "billing" / "context.toml").read_text()
     assert (
         '[upcasters]\n"orders.order.created" = '
-        '["billing.upcasters.order_created_v1_to_v2", "billing.upcasters.order_created_v2_to_v3"]\n'
+        '["billing.upcasters.order_created_v1_to_v2", "billing.upcasters.order_created_v2_to_v3", '
+        '"billing.upcasters.order_created_v3_to_v4"]\n'
     ) in declaration
     code = [p for p in tree.rglob("*.py") if p.parts[len(tree.parts)] not in (".venv", "tests")]  # not the tests
     steps = [p for p in code if "def order_created_v1_to_v2" in p.read_text()]

@@ -60,7 +60,7 @@ def test_every_published_event_has_a_schema_for_each_version_from_1():
         "inventory.stock.taken_back": [1],
         "orders.order.cancelled": [1],
         "orders.order.confirmed": [1],
-        "orders.order.created": [1, 2, 3],
+        "orders.order.created": [1, 2, 3, 4],
         "orders.order.failed": [1],
         "orders.order.return_refused": [1],
         "orders.order.return_requested": [1],
@@ -87,22 +87,34 @@ def test_every_published_event_has_a_schema_for_each_version_from_1():
 
 def test_the_upcasters_and_the_downcasters_turn_one_version_into_the_other():
     # the contexts' own: the file collects without them
-    from orders.contracts import order_created_v2_to_v1, order_created_v3_to_v2
-    from payments.upcasters import order_created_v1_to_v2, order_created_v2_to_v3
+    from orders.contracts import order_created_v2_to_v1, order_created_v3_to_v2, order_created_v4_to_v3
+    from payments.upcasters import order_created_v1_to_v2, order_created_v2_to_v3, order_created_v3_to_v4
 
     assert order_created_v1_to_v2(copy.deepcopy(CREATED_V1)) == CREATED_V2
     assert order_created_v2_to_v1(copy.deepcopy(CREATED_V2)) == CREATED_V1
     # v3 is v2's shape; only the bus's encryption of the token (v3 does not require it) differs
     assert order_created_v2_to_v3(copy.deepcopy(CREATED_V2)) == CREATED_V2
     assert order_created_v3_to_v2(copy.deepcopy(CREATED_V2)) == CREATED_V2
+    # v4 is v3's shape; only the bus's sealing of the customer's id (v4 does not require it) differs
+    assert order_created_v3_to_v4(copy.deepcopy(CREATED_V2)) == CREATED_V2
+    assert order_created_v4_to_v3(copy.deepcopy(CREATED_V2)) == CREATED_V2
 
 
-def test_the_token_is_encrypted_for_payments_in_v3_only():
+def test_the_token_is_encrypted_for_payments_from_v3():
     # v1 and v2 require it: a pin to them (readers not yet upgraded) writes it clear
     assert encrypt_fields("orders.order.created", 1, CREATED_V1) == CREATED_V1
     assert encrypt_fields("orders.order.created", 2, CREATED_V2) == CREATED_V2
     sealed = encrypt_fields("orders.order.created", 3, CREATED_V2)["payment_token"]["$encrypted"]
     assert (sorted(sealed), sealed["for"]) == (["ct", "for", "kid"], ["payments"])
+
+
+@pytest.mark.django_db
+def test_the_customer_is_sealed_under_their_own_key_from_v4():
+    # v3 requires it: a pin to v3 writes it clear; v4 seals it for no reader
+    assert encrypt_fields("orders.order.created", 3, CREATED_V2)["customer_id"] == "alice"
+    v4 = encrypt_fields("orders.order.created", 4, CREATED_V2)
+    sealed = [v4[field]["$encrypted"] for field in ("customer_id", "payment_token")]
+    assert [(sorted(s), s["for"]) for s in sealed] == [(["ct", "for", "sub"], []), (["ct", "for", "kid"], ["payments"])]
 
 
 def test_every_schema_matches_its_committed_snapshot():
@@ -128,13 +140,16 @@ def deliver(payload: dict, version: int) -> Decision:
 @pytest.mark.django_db(transaction=True, databases=ALL_DATABASES)
 @pytest.mark.parametrize(
     ("payload", "version"),
-    [(CREATED_V1, 1), (CREATED_V2, 2), (encrypt_fields("orders.order.created", 3, CREATED_V2), 3)],
+    [(CREATED_V1, 1), (CREATED_V2, 2), (encrypt_fields("orders.order.created", 3, CREATED_V2), 3), (None, 4)],
 )
 def test_payments_reads_every_version_of_an_order_and_charges_it_the_same(payload, version):
     from payments.models import Payment  # the context's own: the file collects without it
 
-    decision = deliver(payload, version)
-    assert (decision.outcome, decision.event.schema_version, decision.event.payload) == (Outcome.HANDLED, 3, CREATED_V2)
+    # v4 seals the customer under a key this test's database keeps: written here, not at collection
+    decision = deliver(payload or encrypt_fields("orders.order.created", 4, CREATED_V2), version)
+    # the customer's id reaches payments as it was written: clear up to v3, not at all from v4
+    seen = CREATED_V2 if version < 4 else {k: v for k, v in CREATED_V2.items() if k != "customer_id"}
+    assert (decision.outcome, decision.event.schema_version, decision.event.payload) == (Outcome.HANDLED, 4, seen)
     payment = Payment.objects.get()
     assert (str(payment.order_id), payment.status, payment.amount, payment.currency) == (
         ORDER_ID,

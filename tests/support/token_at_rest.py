@@ -88,9 +88,9 @@ def run_to_quiet(bus: Bus, *, gateway: bool = True) -> None:
 
 
 def encrypted_token_of(order_id: str) -> dict:
-    """orders.order.created's token as its outbox row holds it (written as v3)."""
+    """orders.order.created's token as its outbox row holds it (written as v4)."""
     created = OutboxMessage.objects.get(correlation_id=order_id, event_type="orders.order.created")
-    assert created.schema_version == 3
+    assert created.schema_version == 4
     return created.payload["payment_token"]
 
 

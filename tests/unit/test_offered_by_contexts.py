@@ -34,9 +34,9 @@ def test_a_reader_binds_the_producers_own_step_and_reads_v1_as_v2():
 
 def test_a_step_the_producer_does_not_keep_is_refused_naming_where_it_would_be(tmp_path):
     with pytest.raises(ImproperlyConfigured) as refused:
-        producer_upcaster("orders.order.created", 3)
+        producer_upcaster("orders.order.created", 4)
     assert str(refused.value) == (
-        "no upcaster of orders.order.created from v3 is known here: its producer, orders, keeps its upcasters "
+        "no upcaster of orders.order.created from v4 is known here: its producer, orders, keeps its upcasters "
         "in its schemas folder's upcasters.py (UPCASTERS), which this tree must carry"
     )
     assert upcasters_in(tmp_path) == {}  # a schemas folder without the file

@@ -67,7 +67,8 @@ def test_checkout_creates_a_pending_order_and_its_event_in_one_go(client, storef
     assert row.event_type == "orders.order.created"
     assert row.correlation_id == order["id"]
     assert row.payload["payment_token"]["$encrypted"]["for"] == ["payments"]  # payments alone reads it
-    assert row.schema_version == 3
+    assert row.payload["customer_id"]["$encrypted"]["for"] == []  # under the customer's own key, no reader
+    assert row.schema_version == 4
     assert row.payload["total"] == {"amount": "89.48", "currency": "USD"}
     assert [item["unit_price"] for item in row.payload["items"]] == [
         {"amount": "19.99", "currency": "USD"},

@@ -74,13 +74,14 @@ def test_one_checkout_writes_the_order_its_lines_its_event_and_its_key_exactly()
         "orders.order.created", "orders", "order", str(order.id), str(order.id),
     )  # fmt: skip
     assert (event.schema_version, event.created_at, event.published_at, event.attempts) == (
-        3, order.created_at, None, 0,
+        4, order.created_at, None, 0,
     )  # fmt: skip
     sealed = event.payload.pop("payment_token")["$encrypted"]  # for payments alone
     assert (sorted(sealed), sealed["for"], sealed["kid"]) == (["ct", "for", "kid"], ["payments"], "development")
+    customer = event.payload.pop("customer_id")["$encrypted"]  # under the customer's own key, for no consumer
+    assert (sorted(customer), customer["for"], customer["sub"][:8]) == (["ct", "for", "sub"], [], "subject-")
     assert event.payload == {
         "order_id": str(order.id),
-        "customer_id": "c-7",
         "total": {"amount": "12.50", "currency": "USD"},
         "items": [
             {"sku": "WIDGET", "quantity": 2, "unit_price": {"amount": "1.25", "currency": "USD"}},

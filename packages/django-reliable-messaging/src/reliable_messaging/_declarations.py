@@ -28,7 +28,7 @@ from collections.abc import Callable, Container, Iterable
 from dataclasses import dataclass, field, replace
 from functools import cache
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, NamedTuple, NoReturn
 
 from reliable_messaging._conf import MAX_WAIT_SECONDS, contexts_dir, setting
 from reliable_messaging._edge import MAX_ATTEMPT
@@ -79,6 +79,15 @@ class HandlerPolicy:
         return float(delays[min(attempt, len(delays)) - 1])
 
 
+class Personal(NamedTuple):
+    """An event's personal data: the field naming its subject, the fields sealed under that
+    subject's key, and the consumers that may read them (where they share the producer's database)."""
+
+    subject: str
+    fields: tuple[str, ...]
+    readers: tuple[str, ...]
+
+
 @dataclass(frozen=True)
 class ContextDeclaration:
     name: str
@@ -116,6 +125,9 @@ class ContextDeclaration:
     # event type it publishes -> its encrypted fields -> the consumers that may read each
     # (``[encrypted."<event type>"]``, field = [consumers]: reliable_messaging._field_crypto)
     encrypted: dict[str, dict[str, tuple[str, ...]]] = field(default_factory=dict)
+    # event type it publishes -> the field naming whose data it is, and the fields encrypted under
+    # that subject's own key (``[personal."<event type>"]``: reliable_messaging._subject_keys)
+    personal: dict[str, Personal] = field(default_factory=dict)
 
     @property
     def queue(self) -> str:
@@ -182,6 +194,7 @@ def read_declaration(base_dir: Path, package: str) -> ContextDeclaration:
     if undeclared := sorted(set(handlers) - set(consumes.values()) - set(obeys.values())):
         fail(f"handlers {undeclared[0]!r}: not a handler under consumes or obeys")
     encrypted = _encrypted_of(data.get("encrypted", {}), publishes, fail)
+    personal = _personal_of(data.get("personal", {}), publishes, encrypted, fail)
     schemas = data.get("schemas", "")
     if not isinstance(schemas, str) or (schemas and not (path.parent / schemas).is_dir()):
         fail(f"schemas {schemas!r}: the folder of its events' JSON Schemas, in its package")
@@ -203,6 +216,7 @@ def read_declaration(base_dir: Path, package: str) -> ContextDeclaration:
         downcasters=downcasters,
         handlers=handlers,
         encrypted=encrypted,
+        personal=personal,
     )
 
 
@@ -225,6 +239,37 @@ def _encrypted_of(
             readers_of[name] = tuple(readers)
         encrypted[event_type] = readers_of
     return encrypted
+
+
+def _personal_of(
+    value: object,
+    publishes: Container[str],
+    encrypted: dict[str, dict[str, tuple[str, ...]]],
+    fail: Callable[[str], NoReturn],
+) -> dict[str, Personal]:
+    """``[personal."<event type>"]``: ``subject`` = a field, ``fields`` = [fields], ``readers`` =
+    [consumers] (none if not given), for events under publishes."""
+    personal = {}
+    for event_type, table in _table(value, "personal", fail).items():
+        if event_type not in publishes:
+            fail(f"personal {event_type!r}: not under publishes")
+        table = _table(table, f"personal {event_type!r}", fail)
+        subject, fields, readers = table.get("subject"), table.get("fields"), table.get("readers", [])
+        if unknown := sorted(set(table) - {"subject", "fields", "readers"}):
+            fail(f"personal {event_type!r}: {unknown[0]!r} is not a key: give subject, fields and readers")
+        if not (isinstance(subject, str) and subject):
+            fail(f"personal {event_type!r}: subject = {subject!r}: the name of the field naming whose data it is")
+        if not (isinstance(fields, list) and fields and all(isinstance(f, str) and f for f in fields)):
+            fail(f"personal {event_type!r}: fields = {fields!r}: a non-empty list of the fields to encrypt")
+        if not (isinstance(readers, list) and all(isinstance(r, str) and CONTEXT_NAME.match(r) for r in readers)):
+            fail(
+                f"personal {event_type!r}: readers = {readers!r}: a list of the consumers (context names) "
+                "that may read them"
+            )
+        if both := sorted(set(fields) & set(encrypted.get(event_type, {}))):
+            fail(f"personal {event_type!r}: {both[0]!r} is under encrypted too: a field has one key")
+        personal[event_type] = Personal(subject, tuple(fields), tuple(sorted(readers)))
+    return personal
 
 
 def _table(value: object, where: str, fail: Callable[[str], NoReturn]) -> dict[str, Any]:

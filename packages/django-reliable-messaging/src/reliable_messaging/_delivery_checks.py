@@ -11,7 +11,7 @@ from reliable_messaging import _registry as registry
 from reliable_messaging._claim_check import StorageUnavailable
 from reliable_messaging._decisions import Decision, Outcome, failure
 from reliable_messaging._envelope import IncomingEvent, InvalidMessage, parse_incoming
-from reliable_messaging._field_crypto import Undecryptable, reveal_for
+from reliable_messaging._field_crypto import SubjectErased, Undecryptable, reveal_for
 from reliable_messaging._producers import UNAUTHENTICATED, producer_refusal
 from reliable_messaging._readings import Reading
 from reliable_messaging._topology import EVENT_LOG_CONSUMER
@@ -51,7 +51,8 @@ def prepare(
         try:
             event = replace(event, payload=reveal_for(consumer, event.event_type, event.payload))
         except Undecryptable as exc:
-            raise Refused(Decision(Outcome.DEAD_LETTER, event, "undecryptable", str(exc))) from None
+            reason = "subject_erased" if isinstance(exc, SubjectErased) else "undecryptable"
+            raise Refused(Decision(Outcome.DEAD_LETTER, event, reason, str(exc))) from None
     if spec.schema_versions and event.schema_version not in spec.schema_versions:
         raise Refused(Decision(Outcome.DEAD_LETTER, event, "unsupported_schema_version", _unsupported(spec, event)))
     if (reading := spec.reading) is not None:

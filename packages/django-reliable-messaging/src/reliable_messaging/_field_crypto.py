@@ -13,7 +13,8 @@ listed one decrypts (rotation: list a new key first in every deployment, then la
 one once nothing it wrote is kept).
 Top-level fields only. An older version whose schema requires such a field (released before it was
 declared encrypted) carries it clear: it is written only while ``EVENT_VERSIONS`` pins it for readers
-not yet upgraded (docs of the rollout: README, "Encrypted fields").
+not yet upgraded (docs of the rollout: README, "Encrypted fields"). Fields sealed under a data
+subject's own key, for erasure: reliable_messaging._subject_keys.
 """
 
 import base64
@@ -39,11 +40,17 @@ class Undecryptable(ValueError):
     malformed value, or a ciphertext that fails authentication (tampered, or moved)."""
 
 
+class SubjectErased(Undecryptable):
+    """A field sealed under a data subject's key that ``erase_subject`` deleted
+    (reliable_messaging._subject_keys): the message can never be handled, by any consumer on
+    the producer's database."""
+
+
 def is_encrypted(value: object) -> bool:
     return isinstance(value, dict) and set(value) == {MARK}
 
 
-def _keys() -> dict[str, bytes]:
+def configured_keys() -> dict[str, bytes]:
     """``ENCRYPTION_KEYS`` decoded; ImproperlyConfigured names what is wrong."""
     given = setting("ENCRYPTION_KEYS")
     if not isinstance(given, dict):
@@ -72,9 +79,10 @@ def sensitive_fields(event_type: str) -> dict[str, tuple[str, ...]]:
 
 def check_encryption() -> None:
     """At start-up: the keys given are usable; and where an installed context declares an
-    encrypted field, the ``cryptography`` library is installed and there is a key."""
-    keys = _keys()
-    declaring = [d.package for d in installed() if d.encrypted]
+    encrypted or personal field, the ``cryptography`` library is installed, there is a key (it
+    wraps the subjects' keys) and the event's newest schema does not require the field."""
+    keys = configured_keys()
+    declaring = [d.package for d in installed() if d.encrypted or d.personal]
     if not declaring:
         return
     try:
@@ -94,7 +102,8 @@ def check_encryption() -> None:
     for (event_type, version), schema in schemas().items():
         if version != newest_version(event_type):
             continue
-        required = set(schema.schema.get("required", ())) & set(sensitive_fields(event_type))
+        personal = next((d.personal[event_type].fields for d in installed() if event_type in d.personal), ())
+        required = set(schema.schema.get("required", ())) & {*sensitive_fields(event_type), *personal}
         if required:
             raise ImproperlyConfigured(
                 f"{schema.path.name} requires {sorted(required)[0]!r}, which its producer encrypts: a consumer that "
@@ -107,18 +116,22 @@ def _associated(event_type: str, field: str, readers: Iterable[str]) -> bytes:
 
 
 def encrypt_fields(event_type: str, version: int, payload: dict[str, Any]) -> dict[str, Any]:
-    """``payload`` with each declared field present encrypted for its readers (the same payload
-    when ``event_type`` declares none). A field that ``version``'s schema requires stays clear:
-    that version's readers predate the declaration and cannot do without it."""
+    """``payload`` with each declared field present encrypted for its readers, and its personal
+    fields under its subject's key (the same payload when ``event_type`` declares none). A field
+    that ``version``'s schema requires stays clear: that version's readers predate the declaration
+    and cannot do without it."""
+    from reliable_messaging._subject_keys import seal_personal
+
     declared = sensitive_fields(event_type)
     schema = schemas().get((event_type, version))
     required = set(schema.schema.get("required", ())) if schema is not None else set()
+    payload = seal_personal(event_type, payload, required)
     present = [field for field in declared if field in payload and field not in required]
     if not present:
         return payload
     from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-    kid, key = list(_keys().items())[-1]
+    kid, key = list(configured_keys().items())[-1]
     encrypted = dict(payload)
     for field in present:
         readers = sorted(declared[field])
@@ -139,9 +152,12 @@ def without_encrypted(payload: Any) -> Any:
 
 def reveal_for(consumer: str, event_type: str, payload: Any) -> Any:
     """``payload`` as ``consumer`` may see it: each encrypted field it is a reader of decrypted,
-    each other encrypted field removed; ``Undecryptable`` when a field it may read cannot be."""
+    each other encrypted field removed; ``Undecryptable`` when a field it may read cannot be,
+    ``SubjectErased`` when a personal field's subject was erased."""
     if not isinstance(payload, dict) or not any(is_encrypted(v) for v in payload.values()):
         return payload
+    from reliable_messaging._subject_keys import open_personal
+
     seen = {}
     for field, value in payload.items():
         if not is_encrypted(value):
@@ -151,14 +167,18 @@ def reveal_for(consumer: str, event_type: str, payload: Any) -> Any:
         readers = sealed.get("for") if isinstance(sealed, dict) else None
         if not (isinstance(readers, list) and all(isinstance(r, str) for r in readers)):
             raise Undecryptable(f"field {field!r}: a malformed encrypted value (no list of readers)")
-        if consumer in readers:
+        if "sub" in sealed:
+            readable, clear = open_personal(consumer, event_type, field, sealed)
+            if readable:
+                seen[field] = clear
+        elif consumer in readers:
             seen[field] = _decrypt(event_type, field, readers, sealed)
     return seen
 
 
 def _decrypt(event_type: str, field: str, readers: list[str], sealed: dict[str, Any]) -> Any:
     kid, text = sealed.get("kid"), sealed.get("ct")
-    keys = _keys()
+    keys = configured_keys()
     if kid not in keys:
         raise Undecryptable(
             f"field {field!r}: key id {kid!r} is not in MESSAGING['ENCRYPTION_KEYS'] ({', '.join(keys) or 'none'}): "

@@ -19,10 +19,17 @@ def mask_value(value: Any) -> str:
 
 
 def shown_encrypted(value: dict[str, Any]) -> str:
-    """How an encrypted field's value is shown: ``encrypted for <readers> (key <id>)``."""
+    """How an encrypted field's value is shown: ``encrypted for <readers> (key <id>)``; a personal
+    field's ``erased (subject key <id>)`` once its subject is erased."""
     sealed = value[MARK] if isinstance(value[MARK], dict) else {}
     readers = sealed.get("for")
     readers = ", ".join(map(str, readers)) if isinstance(readers, list) else "?"
+    if "sub" in sealed:
+        from reliable_messaging._subject_keys import is_erased
+
+        if is_erased(sealed["sub"]):
+            return f"erased (subject key {sealed['sub']})"
+        return f"encrypted for {readers or 'no consumer'} (subject key {sealed['sub']})"
     return f"encrypted for {readers} (key {sealed.get('kid', '?')})"
 
 

@@ -16,6 +16,8 @@
 - a context's own long-running process (a worker beside the consumers) uses ``Stopper``,
   ``Backoff``, ``use_dedicated_connections``, ``refuse_unmigrated_database`` and ``serve_metrics``
   as the relay and consumers do;
+- ``erase_subject(subject)`` deletes a data subject's key: the fields its context declares
+  ``[personal]`` become unreadable in every copy (reliable_messaging._subject_keys);
 - ``fault_point`` names a place where crash tests stop a process (``FAULT_POINT``; inert otherwise).
 
 The operator's reads are in ``reliable_messaging.operator``; the composition root's tracing in
@@ -47,6 +49,7 @@ from reliable_messaging._payloads import payload_uuid
 from reliable_messaging._runs import Turn, in_runs, in_turn
 from reliable_messaging._scheduled import cancel_scheduled, scheduled_delivery_time
 from reliable_messaging._serve_metrics import serve_metrics
+from reliable_messaging._subject_keys import erase_subject
 
 __all__ = [
     "DATABASE_BACKOFF_MAX",
@@ -62,6 +65,7 @@ __all__ = [
     "caused_by",
     "collecting",
     "current_cause",
+    "erase_subject",
     "fault_point",
     "in_runs",
     "in_turn",

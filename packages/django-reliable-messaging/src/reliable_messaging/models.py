@@ -316,3 +316,26 @@ class StepKey(models.Model):
 
     def __str__(self) -> str:
         return f"{self.event_type} {self.key}"
+
+
+class SubjectKey(models.Model):
+    """A data subject's own key, for the fields contexts declare ``[personal]``
+    (reliable_messaging._subject_keys): created by the first ``publish`` about the subject,
+    stored wrapped under ``ENCRYPTION_KEYS``, found by a keyed digest of the subject (never the
+    subject in clear). ``erase_subject`` blanks the key and the digest and keeps the id, so every
+    copy of what it sealed is unreadable and a message naming it is refused as erased."""
+
+    key_id = models.CharField(max_length=40, primary_key=True)
+    subject_digest = models.CharField(max_length=64, unique=True, null=True, help_text="HMAC-SHA256 of the subject.")
+    wrapped = models.TextField(
+        blank=True, help_text="The key, sealed under ENCRYPTION_KEYS[wrap_kid]; empty once erased."
+    )
+    wrap_kid = models.CharField(max_length=100, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    erased_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        db_table = "messaging_subject_key"
+
+    def __str__(self) -> str:
+        return f"{self.key_id}{' (erased)' if self.erased_at else ''}"
