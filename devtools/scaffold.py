@@ -188,7 +188,7 @@ description = "The {name} context: it follows the order saga"
 requires-python = ">=3.11"
 dependencies = [
     "Django>=5.2,<6",
-    "django-reliable-messaging>=3,<4",
+    "django-reliable-messaging>=4,<5",
     "saga-shop-kernel>=0.1,<0.2",
 ]
 
