@@ -97,11 +97,12 @@ def test_a_flood_of_bogus_messages_costs_a_genuine_one_a_moment_and_leaves_sampl
         ("archive", reason, EACH, LIMIT) for reason in reasons
     ]
     # from the first dead letter's commit to the genuine one's: 2,000 refusals took a transaction
-    # each before (38.7 s on the loaded 2-core machine, where this took 1.6 to 2.0 s); now one
-    # transaction per batch of 50, which a full window's refusals only count in
+    # each before (38.7 s on the loaded 2-core machine, where this took 1.6 to 2.0 s, and 5.1 s with
+    # both cores kept busy); now one transaction per batch of 50, which a full window's refusals only
+    # count in. The bound tells the two apart, not a speed target (bench/ has those).
     first_refused = min(DeadLetter.objects.values_list("last_failed_at", flat=True))
     handled = InboxMessage.objects.get(consumer="archive", message_id=genuine).handled_at
-    assert (handled - first_refused).total_seconds() < 4.0
+    assert (handled - first_refused).total_seconds() < 15.0
     assert consumed.stderr.count("counted, not stored") == len(reasons)  # one line per reason and window
 
 

@@ -166,7 +166,9 @@ def test_a_retry_without_a_wait_of_the_bus_s_is_attempted_at_once_with_its_attem
 
     # attempt 2 of 3: once more after 0.6 s, then a dead letter
     assert calls("retrying") == [("failing again", 2), ("failing again", 3)]
-    assert CALLS[0][3] - started < 0.5
+    # at once: not parked for a wait (the 2 days would never come, "soon" no wait at all); a loaded
+    # machine's lateness allowed (0.54 s seen with both cores busy, the consumer's start included)
+    assert CALLS[0][3] - started < 0.5 + LATE
     assert [(c, r, a) for c, r, a, _ in dead_letters()] == [("retrying", "handler_error", 3)]
 
 
