@@ -8,10 +8,12 @@ would dead-letter a message whose handler was never at fault."""
 import json
 import logging
 import uuid
+from dataclasses import replace
 
 import pytest
 from archive.models import Filed
 from django.db import connection, connections
+from notes.services import write_note
 from reliable_messaging import _dispatch as dispatch
 from reliable_messaging._dispatch import Delivery, Outcome, decide, decide_batch
 from reliable_messaging._lifecycle import drop_broken_db_connections
@@ -98,6 +100,34 @@ def test_a_backend_terminated_while_idle_costs_a_batch_nothing():
     assert [d.outcome for d in decisions] == [Outcome.HANDLED] * 3, [d.error for d in decisions]
     assert filed_once([json.loads(d.body)["note_id"] for d in batch])
     assert InboxMessage.objects.filter(consumer="archive").count() == 4
+
+
+def sealed_note() -> Delivery:
+    """A note whose author is sealed under their own key, as the relay would carry it."""
+    note = write_note("sealed", author="ada-lovelace")
+    row = OutboxMessage.objects.get(aggregate_id=str(note.id))
+    delivery = replace(written(str(note.id)), body=json.dumps(row.payload).encode())
+    delivery.headers["schema_version"] = row.schema_version
+    return delivery
+
+
+def test_a_backend_terminated_while_idle_costs_a_message_with_a_personal_field_nothing():
+    """A sealed author's key is read before the message's transaction, so that read may be the one
+    that finds the connection lost: the message is decided on a new one, the consumer goes on."""
+    alone, in_batch, other = sealed_note(), sealed_note(), written(str(uuid.uuid4()))
+    # given the consumer's connection idle, when its backend is terminated and a sealed note arrives alone
+    terminate_backend()
+    drop_broken_db_connections()
+    [decided] = decide_batch([alone])
+    # and again with a batch of two
+    terminate_backend()
+    drop_broken_db_connections()
+    decisions = decide_batch([in_batch, other])
+
+    # then each is handled, filed once, nothing left to retry
+    assert decided.outcome is Outcome.HANDLED, decided.error
+    assert [d.outcome for d in decisions] == [Outcome.HANDLED] * 2, [d.error for d in decisions]
+    assert filed_once([json.loads(d.body)["note_id"] for d in (alone, in_batch, other)])
 
 
 def test_a_connection_lost_again_on_the_new_connection_is_retried_later(monkeypatch):

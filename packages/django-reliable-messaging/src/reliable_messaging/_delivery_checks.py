@@ -6,12 +6,16 @@ knows). A delivery that fails one can never be handled: ``Refused``, with its de
 from dataclasses import replace
 from typing import Any, NamedTuple
 
+from django.db import InterfaceError, OperationalError
+
 from reliable_messaging import _contracts as contracts
 from reliable_messaging import _registry as registry
 from reliable_messaging._claim_check import StorageUnavailable
 from reliable_messaging._decisions import Decision, Outcome, failure
 from reliable_messaging._envelope import IncomingEvent, InvalidMessage, parse_incoming
 from reliable_messaging._field_crypto import SubjectErased, Undecryptable, reveal_for
+from reliable_messaging._health import database_reachable
+from reliable_messaging._lifecycle import connection_lost, reconnect_databases
 from reliable_messaging._producers import UNAUTHENTICATED, producer_refusal
 from reliable_messaging._readings import Reading
 from reliable_messaging._topology import EVENT_LOG_CONSUMER
@@ -49,7 +53,7 @@ def prepare(
         )
     if consumer != EVENT_LOG_CONSUMER:  # the event log keeps what it received: ciphertext
         try:
-            event = replace(event, payload=reveal_for(consumer, event.event_type, event.payload))
+            event = replace(event, payload=_revealed(consumer, event))
         except Undecryptable as exc:
             reason = "subject_erased" if isinstance(exc, SubjectErased) else "undecryptable"
             raise Refused(Decision(Outcome.DEAD_LETTER, event, reason, str(exc))) from None
@@ -58,6 +62,27 @@ def prepare(
     if (reading := spec.reading) is not None:
         return _read(spec, reading, event)
     return Prepared(event, spec)
+
+
+def _revealed(consumer: str, event: IncomingEvent) -> Any:
+    """The payload as ``consumer`` may read it. A personal field's subject key is read from the
+    database, outside any transaction: a connection lost meanwhile is no fault of the message (it is
+    replaced and the key read again at once); the database still failing is an outage, or a retry."""
+    try:
+        return reveal_for(consumer, event.event_type, event.payload)
+    except (OperationalError, InterfaceError) as exc:
+        if not connection_lost(exc):
+            raise _unreadable(exc, event) from None
+        reconnect_databases()
+    try:
+        return reveal_for(consumer, event.event_type, event.payload)
+    except (OperationalError, InterfaceError) as exc:
+        raise _unreadable(exc, event) from None
+
+
+def _unreadable(exc: BaseException, event: IncomingEvent) -> Refused:
+    outcome = Outcome.RETRY if database_reachable() else Outcome.DATABASE_DOWN
+    return Refused(failure(outcome, "database_unavailable", exc, event))
 
 
 def _unsupported(spec: registry.HandlerSpec, event: IncomingEvent) -> str:
