@@ -132,7 +132,15 @@ class Workers(Manage):
         """SIGTERM, and the exit code once it has finished what it had in hand."""
         if proc.poll() is None:
             proc.send_signal(signal.SIGTERM)
-        return proc.wait(timeout=timeout)
+        try:
+            return proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:  # killed, and its log shown: what it was doing instead of stopping
+            proc.kill()
+            proc.wait()
+            tail = "\n".join(proc.log.read_text().splitlines()[-40:])
+            raise AssertionError(
+                f"{proc.args[2:]} still running {timeout} s after SIGTERM; its log ends:\n{tail}"
+            ) from None
 
     def kill(self, proc: subprocess.Popen) -> None:
         if proc.poll() is None:
