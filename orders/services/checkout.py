@@ -109,6 +109,7 @@ def checkout(
     for _ in range(2):  # twice at most: once more after freeing an expired key
         try:
             with transaction.atomic():
+                _bound_lock_waits()
                 placed = _order_place(
                     customer_id=customer_id, lines=lines, payment_token=payment_token, ship_to=ship_to, write=write
                 )
@@ -132,15 +133,22 @@ def checkout(
     raise IdempotencyKeyInUse(key)
 
 
-def _key_insert(*, key: str, request_hash: str, order: Order, body: dict) -> None:
-    """The key's row with the answer; ``_KeyTaken`` if the key has one. The insert waits on an
-    uncommitted row at most ``IDEMPOTENCY_KEY_WAIT`` (PostgreSQL: ``lock_timeout``, reset at commit).
-    No savepoint: a taken key rolls the whole transaction back."""
+def _bound_lock_waits() -> None:
+    """Every lock the checkout's transaction waits for, at most ``IDEMPOTENCY_KEY_WAIT``
+    (PostgreSQL: ``lock_timeout``, reset at commit): the key's uncommitted row, and the customer's
+    data key, which a first order of the same new customer still in flight holds (the bus creates it
+    with the order's event)."""
     if connection.vendor == "postgresql":
         # At least 1 ms: a lock_timeout of 0 means no limit at all.
         wait_ms = max(1, int(setting("IDEMPOTENCY_KEY_WAIT") * 1000))
         with connection.cursor() as cursor:
             cursor.execute(f"SET LOCAL lock_timeout = {wait_ms}")
+
+
+def _key_insert(*, key: str, request_hash: str, order: Order, body: dict) -> None:
+    """The key's row with the answer; ``_KeyTaken`` if the key has one. The insert waits on an
+    uncommitted row at most ``IDEMPOTENCY_KEY_WAIT`` (``_bound_lock_waits``).
+    No savepoint: a taken key rolls the whole transaction back."""
     try:
         CheckoutRequest.objects.create(
             key=key,
