@@ -49,7 +49,7 @@ run: $(STAMP) ## run the web server, the fake card gateway (on PORT + 90), the g
 	@# honcho answers Ctrl-C with 130 even when every process stopped cleanly (each exits 0). The
 	@# shell ignores Ctrl-C itself (honcho still gets it): dying of it would make make say "Interrupt".
 	@# scripts/announce_ready.py waits in the background for the catalogue, and ends with this shell.
-	trap '' INT; python scripts/announce_ready.py --port $(PORT) --parent $$$$ & honcho start -f Procfile -p $(PORT) || [ $$? -eq 130 ]
+	trap '' INT; python scripts/announce_ready.py --port $(PORT) --also http://127.0.0.1:$(GATEWAY_PORT)/healthz --parent $$$$ & honcho start -f Procfile -p $(PORT) || [ $$? -eq 130 ]
 
 serve: $(STAMP) ## the production web tier on PORT (all interfaces; SERVE_HOST=127.0.0.1 for this machine only): nginx (installs Debian's package if missing) in front of gunicorn, DEBUG off; needs SECRET_KEY and ALLOWED_HOSTS, uses DATABASE_URL/BROKER_URL; migrates first; Ctrl-C stops both
 	@$(PY) scripts/serve.py --host $(SERVE_HOST) --port $(PORT)

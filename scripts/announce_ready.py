@@ -5,7 +5,8 @@
 serves ``/api/products/`` from its own copy of the catalogue, which fills only once the seeded
 products' events have passed through the relay and the consumers: until then the list is empty
 and a checkout gets "unknown sku". So this waits for ``/readyz`` to answer 200 and the product
-list to hold something (a deployment without the API: ``/readyz`` alone), then prints one line.
+list to hold something (a deployment without the API: ``/readyz`` alone), and each ``--also`` URL
+(the fake card gateway's ``/healthz``) to answer 200, then prints one line.
 
 It runs in the background of the recipe's shell (``--parent``) and ends with it, quietly: a
 Ctrl-C during the start leaves nothing behind. After ``--timeout`` seconds it says what it still
@@ -34,8 +35,10 @@ def get(url: str) -> tuple[int, object]:
         return 0, None
 
 
-def look(base: str, label: str = "make run") -> tuple[str | None, str]:
+def look(base: str, label: str = "make run", also: tuple[str, ...] = ()) -> tuple[str | None, str]:
     """(what the deployment does not serve yet or None, the line that says it is up)."""
+    if waiting := next((url for url in also if get(url)[0] != 200), None):
+        return f"{waiting} to answer 200", ""
     if get(f"{base}/readyz")[0] != 200:
         return "/readyz to answer 200 (the database and the broker)", ""
     status, products = get(f"{base}/api/products/")
@@ -52,11 +55,12 @@ def main() -> int:
     parser.add_argument("--parent", type=int, required=True, help="the pid to end with (the recipe's shell)")
     parser.add_argument("--timeout", type=float, default=120)
     parser.add_argument("--label", default="make run", help="what the line names as up")
+    parser.add_argument("--also", action="append", default=[], help="a URL that must answer 200 too")
     args = parser.parse_args()
     base = f"http://127.0.0.1:{args.port}"
     deadline = time.monotonic() + args.timeout
     while os.getppid() == args.parent:
-        missing, up = look(base, args.label)
+        missing, up = look(base, args.label, tuple(args.also))
         if missing is None:
             print(up, flush=True)
             return 0

@@ -106,7 +106,9 @@ def banner(split: list[dict], broker: str, port: int) -> list[str]:
     first = split[0]
     lines += ["  Each deployment has its own admin users, e.g. for " + first["name"] + ":"]
     lines += ["      " + by_hand(first, "createsuperuser", broker)]
-    if example := next((d for d in split if d["commands"]), None):
+    # The example runs as pasted: payments' ledger needs no argument (orders' erase_customer needs an id).
+    with_commands = sorted((d for d in split if d["commands"]), key=lambda d: d["name"] != "payments")
+    if example := next(iter(with_commands), None):
         lines += [
             "  A command by hand takes its deployment's CONTEXTS and DATABASE_URL (an SQLite database has its",
             f"  own files beside it), e.g. {example['name']}' {example['commands'][0]} and dead letters:",
@@ -155,6 +157,8 @@ def main() -> int:
     signal.signal(signal.SIGINT, lambda signum, frame: None)
     api = next((d for d in split if d["api"]), split[0])
     announce = [sys.executable, str(BASE_DIR / "scripts" / "announce_ready.py"), "--label", "make run-split"]
+    if any(d["name"] == "payments" for d in split):  # its fake card gateway is part of the split
+        announce += ["--also", f"http://127.0.0.1:{os.environ.get('GATEWAY_PORT') or '8090'}/healthz"]
     subprocess.Popen([*announce, "--port", str(api["port"]), "--parent", str(os.getpid())])
     honcho = ["honcho", "start", "-f", str(path), "-d", str(BASE_DIR)]
     code = subprocess.run(honcho, cwd=BASE_DIR, env=environ).returncode

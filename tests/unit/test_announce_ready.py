@@ -63,3 +63,17 @@ def test_a_deployment_without_the_api_is_up_once_ready(server):
 
 def test_nothing_listening_is_not_up():
     assert look(f"http://127.0.0.1:{free_port()}") == ("/readyz to answer 200 (the database and the broker)", "")
+
+
+def test_not_up_until_the_fake_gateway_answers_too(server):
+    base, answers = server
+    answers["/readyz"] = (200, {"database": "ok", "broker": "ok"})
+    answers["/api/products/"] = (200, [{"sku": "WIDGET", "name": "Widget", "price": "19.99", "available": 5}])
+    gateway = f"http://127.0.0.1:{free_port()}/healthz"  # nothing listens there yet
+    assert look(base, also=(gateway,)) == (f"{gateway} to answer 200", "")
+
+    answers["/healthz"] = (200, {"status": "ok"})
+    assert look(base, also=(f"{base}/healthz",)) == (
+        None,
+        f"make run: up: {base}/api/products/ lists the catalogue; checkouts are accepted",
+    )
