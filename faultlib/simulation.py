@@ -11,6 +11,7 @@ to their due time), and when a cancellation or the deadline strikes.
 
 import uuid
 from dataclasses import dataclass, replace
+from datetime import timedelta
 from decimal import Decimal
 
 from django.utils import timezone
@@ -21,6 +22,7 @@ from reliable_messaging.testing import (
     ATTEMPT_HEADER,
     Envelope,
     Outcome,
+    advance_time,
     dead_letter_record,
     decide,
     envelope_for_outbox,
@@ -89,6 +91,20 @@ class Bus:
         self.outcomes.append((delivery, decision.outcome))
         self.relay()
         return decision.outcome
+
+    def fire_deadlines(self, within: timedelta) -> int:
+        """Time runs forward by ``within``: the scheduled messages due by then (a saga's deadlines)
+        move into the outbox and on to their consumers; how many."""
+        moved = len(advance_time(within))
+        self.relay()
+        return moved
+
+    def deliver_only(self, consumer: str, event_type: str) -> None:
+        """The first pending ``event_type`` for ``consumer``, handled: the others wait."""
+        index = next(
+            i for i, d in enumerate(self.pending) if (d.consumer, d.envelope.routing_key) == (consumer, event_type)
+        )
+        assert self.deliver(index) is Outcome.HANDLED
 
 
 TOKENS = ["tok_visa", "tok_visa", "tok_chargeDeclined", "tok_timeout", "tok_unavailable"]

@@ -27,7 +27,7 @@ def on_reserve_ordered(event: IncomingEvent) -> None:
     services.stock_reserve_ordered(order_id=order_id_of(event), lines=lines_of(event))
 
 
-@participant
+@participant(undoes="orchestrator.stock.reserve")
 def on_release_ordered(event: IncomingEvent) -> None:
     services.stock_release_ordered(order_id=order_id_of(event), reason=str(event.payload.get("reason") or "failed"))
 
@@ -37,6 +37,6 @@ def on_restock_ordered(event: IncomingEvent) -> None:
     services.stock_restock_returned(order_id=order_id_of(event))
 
 
-@participant
+@participant(undoes="orders.return.restock")
 def on_take_back_ordered(event: IncomingEvent) -> None:
     services.stock_take_back_returned(order_id=order_id_of(event))

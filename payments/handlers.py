@@ -53,7 +53,7 @@ def on_charge_ordered(event: IncomingEvent) -> None:
     )
 
 
-@participant
+@participant(undoes="orchestrator.payment.charge")
 def on_refund_ordered(event: IncomingEvent) -> None:
     services.payment_refund_ordered(order_id=order_id_of(event), reason=text_of(event, "reason"))
 

@@ -24,7 +24,7 @@ def on_create_ordered(event: IncomingEvent) -> None:
     services.shipment_prepare_ordered(order_id=order_id_of(event), ship_to=ship_to_of(event))
 
 
-@participant
+@participant(undoes="orchestrator.shipment.create")
 def on_cancel_ordered(event: IncomingEvent) -> None:
     services.shipment_cancel(order_id=order_id_of(event))
 
@@ -35,6 +35,6 @@ def on_pickup_book_ordered(event: IncomingEvent) -> None:
     services.shipment_cancel(order_id=order_id_of(event))
 
 
-@participant
+@participant(undoes="orders.return.book_pickup")
 def on_pickup_cancel_ordered(event: IncomingEvent) -> None:
     services.shipment_reinstate(order_id=order_id_of(event))

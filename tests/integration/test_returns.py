@@ -5,6 +5,7 @@ gateway worker makes the refund, the stand-in gateway keeps the ledger."""
 
 import json
 import uuid
+from datetime import timedelta
 from decimal import Decimal
 
 import pytest
@@ -19,6 +20,7 @@ from faultlib.simulation import Bus
 from faultlib.steps import offered
 from inventory.models import Reservation
 from inventory.services import product_upsert
+from orders.conf import setting
 from orders.models import Order
 from orders.services.checkout import Line, order_place
 from orders.services.returns import NAME, R
@@ -205,6 +207,34 @@ def test_a_restock_repeated_with_its_step_key_has_no_second_effect(bus):
     assert Order.objects.get(pk=order_id).status == "RETURNED"
     assert stock("WIDGET") == 5
     assert len(transitions(order_id)) == 4
+
+
+def test_a_restock_given_up_then_delivered_after_its_undo_puts_nothing_back(bus):
+    order_id = confirmed(bus)
+    post_return(order_id)
+    bus.relay()
+    while not any(d.envelope.routing_key == "orders.return.restock" for d in bus.pending):
+        bus.deliver(0)
+    attempts = setting("RETURN_STEP_ATTEMPTS")
+    for _ in range(attempts):  # inventory is slow: every send of the restock waits in its queue
+        assert bus.fire_deadlines(timedelta(seconds=setting("RETURN_STEP_TIMEOUT") + 1)) == 1
+        bus.deliver_only("orders", "orders.return.deadline")
+    saga = sagas.instance_of(NAME, order_id)
+    assert (saga.state, saga.failure_reason) == (R.CANCELLING_PICKUP, "timeout")
+    assert saga.step_keys["orders.return.take_back_stock"] == saga.step_keys["orders.return.restock"]
+
+    bus.deliver_only("inventory", "orders.return.take_back_stock")  # the undo overtakes the step
+    late = [d for d in bus.pending if (d.consumer, d.envelope.routing_key) == ("inventory", "orders.return.restock")]
+    assert len(late) == attempts
+    run_to_quiet(bus)  # the restocks arrive late: each runs nothing
+
+    assert stock("WIDGET") == 3  # the return never happened: not 5
+    assert Reservation.objects.get(order_id=order_id).status == "reserved"
+    assert Order.objects.get(pk=order_id).status == "CONFIRMED"
+    assert shipment_status(order_id) == "PREPARING"
+    assert sagas.instance_of(NAME, order_id).state == R.NOT_RETURNED
+    assert not OutboxMessage.objects.filter(correlation_id=order_id, event_type="inventory.stock.restocked").exists()
+    assert ledger(order_id) == [("charge", Decimal("20.00"))]
 
 
 @pytest.mark.parametrize("token, status", [("tok_chargeDeclined", "FAILED"), ("tok_visa", "PENDING")])

@@ -17,7 +17,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from reliable_messaging import sagas
 from reliable_messaging._dispatch import Outcome, decide
-from reliable_messaging._scheduled import move_due_messages
 from reliable_messaging.api import TransientError
 from reliable_messaging.models import OutboxMessage, ScheduledMessage
 from reliable_messaging.operator import timeline_for, timeline_waiting
@@ -245,33 +244,24 @@ def test_a_reply_twice_late_or_not_its_own_changes_nothing(bus):
     assert ledger(order_id) == [("charge", Decimal("20.00"))]
 
 
-def fire_deadlines(bus: Bus, order_id: str) -> None:
-    """Time runs forward: the saga's deadline is due, the relay moves it into the outbox."""
-    ScheduledMessage.objects.filter(correlation_id=order_id).update(deliver_at=timezone.now() - timedelta(seconds=1))
-    assert move_due_messages() == 1
-    bus.relay()
-
-
-def deliver_only(bus: Bus, consumer: str, event_type: str) -> None:
-    index = next(i for i, d in enumerate(bus.pending) if (d.consumer, d.envelope.routing_key) == (consumer, event_type))
-    assert bus.deliver(index) is Outcome.HANDLED
+STEP_DEADLINE = timedelta(seconds=96)  # ORCHESTRATOR_STEP_TIMEOUT passed
 
 
 def test_a_step_unanswered_is_sent_again_with_its_key_then_given_up_and_compensated(bus):
     order_id = place(bus)
-    deliver_only(bus, "orchestrator", "orders.order.created")
+    bus.deliver_only("orchestrator", "orders.order.created")
     key = OrderSaga.objects.get(key=order_id).step_keys["orchestrator.stock.reserve"]
 
     for attempt in (2, 3):  # inventory never answers
-        fire_deadlines(bus, order_id)
-        deliver_only(bus, "orchestrator", "orchestrator.step.deadline")
+        assert bus.fire_deadlines(STEP_DEADLINE) == 1
+        bus.deliver_only("orchestrator", "orchestrator.step.deadline")
         saga = OrderSaga.objects.get(key=order_id)
         assert (saga.state, saga.attempt) == (S.RESERVING_INVENTORY, attempt)
     reserves = OutboxMessage.objects.filter(correlation_id=order_id, event_type="orchestrator.stock.reserve")
     assert [row.payload["key"] for row in reserves] == [key, key, key]
 
-    fire_deadlines(bus, order_id)
-    deliver_only(bus, "orchestrator", "orchestrator.step.deadline")
+    assert bus.fire_deadlines(STEP_DEADLINE) == 1
+    bus.deliver_only("orchestrator", "orchestrator.step.deadline")
     saga = OrderSaga.objects.get(key=order_id)
     assert (saga.state, saga.failure_reason) == (S.FAILED, "timeout")
     release = OutboxMessage.objects.get(correlation_id=order_id, event_type="orchestrator.stock.release")
@@ -281,7 +271,7 @@ def test_a_step_unanswered_is_sent_again_with_its_key_then_given_up_and_compensa
         "reason": "timeout",
     }
 
-    deliver_only(bus, "inventory", "orchestrator.stock.release")  # before the three reserve commands
+    bus.deliver_only("inventory", "orchestrator.stock.release")  # before the three reserve commands
     run_to_quiet(bus)  # which arrive late: the release's tombstone refuses them
     assert order_of(order_id) == ("FAILED", "timeout")
     assert Reservation.objects.get(order_id=order_id).status == Reservation.Status.CANCELLED
@@ -292,7 +282,7 @@ def test_a_step_unanswered_is_sent_again_with_its_key_then_given_up_and_compensa
 
 def test_a_deadline_of_an_answered_step_changes_nothing(bus):
     order_id = place(bus)
-    deliver_only(bus, "orchestrator", "orders.order.created")
+    bus.deliver_only("orchestrator", "orders.order.created")
     stale = forged.message(
         "orchestrator.step.deadline", {"order_id": order_id, "step": S.RESERVING_INVENTORY, "attempt": 7}
     )
@@ -303,7 +293,7 @@ def test_a_deadline_of_an_answered_step_changes_nothing(bus):
 
 def test_a_move_from_a_version_already_moved_is_retried(bus):
     order_id = place(bus)
-    deliver_only(bus, "orchestrator", "orders.order.created")
+    bus.deliver_only("orchestrator", "orders.order.created")
     stale = OrderSaga.objects.get(key=order_id)  # read by a handler, then another one moves it
     OrderSaga.objects.filter(key=order_id).update(version=stale.version + 1)
     with pytest.raises(TransientError, match="moved meanwhile"), transaction.atomic():
@@ -400,7 +390,7 @@ def test_the_orders_page_shows_its_saga_state_version_keys_and_history(bus, admi
 
 def test_a_step_waiting_shows_its_attempt_and_deadline(bus, admin_client):
     order_id = place(bus)
-    deliver_only(bus, "orchestrator", "orders.order.created")
+    bus.deliver_only("orchestrator", "orders.order.created")
     page = admin_client.get(f"/admin/orders/order/{order_id}/change/").content.decode()
     assert "Orchestrated saga: reserving_inventory, version 2" in page
     assert "Waiting for orchestrator.stock.reserve since " in page
@@ -419,13 +409,13 @@ def test_a_step_waiting_shows_its_attempt_and_deadline(bus, admin_client):
 
 def test_a_step_sent_again_after_it_was_done_repeats_the_same_reply(bus):
     order_id = place(bus)
-    deliver_only(bus, "orchestrator", "orders.order.created")
-    deliver_only(bus, "inventory", "orchestrator.stock.reserve")  # reserved; the reply waits in the queue
+    bus.deliver_only("orchestrator", "orders.order.created")
+    bus.deliver_only("inventory", "orchestrator.stock.reserve")  # reserved; the reply waits in the queue
     reply = OutboxMessage.objects.get(correlation_id=order_id, event_type="inventory.stock.reserved")
 
-    fire_deadlines(bus, order_id)
-    deliver_only(bus, "orchestrator", "orchestrator.step.deadline")  # the reserve command, again
-    deliver_only(bus, "inventory", "orchestrator.stock.reserve")
+    assert bus.fire_deadlines(STEP_DEADLINE) == 1
+    bus.deliver_only("orchestrator", "orchestrator.step.deadline")  # the reserve command, again
+    bus.deliver_only("inventory", "orchestrator.stock.reserve")
     again = OutboxMessage.objects.get(correlation_id=order_id, event_type="inventory.stock.reserved")
     assert again.event_id == reply.event_id  # no second event: the same message, relayed again
     copies = [d.consumer for d in bus.pending if d.envelope.properties["message_id"] == str(reply.event_id)]
@@ -441,11 +431,11 @@ def test_a_step_sent_again_after_it_was_done_repeats_the_same_reply(bus):
 
 def test_a_command_repeated_with_its_step_key_has_no_second_effect_at_the_participant(bus):
     order_id = place(bus)
-    deliver_only(bus, "payments", "orders.order.created")  # payments keeps the token
-    deliver_only(bus, "orchestrator", "orders.order.created")
-    deliver_only(bus, "inventory", "orchestrator.stock.reserve")
-    deliver_only(bus, "orchestrator", "inventory.stock.reserved")
-    deliver_only(bus, "payments", "orchestrator.payment.charge")
+    bus.deliver_only("payments", "orders.order.created")  # payments keeps the token
+    bus.deliver_only("orchestrator", "orders.order.created")
+    bus.deliver_only("inventory", "orchestrator.stock.reserve")
+    bus.deliver_only("orchestrator", "inventory.stock.reserved")
+    bus.deliver_only("payments", "orchestrator.payment.charge")
     gateway_worker_step([order_id])  # the charge, answered later by payments' worker
     bus.relay()
     answer = OutboxMessage.objects.get(correlation_id=order_id, event_type="payments.payment.succeeded")
@@ -472,8 +462,8 @@ def test_a_cancellation_that_overtakes_the_creation_keeps_the_saga_from_starting
     order_id = place(bus)
     order_cancel(order_id=uuid.UUID(order_id))
     bus.relay()
-    deliver_only(bus, "orchestrator", "orders.order.cancelled")  # first, as a retried creation would let it
-    deliver_only(bus, "orchestrator", "orders.order.created")
+    bus.deliver_only("orchestrator", "orders.order.cancelled")  # first, as a retried creation would let it
+    bus.deliver_only("orchestrator", "orders.order.created")
     run_to_quiet(bus)
 
     saga = OrderSaga.objects.get(key=order_id)
@@ -488,7 +478,7 @@ def test_metrics_show_the_sagas_waiting_by_state_and_the_longest_wait(bus, clien
     done = place(bus, quantity=1)
     run_to_quiet(bus)
     waiting = place(bus)
-    deliver_only(bus, "orchestrator", "orders.order.created")
+    bus.deliver_only("orchestrator", "orders.order.created")
     OrderSaga.objects.filter(key=waiting).update(step_since=timezone.now() - timedelta(seconds=90))
 
     got = samples(client.get("/metrics").content.decode())

@@ -200,6 +200,65 @@ def test_a_command_repeated_with_its_step_key_has_no_second_effect_and_repeats_t
     assert SagaInstance.objects.get().state == "wrapping"
 
 
+def given_up_delivering() -> tuple[SagaInstance, OutboxMessage]:
+    """An errand whose delivery was sent, never answered and given up (its recall sent); the
+    delivery as sent, still to arrive."""
+    begin()
+    for message in ("errands.item.fetch", "errands.item.fetched", "errands.item.wrap", "errands.item.wrapped"):
+        run(message)
+    for _ in range(2):  # delivering has two attempts
+        advance_time(timedelta(seconds=61))
+        run("errands.step.deadline")
+    saga = SagaInstance.objects.get()
+    assert (saga.state, sent()[-2:]) == ("returning", ["errands.item.recall", "errands.item.return"])
+    assert (
+        saga.step_keys["errands.item.recall"] == saga.step_keys["errands.item.deliver"]
+    )  # the undo's key is its step's
+    return saga, newest("errands.item.deliver")
+
+
+def test_a_step_arriving_after_its_undo_runs_nothing_and_answers_nothing():
+    saga, late = given_up_delivering()
+    recall = newest("errands.item.recall")
+    assert run("errands.item.recall").outcome is Outcome.HANDLED
+    outbox = OutboxMessage.objects.count()
+
+    arrived = deliver("errands", late.event_type, late.payload, message_id=str(late.event_id), correlation_id="e1")
+
+    assert (arrived.outcome, arrived.published) == (Outcome.HANDLED, [])
+    assert list(Chore.objects.order_by("id").values_list("command", flat=True)) == [
+        "errands.item.fetch",
+        "errands.item.wrap",
+        "errands.item.recall",
+    ]
+    assert OutboxMessage.objects.count() == outbox
+    key = saga.step_keys["errands.item.deliver"]
+    assert set(StepKey.objects.filter(key=key).values_list("event_type", "message_id")) == {
+        ("errands.item.recall", str(recall.event_id)),
+        ("errands.item.deliver", str(recall.event_id)),  # the fence
+    }
+
+
+def test_an_undo_after_its_step_ran_undoes_it_and_a_repeat_of_the_step_repeats_its_answer():
+    saga, late = given_up_delivering()
+    assert [e.event_type for e in run("errands.item.deliver").published] == ["errands.item.delivered"]  # late, first
+    OutboxMessage.objects.filter(event_type="errands.item.delivered").update(published_at=timezone.now())
+    assert run("errands.item.recall").outcome is Outcome.HANDLED
+
+    again = deliver("errands", late.event_type, late.payload, message_id=str(uuid.uuid4()), correlation_id="e1")
+
+    assert (again.outcome, again.published) == (Outcome.HANDLED, [])
+    assert list(Chore.objects.order_by("id").values_list("command", flat=True)) == [
+        "errands.item.fetch",
+        "errands.item.wrap",
+        "errands.item.deliver",
+        "errands.item.recall",
+    ]
+    key = saga.step_keys["errands.item.deliver"]
+    assert StepKey.objects.get(event_type="errands.item.deliver", key=key).message_id == str(late.event_id)
+    assert newest("errands.item.delivered").published_at is None  # the first answer, sent again
+
+
 def test_a_command_without_its_step_key_is_refused_and_changes_nothing():
     refused = deliver("errands", "errands.item.fetch", {"errand_id": "e9", "item": "pen"})
     assert (refused.outcome, refused.reason) == (Outcome.DEAD_LETTER, "invalid_payload")

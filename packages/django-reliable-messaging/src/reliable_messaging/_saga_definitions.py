@@ -1,6 +1,7 @@
 """What a saga is: a definition, as data (reliable_messaging.sagas), and the registry of every
 version a host runs."""
 
+import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -84,6 +85,17 @@ class Definition:
         """Every command it may send with a step key, in the order of its steps."""
         sent = [c for step in self.steps.values() for c in (step.command, step.undo) if c]
         return list(dict.fromkeys(sent))
+
+    def new_step_keys(self) -> dict[str, str]:
+        """A new instance's key for each command it may send: one per step, its undo sent under the
+        same (the participant's undo fences the step, reliable_messaging._saga_steps); an undo of
+        several steps, or the command of a compensation step too, under the first's."""
+        keys: dict[str, str] = {}
+        for step in self.steps.values():
+            key = keys.setdefault(step.command, str(uuid.uuid4()))
+            if step.undo:
+                keys.setdefault(step.undo, key)
+        return keys
 
 
 _registry: dict[tuple[str, int], Definition] = {}

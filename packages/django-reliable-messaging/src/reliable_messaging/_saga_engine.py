@@ -39,7 +39,7 @@ def start(name: str, key: str, data: dict[str, Any], *, cause: str) -> SagaInsta
         definition_version=saga.version,
         state=STARTED,
         data=data,
-        step_keys={command: str(uuid.uuid4()) for command in saga.commands},
+        step_keys=saga.new_step_keys(),
     )
     SagaInstance.objects.bulk_create([new], ignore_conflicts=True)
     instance = SagaInstance.objects.get(name=name, key=key)

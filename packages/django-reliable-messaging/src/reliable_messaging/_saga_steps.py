@@ -6,11 +6,17 @@ per (command, key): the key is recorded in the handler's own transaction with th
 came with; a command arriving again with that key runs nothing and publishes again, as they were
 (same message ids), the messages the first one caused, whenever they were written (an answer a
 worker of the participant wrote later, under ``caused_by``, included). Every consumer that had
-them finds their ids in its inbox: the first answer stands, nothing happens twice."""
+them finds their ids in its inbox: the first answer stands, nothing happens twice.
+
+An undo goes with its step's key (the engine sends both under one), and its handler names the
+command it undoes (``@participant(undoes=...)``): the undo records that key for the step too, a
+fence, so the step arriving after its undo (sent before its deadline, delivered late or out of
+order) runs nothing. Without it a late step would do what its undo already undid for good."""
 
 import functools
 import logging
 from collections.abc import Callable
+from typing import overload
 
 from django.utils import timezone
 
@@ -27,38 +33,64 @@ KEY_LENGTH = 100  # StepKey.key's max_length
 Handler = Callable[[IncomingEvent], None]
 
 
-def participant(handler: Handler) -> Handler:
-    """Mark a handler of saga commands: a command repeated with its step key runs it once."""
+@overload
+def participant(handler: Handler, *, undoes: str = "") -> Handler: ...
+@overload
+def participant(handler: None = None, *, undoes: str = "") -> Callable[[Handler], Handler]: ...
+def participant(handler: Handler | None = None, *, undoes: str = "") -> Handler | Callable[[Handler], Handler]:
+    """Mark a handler of saga commands: a command repeated with its step key runs it once. The
+    handler of an undo names the command it ``undoes``: that command, arriving after it with the
+    same key, runs nothing."""
 
-    @functools.wraps(handler)
-    def handle(event: IncomingEvent) -> None:
-        key = event.payload.get(STEP_KEY)
-        if not isinstance(key, str) or not key:
-            raise InvalidPayload(f"{event.event_type} carries no step key ({STEP_KEY!r}): not a saga's command")
-        if len(key) > KEY_LENGTH:
-            # Cut, two keys could be taken for one: refused whole, as no engine of ours sends it.
-            raise InvalidPayload(f"{event.event_type}'s step key is {len(key)} characters, over {KEY_LENGTH}")
-        first = _first_with(event, key)
-        if first == event.message_id:
-            handler(event)
-            return
-        again = repeat_answers(first)
-        logger.info(
-            "%s repeated with step key %s: %d answer(s) of %s published again", event.event_type, key, again, first
-        )
+    def mark(handler: Handler) -> Handler:
+        @functools.wraps(handler)
+        def handle(event: IncomingEvent) -> None:
+            key = _step_key_of(event)
+            first = _first_with(event.event_type, key, event.message_id)
+            if first == event.message_id:
+                if undoes:  # the fence: taken already if the step ran here first
+                    _first_with(undoes, key, event.message_id)
+                handler(event)
+                return
+            if undone_by := _undo_of(first, event.event_type, key):
+                logger.warning(
+                    "%s with step key %s arrived after its undo %s: nothing run", event.event_type, key, undone_by
+                )
+                return
+            again = repeat_answers(first)
+            logger.info(
+                "%s repeated with step key %s: %d answer(s) of %s published again", event.event_type, key, again, first
+            )
 
-    return handle
+        return handle
+
+    return mark(handler) if handler is not None else mark
 
 
-def _first_with(event: IncomingEvent, key: str) -> str:
-    """The message first handled with ``key``: this one if none was (its record written now, in
-    the handler's transaction, one statement). A concurrent first waits for the other's commit,
-    then finds it."""
-    event_type = event.event_type  # one the consumer declares: it fits
-    row = {"event_type": event_type, "key": key, "message_id": event.message_id, "handled_at": timezone.now()}
+def _step_key_of(event: IncomingEvent) -> str:
+    key = event.payload.get(STEP_KEY)
+    if not isinstance(key, str) or not key:
+        raise InvalidPayload(f"{event.event_type} carries no step key ({STEP_KEY!r}): not a saga's command")
+    if len(key) > KEY_LENGTH:
+        # Cut, two keys could be taken for one: refused whole, as no engine of ours sends it.
+        raise InvalidPayload(f"{event.event_type}'s step key is {len(key)} characters, over {KEY_LENGTH}")
+    return key
+
+
+def _first_with(event_type: str, key: str, message_id: str) -> str:
+    """The message first handled with ``key`` for ``event_type``: ``message_id`` if none was (its
+    record written now, in the handler's transaction, one statement). A concurrent first waits
+    for the other's commit, then finds it."""
+    row = {"event_type": event_type, "key": key, "message_id": message_id, "handled_at": timezone.now()}
     if insert_rows(StepKey, [row], ignore_conflict_on=("event_type", "key"), returning="message_id"):
-        return event.message_id
+        return message_id
     return StepKey.objects.filter(event_type=event_type, key=key).values_list("message_id", flat=True)[0]
+
+
+def _undo_of(first: str, event_type: str, key: str) -> str:
+    """The undo whose message ``first`` took ``event_type``'s ``key`` (a fence), or "" (a repeat)."""
+    undo = StepKey.objects.filter(key=key, message_id=first).exclude(event_type=event_type)
+    return undo.values_list("event_type", flat=True).first() or ""
 
 
 def repeat_answers(message_id: str) -> int:

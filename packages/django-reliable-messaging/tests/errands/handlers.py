@@ -43,11 +43,11 @@ def on_deliver(event: IncomingEvent) -> None:
     _answer(event, "errands.item.undeliverable" if undeliverable else "errands.item.delivered")
 
 
-@participant
+@participant(undoes="errands.item.fetch")
 def on_return(event: IncomingEvent) -> None:
     _answer(event, "errands.item.returned")
 
 
-@participant
+@participant(undoes="errands.item.deliver")
 def on_recall(event: IncomingEvent) -> None:
     Chore.objects.create(command=event.event_type, errand_id=event.payload["errand_id"])
