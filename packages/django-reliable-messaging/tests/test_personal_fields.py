@@ -5,17 +5,14 @@ message with the reason ``subject_erased``; another author's notes are untouched
 
 import base64
 import json
-from dataclasses import replace
 
 import pytest
 from archive.models import Filed
 from django.db import connection
 from notes.services import write_note
-from reliable_messaging import _registry as registry
 from reliable_messaging._dead_letters import dead_letter_display_body, dead_letter_record
 from reliable_messaging._decisions import Outcome
 from reliable_messaging._declarations import DeclarationError, read_declaration
-from reliable_messaging._envelope import IncomingEvent
 from reliable_messaging.api import erase_subject
 from reliable_messaging.models import OutboxMessage, SubjectKey
 from reliable_messaging.testing import deliver
@@ -23,23 +20,6 @@ from retrying.bus import bus  # noqa: F401 - the fixture
 
 EVENT = "notes.note.written"
 NEW_KEY = base64.b64encode(b"rotated key, also 32 bytes long!").decode()
-
-
-@pytest.fixture
-def seen(bus: None, monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, dict]]:  # noqa: F811 - after bus
-    """(consumer, payload) of each call of archive's and retrying's handlers of a note (which still run)."""
-    received: list[tuple[str, dict]] = []
-    for consumer in ("archive", "retrying"):
-        spec = registry._handlers[consumer][EVENT]
-
-        def recording(event: IncomingEvent, spec: registry.HandlerSpec = spec) -> None:
-            received.append((spec.consumer, event.payload))
-            spec.handler(event)
-
-        monkeypatch.setitem(
-            registry._handlers, consumer, {**registry._handlers[consumer], EVENT: replace(spec, handler=recording)}
-        )
-    return received
 
 
 def written(author: str) -> dict:
