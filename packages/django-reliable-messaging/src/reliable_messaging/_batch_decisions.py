@@ -82,6 +82,8 @@ def decide_optimistically(deliveries: list[Delivery], ready: list[Ready]) -> dic
     try:
         with transaction.atomic():
             ready = _readable(ready, decisions)
+            if not ready:  # every one refused: nothing to claim (nor a transaction to commit)
+                return decisions
             new: dict[str, set[str]] = {}
             # The content each message id is claimed with: this batch's first member with the id,
             # or the inbox row of an earlier handling.
