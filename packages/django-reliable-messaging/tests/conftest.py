@@ -8,11 +8,14 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 from urllib.parse import quote, unquote, urlsplit
 
 import pytest
 from django.db import connection
+from reliable_messaging import _registry as registry
+from reliable_messaging._envelope import IncomingEvent
 
 HERE = Path(__file__).resolve().parent
 QUEUES = ("archive_queue", "archive_queue_dead_letters")
@@ -77,6 +80,23 @@ def empty_queues():
             channel = broker.channel()
             with contextlib.suppress(broker.channel_errors):  # not declared yet: nothing to empty
                 channel.queue_purge(name)
+
+
+@pytest.fixture
+def seen(bus: None, monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, dict]]:
+    """(consumer, payload) of each call of archive's and retrying's handlers of a note (which still
+    run). ``bus``: retrying.bus's, which the test's module imports."""
+    received: list[tuple[str, dict]] = []
+    for consumer in ("archive", "retrying"):
+        spec = registry._handlers[consumer]["notes.note.written"]
+
+        def recording(event: IncomingEvent, spec: registry.HandlerSpec = spec) -> None:
+            received.append((spec.consumer, event.payload))
+            spec.handler(event)
+
+        handlers = {**registry._handlers[consumer], spec.event_type: replace(spec, handler=recording)}
+        monkeypatch.setitem(registry._handlers, consumer, handlers)
+    return received
 
 
 class Manage:

@@ -6,7 +6,6 @@ relay and the consumer loop run in the test's process, on the test's database an
 import base64
 import json
 import sys
-from dataclasses import replace
 
 import pytest
 from archive.models import Filed, Refusal
@@ -14,7 +13,6 @@ from django.contrib.auth.models import User
 from django.core.exceptions import ImproperlyConfigured
 from notes.services import write_note
 from reliable_messaging import _broker as broker
-from reliable_messaging import _registry as registry
 from reliable_messaging._dead_letters import (
     dead_letter_display_body,
     dead_letter_edit,
@@ -33,22 +31,6 @@ from conftest import amqp, drained
 EVENT = "notes.note.written"
 SECRET = "tok_4242424242424242"
 NEW_KEY = base64.b64encode(b"rotated key, also 32 bytes long!").decode()
-
-
-@pytest.fixture
-def seen(bus: None, monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, dict]]:  # noqa: F811 - after bus
-    """(consumer, payload) of each call of archive's and retrying's handlers of a note (which still run)."""
-    received: list[tuple[str, dict]] = []
-    for consumer in ("archive", "retrying"):
-        spec = registry._handlers[consumer][EVENT]
-
-        def recording(event: IncomingEvent, spec: registry.HandlerSpec = spec) -> None:
-            received.append((spec.consumer, event.payload))
-            spec.handler(event)
-
-        handlers = {**registry._handlers[consumer], EVENT: replace(spec, handler=recording)}
-        monkeypatch.setitem(registry._handlers, consumer, handlers)
-    return received
 
 
 def sealed(row: OutboxMessage) -> dict:

@@ -1,5 +1,5 @@
-"""A flood of bogus messages ahead of a genuine one (issue 43): their refusals are decided before
-any transaction and stored together, one commit per batch, so the genuine one waits a moment, not
+"""A flood of bogus messages ahead of a genuine one (issue 43): their refusals are decided with
+nothing written and stored together, one commit per batch, so the genuine one waits a moment, not
 minutes; and past ``DEAD_LETTER_FLOOD_LIMIT`` per consumer and reason they are counted, not stored,
 so the dead-letter table stays bounded and nothing goes uncounted. A handler's own failures are
 always stored in full."""
@@ -13,9 +13,12 @@ from urllib.parse import unquote, urlsplit
 import pytest
 from archive.models import Filed
 from django.core.exceptions import ImproperlyConfigured
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from reliable_messaging._conf import check_settings
 from reliable_messaging._dead_letters import Failed, dead_letters_record
+from reliable_messaging._dispatch import Delivery, Outcome, decide_batch
 from reliable_messaging.models import DeadLetter, DeadLetterFlood, InboxMessage
 
 from conftest import amqp, amqp_connection
@@ -138,6 +141,27 @@ def test_a_flood_into_the_dead_letter_queue_is_refused_by_its_producer_and_count
     assert list(DeadLetterFlood.objects.values_list("reason", "received", "stored")) == [
         ("unauthenticated_producer", 3 * LIMIT, LIMIT)
     ]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_batch_whose_payloads_are_all_refused_runs_no_statement():
+    batch = [
+        Delivery(
+            "archive",
+            note(extra="refused by the schema"),
+            {"message_id": str(uuid.uuid4())},
+            {"event_type": WRITTEN},
+            WRITTEN,
+        )
+        for _ in range(3)
+    ]
+
+    with CaptureQueriesContext(connection) as queries:
+        decisions = decide_batch(batch)
+
+    assert [(d.outcome, d.reason, d.refused) for d in decisions] == [(Outcome.DEAD_LETTER, "invalid_payload", True)] * 3
+    # Django's marks of the batch's transaction, left empty: psycopg sends neither without a statement
+    assert [q["sql"] for q in queries] == ["BEGIN", "COMMIT"]
 
 
 def failed(reason: str, refused: bool) -> Failed:

@@ -112,8 +112,8 @@ def sealed_note() -> Delivery:
 
 
 def test_a_backend_terminated_while_idle_costs_a_message_with_a_personal_field_nothing():
-    """A sealed author's key is read before the message's transaction, so that read may be the one
-    that finds the connection lost: the message is decided on a new one, the consumer goes on."""
+    """A sealed author's key is read first in the message's transaction (its batch's), so that read
+    may be the one that finds the connection lost: the message is decided on a new one."""
     alone, in_batch, other = sealed_note(), sealed_note(), written(str(uuid.uuid4()))
     # given the consumer's connection idle, when its backend is terminated and a sealed note arrives alone
     terminate_backend()

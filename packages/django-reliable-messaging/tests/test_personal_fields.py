@@ -5,17 +5,16 @@ message with the reason ``subject_erased``; another author's notes are untouched
 
 import base64
 import json
-from dataclasses import replace
+import uuid
 
 import pytest
 from archive.models import Filed
 from django.db import connection
 from notes.services import write_note
-from reliable_messaging import _registry as registry
 from reliable_messaging._dead_letters import dead_letter_display_body, dead_letter_record
 from reliable_messaging._decisions import Outcome
 from reliable_messaging._declarations import DeclarationError, read_declaration
-from reliable_messaging._envelope import IncomingEvent
+from reliable_messaging._dispatch import Delivery, decide_batch
 from reliable_messaging.api import erase_subject
 from reliable_messaging.models import OutboxMessage, SubjectKey
 from reliable_messaging.testing import deliver
@@ -23,23 +22,6 @@ from retrying.bus import bus  # noqa: F401 - the fixture
 
 EVENT = "notes.note.written"
 NEW_KEY = base64.b64encode(b"rotated key, also 32 bytes long!").decode()
-
-
-@pytest.fixture
-def seen(bus: None, monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, dict]]:  # noqa: F811 - after bus
-    """(consumer, payload) of each call of archive's and retrying's handlers of a note (which still run)."""
-    received: list[tuple[str, dict]] = []
-    for consumer in ("archive", "retrying"):
-        spec = registry._handlers[consumer][EVENT]
-
-        def recording(event: IncomingEvent, spec: registry.HandlerSpec = spec) -> None:
-            received.append((spec.consumer, event.payload))
-            spec.handler(event)
-
-        monkeypatch.setitem(
-            registry._handlers, consumer, {**registry._handlers[consumer], EVENT: replace(spec, handler=recording)}
-        )
-    return received
 
 
 def written(author: str) -> dict:
@@ -108,6 +90,46 @@ def test_an_erased_author_s_note_is_refused_by_every_consumer_and_another_s_is_h
         "",
         True,
     )
+
+
+def to_archive(payload: dict) -> Delivery:
+    """``payload`` as the relay carries it to the archive."""
+    return Delivery(
+        consumer="archive",
+        body=json.dumps(payload).encode(),
+        properties={"message_id": str(uuid.uuid4()), "correlation_id": payload["note_id"]},
+        headers={"event_type": EVENT, "schema_version": 1},
+        routing_key=EVENT,
+    )
+
+
+HANDLED, ERASED = (Outcome.HANDLED, ""), (Outcome.DEAD_LETTER, "subject_erased")
+
+
+@pytest.mark.parametrize(
+    ("authors", "decided"),
+    [
+        (["ada-lovelace"], [HANDLED]),
+        (["ada-lovelace", "carl-gauss", "bob-babbage", "ada-lovelace"], [HANDLED, ERASED, HANDLED, HANDLED]),
+    ],
+    ids=["alone", "batch"],
+)
+def test_a_batch_reads_its_subject_keys_with_one_query_in_its_transaction(seen, authors, decided):
+    notes = [written(author) for author in authors]
+    erase_subject("carl-gauss")
+    reads = []  # whether each query of the subject keys ran in a transaction
+
+    def recording(execute, sql, params, many, context):
+        if SubjectKey._meta.db_table in sql:
+            reads.append(connection.in_atomic_block)
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(recording):
+        decisions = decide_batch([to_archive(note) for note in notes])
+
+    assert reads == [True]
+    assert [(d.outcome, d.reason) for d in decisions] == decided
+    assert sorted(got["author"] for _, got in seen) == sorted(a for a in authors if a != "carl-gauss")
 
 
 def test_a_dead_letter_shows_the_author_encrypted_then_erased(db):

@@ -3,7 +3,8 @@
 First optimistically, with no savepoint at all (``decide_optimistically``); when a member fails,
 every member again, each in a savepoint of its own (``decide_with_savepoints``), so that the
 failing one rolls back alone, its inbox claim with it. A member that loses a deadlock (or a
-connection) is left to be decided alone, after the batch has committed.
+connection) is left to be decided alone, after the batch has committed. Each pass first reads its
+members' payloads in its transaction, their subject keys with one query (``_readable``).
 """
 
 import logging
@@ -29,6 +30,7 @@ from reliable_messaging._decisions import (
     run_handler,
     stored_hash,
 )
+from reliable_messaging._delivery_checks import Prepared, Refused, readable, subject_keys
 from reliable_messaging._envelope import IncomingEvent
 from reliable_messaging._faults import fault_point
 from reliable_messaging._inbox import inbox_claim, inbox_claim_in_savepoint, inbox_claim_many, inbox_hashes
@@ -79,6 +81,9 @@ def decide_optimistically(deliveries: list[Delivery], ready: list[Ready]) -> dic
     decisions: dict[int, Decision] = {}
     try:
         with transaction.atomic():
+            ready = _readable(ready, decisions)
+            if not ready:  # every one refused: nothing to claim (nor a transaction to commit)
+                return decisions
             new: dict[str, set[str]] = {}
             # The content each message id is claimed with: this batch's first member with the id,
             # or the inbox row of an earlier handling.
@@ -130,7 +135,7 @@ def decide_with_savepoints(
     claimed: dict[tuple[str, str], str] = {}  # (consumer, message id) -> the content it was handled with
     savepoints = MemberSavepoints()
     with transaction.atomic(), collecting() as published:
-        for n, (i, event, spec) in enumerate(ready):
+        for n, (i, event, spec) in enumerate(_readable(ready, decisions)):
             consumer = deliveries[i].consumer
             if i in decisions:  # failed in the first attempt, to be retried later
                 continue
@@ -151,6 +156,19 @@ def decide_with_savepoints(
         write_collected(published)
         _before_batch_commit(deliveries)
     return decisions, alone
+
+
+def _readable(ready: list[Ready], decisions: dict[int, Decision]) -> list[Ready]:
+    """The members as their handlers read them, their subject keys read in one query; each one
+    refused (an erased subject's, say) has its dead letter put in ``decisions`` instead."""
+    keys = subject_keys(Prepared(event, spec) for _, event, spec in ready)
+    members = []
+    for i, event, spec in ready:
+        try:
+            members.append((i, *readable(Prepared(event, spec), keys)))
+        except Refused as refused:
+            decisions[i] = refused.decision
+    return members
 
 
 class Runs:

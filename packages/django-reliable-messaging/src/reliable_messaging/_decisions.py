@@ -67,8 +67,8 @@ class Decision:
     traceback: str = ""
     # A failure that may pass (a TransientError, a database error): what a handler's breaker counts.
     transient: bool = False
-    # Refused before any handler ran or any transaction began (``_delivery_checks``): a dead letter
-    # that a flood of its reason may leave counted only (``_dead_letters``).
+    # Refused before any handler ran (``_delivery_checks``): a dead letter that a flood of its
+    # reason may leave counted only (``_dead_letters``).
     refused: bool = False
 
 

@@ -1,12 +1,13 @@
-"""The checks a delivery passes before its handler runs, with no transaction: a well-formed
-envelope, a producer allowed to publish its event type, a handler for it here, a schema version
-this deployment reads, a payload its schema accepts (brought to the newest version its reader
-knows). A delivery that fails one can never be handled: ``Refused``, with its dead letter."""
+"""The checks a delivery passes before its handler runs. Its envelope's, with no transaction
+(``checked``): well-formed, a producer allowed to publish its event type, a handler for it here.
+Its payload's, in its transaction (its batch's) before its inbox claim (``readable``): its personal
+fields opened with their subject keys (a batch's read in one query: ``subject_keys``), a schema
+version this deployment reads, a payload its schema accepts (brought to the newest version its
+reader knows). A delivery that fails one can never be handled: ``Refused``, with its dead letter."""
 
+from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from typing import Any, NamedTuple
-
-from django.db import InterfaceError, OperationalError
 
 from reliable_messaging import _contracts as contracts
 from reliable_messaging import _registry as registry
@@ -14,11 +15,11 @@ from reliable_messaging._claim_check import StorageUnavailable
 from reliable_messaging._decisions import Decision, Outcome, failure
 from reliable_messaging._envelope import IncomingEvent, InvalidMessage, parse_incoming
 from reliable_messaging._field_crypto import SubjectErased, Undecryptable, reveal_for
-from reliable_messaging._health import database_reachable
-from reliable_messaging._lifecycle import connection_lost, reconnect_databases
 from reliable_messaging._producers import UNAUTHENTICATED, producer_refusal
 from reliable_messaging._readings import Reading
+from reliable_messaging._subject_keys import subject_keys_of
 from reliable_messaging._topology import EVENT_LOG_CONSUMER
+from reliable_messaging.models import SubjectKey
 
 
 class Refused(Exception):
@@ -37,7 +38,18 @@ class Prepared(NamedTuple):
 def prepare(
     consumer: str, body: bytes, properties: dict[str, Any], headers: dict[str, Any], routing_key: str
 ) -> Prepared:
-    """The event and its handler; ``Refused`` for a message that can never be handled."""
+    """The event as its handler reads it, and its handler; ``Refused`` for a message that can never
+    be handled. Outside a consumer (an edited dead letter's check): a consumer reads the subject
+    keys in the message's transaction (``checked``, then ``readable``)."""
+    prepared = checked(consumer, body, properties, headers, routing_key)
+    return readable(prepared, subject_keys([prepared]))
+
+
+def checked(
+    consumer: str, body: bytes, properties: dict[str, Any], headers: dict[str, Any], routing_key: str
+) -> Prepared:
+    """The event, its payload as it came, and its handler; ``Refused`` for a message that can never
+    be handled. No database."""
     try:
         event = parse_incoming(body, properties, headers, routing_key)
     except StorageUnavailable as exc:  # no fault of the message: retried by its policy, counted by its breaker
@@ -51,9 +63,22 @@ def prepare(
         raise Refused(
             Decision(Outcome.DEAD_LETTER, event, "unknown_event_type", f"{consumer} does not handle {event.event_type}")
         )
-    if consumer != EVENT_LOG_CONSUMER:  # the event log keeps what it received: ciphertext
+    return Prepared(event, spec)
+
+
+def subject_keys(members: Iterable[Prepared]) -> dict[str, SubjectKey]:
+    """The subject keys the personal fields of ``checked`` members are sealed under: one query for
+    them all, in the caller's transaction. None for the event log: it keeps ciphertext."""
+    return subject_keys_of(m.event.payload for m in members if m.spec.consumer != EVENT_LOG_CONSUMER)
+
+
+def readable(prepared: Prepared, keys: Mapping[str, SubjectKey]) -> Prepared:
+    """A ``checked`` member as its handler reads it (``keys``: its ``subject_keys``, or its batch's);
+    ``Refused`` for a message that can never be handled."""
+    event, spec = prepared
+    if spec.consumer != EVENT_LOG_CONSUMER:  # the event log keeps what it received: ciphertext
         try:
-            event = replace(event, payload=_revealed(consumer, event))
+            event = replace(event, payload=reveal_for(spec.consumer, event.event_type, event.payload, keys))
         except Undecryptable as exc:
             reason = "subject_erased" if isinstance(exc, SubjectErased) else "undecryptable"
             raise Refused(Decision(Outcome.DEAD_LETTER, event, reason, str(exc))) from None
@@ -62,27 +87,6 @@ def prepare(
     if (reading := spec.reading) is not None:
         return _read(spec, reading, event)
     return Prepared(event, spec)
-
-
-def _revealed(consumer: str, event: IncomingEvent) -> Any:
-    """The payload as ``consumer`` may read it. A personal field's subject key is read from the
-    database, outside any transaction: a connection lost meanwhile is no fault of the message (it is
-    replaced and the key read again at once); the database still failing is an outage, or a retry."""
-    try:
-        return reveal_for(consumer, event.event_type, event.payload)
-    except (OperationalError, InterfaceError) as exc:
-        if not connection_lost(exc):
-            raise _unreadable(exc, event) from None
-        reconnect_databases()
-    try:
-        return reveal_for(consumer, event.event_type, event.payload)
-    except (OperationalError, InterfaceError) as exc:
-        raise _unreadable(exc, event) from None
-
-
-def _unreadable(exc: BaseException, event: IncomingEvent) -> Refused:
-    outcome = Outcome.RETRY if database_reachable() else Outcome.DATABASE_DOWN
-    return Refused(failure(outcome, "database_unavailable", exc, event))
 
 
 def _unsupported(spec: registry.HandlerSpec, event: IncomingEvent) -> str:

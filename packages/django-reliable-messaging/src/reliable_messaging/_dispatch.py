@@ -68,7 +68,7 @@ from reliable_messaging._decisions import (
     run_handler,
     stored_hash,
 )
-from reliable_messaging._delivery_checks import Prepared, Refused, prepare
+from reliable_messaging._delivery_checks import Prepared, Refused, checked, readable, subject_keys
 from reliable_messaging._envelope import IncomingEvent
 from reliable_messaging._faults import fault_point
 from reliable_messaging._health import database_reachable
@@ -113,11 +113,12 @@ def decide(
     attempt of its retry budget unless that fails too.
     """
     try:
-        event, spec = prepare(consumer, body, properties, headers, routing_key)
+        prepared = checked(consumer, body, properties, headers, routing_key)
     except Refused as refused:
         return refused.decision
+    event, spec = prepared
     try:
-        return _decide_once(consumer, event, spec, span)
+        return _decide_once(prepared, span)
     except (OperationalError, InterfaceError, InternalError) as exc:  # InternalError: read-only, a failover
         if not connection_lost(exc):
             return _database_failure(exc, event, spec)
@@ -126,20 +127,26 @@ def decide(
             return failure(Outcome.DATABASE_DOWN, "database_unavailable", exc, event)
         logger.info("database connection lost: decided again at once", extra={"message_id": event.message_id})
     try:
-        return _decide_once(consumer, event, spec, span)
+        return _decide_once(prepared, span)
     except (OperationalError, InterfaceError, InternalError) as exc:
         return _database_failure(exc, event, spec)
 
 
-def _decide_once(consumer: str, event: IncomingEvent, spec: HandlerSpec, span: Span | None) -> Decision:
-    """The decision; the database's own errors are raised, for the caller to tell their kind."""
+def _decide_once(prepared: Prepared, span: Span | None) -> Decision:
+    """The decision, the payload read in its transaction; the database's own errors are raised,
+    for the caller to tell their kind."""
+    event, spec = prepared
+    consumer = spec.consumer
     try:
         with transaction.atomic():
+            event, spec = readable(prepared, subject_keys([prepared]))
             if not inbox_claim(consumer=consumer, event=event):
                 return duplicate_or_reused(consumer, event, stored_hash(consumer, event))
             run_handler(spec, event, span)
             ensure_committable()
             fault_point(f"consumer.{consumer}.before_commit")
+    except Refused as refused:
+        return refused.decision
     except InvalidPayload as exc:
         return failure(Outcome.DEAD_LETTER, "invalid_payload", exc, event)
     except (OperationalError, InterfaceError):
@@ -168,7 +175,7 @@ def decide_batch(deliveries: list[Delivery]) -> list[Decision]:
     ready = []
     for i, d in enumerate(deliveries):
         try:
-            ready.append((i, *prepare(d.consumer, d.body, d.properties, d.headers, d.routing_key)))
+            ready.append((i, *checked(d.consumer, d.body, d.properties, d.headers, d.routing_key)))
         except Refused as refused:
             decisions[i] = refused.decision
     if not ready:  # every one refused (a flood of bogus messages, say): no transaction at all

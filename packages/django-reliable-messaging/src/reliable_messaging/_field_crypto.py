@@ -21,7 +21,7 @@ import base64
 import binascii
 import json
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
@@ -150,10 +150,11 @@ def without_encrypted(payload: Any) -> Any:
     return {field: value for field, value in payload.items() if not is_encrypted(value)}
 
 
-def reveal_for(consumer: str, event_type: str, payload: Any) -> Any:
+def reveal_for(consumer: str, event_type: str, payload: Any, subject_keys: Mapping[str, Any]) -> Any:
     """``payload`` as ``consumer`` may see it: each encrypted field it is a reader of decrypted,
     each other encrypted field removed; ``Undecryptable`` when a field it may read cannot be,
-    ``SubjectErased`` when a personal field's subject was erased."""
+    ``SubjectErased`` when a personal field's subject was erased. ``subject_keys``: the rows of
+    the subject keys its personal fields name (``_subject_keys.subject_keys_of``)."""
     if not isinstance(payload, dict) or not any(is_encrypted(v) for v in payload.values()):
         return payload
     from reliable_messaging._subject_keys import open_personal
@@ -168,7 +169,7 @@ def reveal_for(consumer: str, event_type: str, payload: Any) -> Any:
         if not (isinstance(readers, list) and all(isinstance(r, str) for r in readers)):
             raise Undecryptable(f"field {field!r}: a malformed encrypted value (no list of readers)")
         if "sub" in sealed:
-            readable, clear = open_personal(consumer, event_type, field, sealed)
+            readable, clear = open_personal(consumer, event_type, field, sealed, subject_keys)
             if readable:
                 seen[field] = clear
         elif consumer in readers:

@@ -25,13 +25,14 @@ import hmac
 import json
 import os
 import uuid
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from django.db import transaction
 from django.utils import timezone
 
 from reliable_messaging._declarations import Personal, installed
-from reliable_messaging._field_crypto import MARK, SubjectErased, Undecryptable, configured_keys
+from reliable_messaging._field_crypto import MARK, SubjectErased, Undecryptable, configured_keys, is_encrypted
 from reliable_messaging.models import SubjectKey
 
 NONCE_BYTES = 12
@@ -107,12 +108,29 @@ def seal_personal(event_type: str, payload: dict[str, Any], required: set[str]) 
     return sealed
 
 
-def open_personal(consumer: str, event_type: str, field: str, sealed: dict[str, Any]) -> tuple[bool, Any]:
+def subject_keys_of(payloads: Iterable[Any]) -> dict[str, SubjectKey]:
+    """The subject keys, by id, that the personal fields of ``payloads`` are sealed under: one query
+    for them all (none when no field is), in the caller's transaction."""
+    named = {
+        value[MARK].get("sub")
+        for payload in payloads
+        if isinstance(payload, dict)
+        for value in payload.values()
+        if is_encrypted(value) and isinstance(value[MARK], dict)
+    }
+    key_ids = [key_id for key_id in named if isinstance(key_id, str)]
+    return {row.key_id: row for row in SubjectKey.objects.filter(key_id__in=key_ids)} if key_ids else {}
+
+
+def open_personal(
+    consumer: str, event_type: str, field: str, sealed: dict[str, Any], keys: Mapping[str, SubjectKey]
+) -> tuple[bool, Any]:
     """(whether ``consumer`` may read it, the clear value if so) of a field sealed under a subject
-    key; ``SubjectErased`` for any consumer once the key is erased here, ``Undecryptable`` for a
-    reader whose database lacks the key or whose ciphertext fails authentication."""
+    key, one of ``keys`` (``subject_keys_of``) if this database has it; ``SubjectErased`` for any
+    consumer once the key is erased here, ``Undecryptable`` for a reader whose database lacks the
+    key or whose ciphertext fails authentication."""
     key_id, readers = sealed.get("sub"), sealed.get("for")
-    row = SubjectKey.objects.filter(key_id=key_id).first() if isinstance(key_id, str) else None
+    row = keys.get(key_id) if isinstance(key_id, str) else None
     if row is not None and row.erased_at is not None:
         raise SubjectErased(
             f"field {field!r}: subject erased (its key {key_id} was deleted on {row.erased_at:%Y-%m-%d %H:%M:%S} UTC): "
