@@ -5,11 +5,12 @@ message with the reason ``subject_erased``; another author's notes are untouched
 
 import base64
 import json
+import threading
 import uuid
 
 import pytest
 from archive.models import Filed
-from django.db import connection
+from django.db import connection, transaction
 from notes.services import write_note
 from reliable_messaging._dead_letters import dead_letter_display_body, dead_letter_record
 from reliable_messaging._decisions import Outcome
@@ -240,3 +241,38 @@ def test_a_declaration_of_personal_fields_is_checked(tmp_path, table, problem):
         read_declaration(tmp_path, "notes")
 
     assert str(refused.value) == f"notes/context.toml: {problem}"
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="concurrent transactions need PostgreSQL")
+def test_two_first_notes_about_one_author_at_once_share_one_key(transactional_db):
+    # The first inserts the author's key and holds its transaction open; the second's insert of the
+    # same digest waits for it, then reads and uses that key instead of its own.
+    first_in, second_done = threading.Event(), threading.Event()
+    payloads: dict[str, dict] = {}
+
+    def note(name: str, hold: bool) -> None:
+        try:
+            with transaction.atomic():
+                payloads[name] = written("ada-lovelace")
+                if hold:
+                    first_in.set()
+                    assert not second_done.wait(1.0)  # the second waits on this transaction
+        finally:
+            first_in.set()
+            connection.close()
+
+    def second() -> None:
+        assert first_in.wait(10)
+        note("second", hold=False)
+        second_done.set()
+
+    threads = [threading.Thread(target=note, args=("first", True)), threading.Thread(target=second)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+
+    assert sorted(payloads) == ["first", "second"]
+    keys = {name: payload["author"]["$encrypted"]["sub"] for name, payload in payloads.items()}
+    assert keys["first"] == keys["second"]
+    assert list(SubjectKey.objects.values_list("key_id", flat=True)) == [keys["first"]]

@@ -33,6 +33,7 @@ from django.utils import timezone
 
 from reliable_messaging._declarations import Personal, installed
 from reliable_messaging._field_crypto import MARK, SubjectErased, Undecryptable, configured_keys, is_encrypted
+from reliable_messaging._sql import insert_rows
 from reliable_messaging.models import SubjectKey
 
 NONCE_BYTES = 12
@@ -62,11 +63,11 @@ def subject_key(subject: str) -> tuple[str, bytes]:
         wrap_kid, wrapping = list(configured_keys().items())[-1]
         key_id, key, nonce = f"subject-{uuid.uuid4().hex}", os.urandom(32), os.urandom(NONCE_BYTES)
         wrapped = base64.b64encode(nonce + _aead(wrapping).encrypt(nonce, key, key_id.encode())).decode()
-        # On a concurrent insert of the same digest, waits for it and keeps it (ON CONFLICT DO NOTHING).
-        SubjectKey.objects.bulk_create(
-            [SubjectKey(key_id=key_id, subject_digest=digests[-1], wrapped=wrapped, wrap_kid=wrap_kid)],
-            ignore_conflicts=True,
-        )
+        new = {"key_id": key_id, "subject_digest": digests[-1], "wrapped": wrapped, "wrap_kid": wrap_kid}
+        new |= {"created_at": timezone.now()}
+        # On a concurrent insert of the same digest, waits for it and keeps the other's key.
+        if insert_rows(SubjectKey, [new], ignore_conflict_on=("subject_digest",), returning="key_id"):
+            return key_id, key
         row = SubjectKey.objects.get(subject_digest__in=digests)
     return row.key_id, _unwrap(row.key_id, row.wrap_kid, row.wrapped)
 
