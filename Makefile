@@ -100,7 +100,7 @@ bus-lane-1 bus-lane-2: export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 bus-lane-1 bus-lane-2: $(STAMP)
 	$(BUS_NOX) -t $(subst bus-,,$@)
 
-upgrade-test: $(STAMP) ## the rolling upgrade: the release before versioned events (git 83b4deb) as some deployments, this tree as the others, one broker, both ways (docs/evolving-events.md)
+upgrade-test: $(STAMP) ## the rolling upgrade: a past release (git 83b4deb, before versioned events; c91459c, before orders.order.created v4) as some deployments, this tree as the others, one broker, both ways (docs/evolving-events.md)
 	$(PY) scripts/with_test_services.py $(VENV)/bin/pytest -m upgrade tests/e2e/test_rolling_upgrade.py $(PYTEST_ARGS)
 
 lint: $(STAMP) ## ruff (lint and format check) and import-linter

@@ -64,7 +64,12 @@ def make_tree(context: str) -> Path:
     writes nothing in it (its ``VAR_DIR`` and database are its own)."""
     root = Path(tempfile.mkdtemp(prefix=f"{context}-service-"))
     atexit.register(shutil.rmtree, root, ignore_errors=True)
-    tree = build(context, root / "tree")
+    return install_requirements(build(context, root / "tree"))
+
+
+def install_requirements(tree: Path) -> Path:
+    """``tree`` (a service's, this checkout's or a past release's) with its ``requirements.txt``
+    installed in its own ``.venv``, which its deployment runs."""
     python = tree / ".venv" / "bin" / "python"
     subprocess.run([UV, "venv", "--quiet", "--python", sys.executable, tree / ".venv"], check=True)
     done = subprocess.run(
