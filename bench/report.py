@@ -149,6 +149,20 @@ def rows(f: dict) -> list[list[str]]:
         ):
             value = f"{o[key]:.2f} / {c[key]:.2f}" if key.endswith("_per_order") else _pair(o[key], c[key], unit)
             out.append(_row(f"12 {name}, orchestration / choreography", value, ratio=s["ratio"][key]))
+    if e := f.get("14_encryption"):
+        clear, target = e["clear"], e["target_sealed_to_clear"]
+        for key, what in (
+            ("accepted_per_s", "checkouts accepted"),
+            ("drained_per_s", f"backlog of {e['backlog']:,} drained"),
+        ):
+            for name, version in (("token", "token encrypted (v3)"), ("sealed", "token and customer sealed (v4)")):
+                value = _pair(e[name][key], clear[key], "/s")
+                ratio = e["ratio"][f"{name}_to_clear"][key]
+                row = f"14 {what}, {version} / clear (v2)"
+                if name == "sealed" and key == "drained_per_s":  # issue 46's target
+                    out.append(_row(row, value, "clear", ratio, f">= {target}", ratio >= target))
+                else:
+                    out.append(_row(row, value, "clear", ratio))
     return out
 
 

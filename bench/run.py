@@ -5,8 +5,9 @@ replication (the relay and the saga on the single node and on a three-node clust
 figure 10, the saga's pace with the fake gateway answering at 0, 50, 250 and 1,000 ms (same run),
 figure 11, the cost of synchronous replication in PostgreSQL (the saga on one server and on a
 three-member Patroni cluster, same run), figure 12, the saga choreographed against orchestrated
-(SAGA_STYLE, same run), and figure 13, the bus as an installed package against the release before
-(a relay and a consumer, same run).
+(SAGA_STYLE, same run), figure 13, the bus as an installed package against the release before
+(a relay and a consumer, same run), and figure 14, the cost of encryption (figure 6's drain with
+orders.order.created clear, its token encrypted and its customer's id sealed, same run).
 
 Runs under scripts/with_test_services.py, which gives it a RabbitMQ vhost of its own
 (``BROKER_URL``) and a database name (``TEST_DATABASE_NAME``); the bench creates that
@@ -14,7 +15,7 @@ database, migrates it and drops it at the end, and ends every process it started
 happens. Prints progress while it runs, a table at the end, and writes the JSON of the run to
 ``bench/results/``.
 
-Usage: bench/run.py [--rounds N] [--only 1-2,3,4,5,6,7,8,9,10,11,12,13] [--profile]
+Usage: bench/run.py [--rounds N] [--only 1-2,3,4,5,6,7,8,9,10,11,12,13,14] [--profile]
 """
 
 import argparse
@@ -34,6 +35,7 @@ from bench import (  # noqa: E402
     app_figures,
     bus,
     cluster_figures,
+    encryption_figures,
     gateway_figures,
     package_figures,
     pg_cluster_figures,
@@ -69,6 +71,7 @@ FIGURES = {
     "11": pg_cluster_figures.pg_cluster,
     "12": saga_style_figures.saga_styles,
     "13": package_figures.package_cost,
+    "14": encryption_figures.encryption_cost,
 }
 
 
@@ -153,7 +156,9 @@ def phases_line(phases: dict) -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--only", default=",".join(FIGURES), help="figures to run, e.g. 1-2,3")
+    parser.add_argument(
+        "--only", default=",".join(FIGURES), help=f"figures to run, e.g. 1-2,3 (of {','.join(FIGURES)})"
+    )
     parser.add_argument("--profile", action="store_true", help="also profile one relay (cProfile)")
     args = parser.parse_args()
     wanted = [key for key in args.only.split(",") if key]
