@@ -111,7 +111,12 @@ class Manage:
         env = {key: os.environ[key] for key in ("PATH", "HOME", "LANG", "BROKER_URL") if key in os.environ}
         # The test's folder first: a settings module a test writes there is found.
         env["PYTHONPATH"] = os.pathsep.join([str(self.cwd), str(HERE)])
-        return env | {"DATABASE_URL": database_url(), "DJANGO_SETTINGS_MODULE": self.settings_module}
+        # faulthandler: a process sent SIGABRT writes every thread's stack to its log (Workers.stop)
+        return env | {
+            "DATABASE_URL": database_url(),
+            "DJANGO_SETTINGS_MODULE": self.settings_module,
+            "PYTHONFAULTHANDLER": "1",
+        }
 
     def __call__(self, *args: str, ok: bool = True, timeout: float = 90) -> subprocess.CompletedProcess:
         done = subprocess.run(
@@ -155,9 +160,13 @@ class Workers(Manage):
         try:
             return proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:  # killed, and its log shown: what it was doing instead of stopping
-            proc.kill()
-            proc.wait()
-            tail = "\n".join(proc.log.read_text().splitlines()[-40:])
+            proc.send_signal(signal.SIGABRT)  # faulthandler writes each thread's stack to the log, then it dies
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+            tail = "\n".join(proc.log.read_text().splitlines()[-80:])
             raise AssertionError(
                 f"{proc.args[2:]} still running {timeout} s after SIGTERM; its log ends:\n{tail}"
             ) from None

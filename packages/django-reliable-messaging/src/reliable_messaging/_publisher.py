@@ -172,13 +172,19 @@ class BatchPublisher:
         return self._producer
 
     def _await_confirms(self) -> None:
+        """Read the broker's frames until every message of the batch is settled, ``confirm_timeout``
+        at most: one frame per read, given what is left of that time. ``drain_events(timeout)`` reads
+        until a method arrives and gives each frame the whole timeout again, and a broker in a memory
+        alarm confirms nothing to a connection that published but sends it a heartbeat every half
+        interval: a 15 s wait lasted as long as the alarm (71 s), and a SIGTERM waited with it."""
         deadline = time.monotonic() + self.confirm_timeout
+        amqp_connection = self._channel.connection  # py-amqp's
         while self._unconfirmed:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise ConfirmTimeout(f"{len(self._unconfirmed)} messages unconfirmed after {self.confirm_timeout}s")
             try:
-                self.connection.drain_events(timeout=remaining)
+                amqp_connection.blocking_read(timeout=remaining)
             except TimeoutError:
                 continue
 
