@@ -63,8 +63,8 @@ def subject_key(subject: str) -> tuple[str, bytes]:
         wrap_kid, wrapping = list(configured_keys().items())[-1]
         key_id, key, nonce = f"subject-{uuid.uuid4().hex}", os.urandom(32), os.urandom(NONCE_BYTES)
         wrapped = base64.b64encode(nonce + _aead(wrapping).encrypt(nonce, key, key_id.encode())).decode()
-        new = {"key_id": key_id, "subject_digest": digests[-1], "wrapped": wrapped, "wrap_kid": wrap_kid}
-        new |= {"created_at": timezone.now()}
+        new: dict[str, Any] = {"key_id": key_id, "subject_digest": digests[-1], "wrapped": wrapped}
+        new |= {"wrap_kid": wrap_kid, "created_at": timezone.now()}
         # On a concurrent insert of the same digest, waits for it and keeps the other's key.
         if insert_rows(SubjectKey, [new], ignore_conflict_on=("subject_digest",), returning="key_id"):
             return key_id, key
