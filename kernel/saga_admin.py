@@ -28,7 +28,9 @@ class SagaTransitionInline(admin.TabularInline):
 
 # Mermaid draws the diagram in the browser, from this app's static files (no CDN: the admin
 # works offline, and the CSP allows scripts from this origin only); kernel/static/kernel/mermaid/README.md.
-DIAGRAM_MEDIA = forms.Media(js=["kernel/mermaid/mermaid.min.js", "kernel/mermaid/init.js"])
+DIAGRAM_MEDIA = forms.Media(
+    js=["kernel/mermaid/mermaid.min.js", "kernel/mermaid/init.js"], css={"all": ["kernel/mermaid/diagram.css"]}
+)
 
 
 class SagaAdmin(ReadOnlyAdmin):

@@ -412,11 +412,20 @@ def check_saga_diagram(shop: Shop, browser: Browser, check, shot: str) -> None:
     states = browser.execute_script(  # its labels are HTML in the SVG: their text, seen or not
         "return [...document.querySelectorAll(arguments[0])].map(e => e.textContent).join(' ')", f"{drawn} .node"
     )
+    # A state with a step is labelled with its command (Mermaid shows the description), one without by its name.
     check(
         "a return saga's page draws its saga (Mermaid, an SVG)",
-        links and browser.find(drawn) and "booking_pickup" in states and "refunding" in states,
+        links and browser.find(drawn) and "orders.return.book_pickup" in states and "returned" in states,
         "no return saga to open" if not links else f"{len(browser.find(f'{drawn} .node'))} states drawn",
     )
+    # Its own size (Mermaid's max-width) or the row's width, not shrunk to the 300 px of an SVG without a width.
+    width, wanted = browser.execute_script(
+        "const svg = document.querySelector(arguments[0]); if (!svg) return [0, 1];"
+        "return [svg.getBoundingClientRect().width,"
+        "  Math.min(parseFloat(svg.style.maxWidth), svg.parentElement.clientWidth)]",
+        drawn,
+    )
+    check("the saga's diagram is drawn at a readable size", width >= wanted - 1, f"{width:.0f} px of {wanted:.0f}")
     if browser.find(drawn):
         browser.screenshot(f"{shot}-diagram", "pre.mermaid")
     browser.screenshot(shot)

@@ -273,6 +273,7 @@ def test_the_operator_reads_a_return_its_transitions_and_its_saga_drawn(bus, sta
         "/static/kernel/mermaid/init.js",
     ]
     assert not re.findall(r"<script(?![^>]*\bsrc=)[^>]*>\s*\S", page)  # every script a file
+    assert '<link href="/static/kernel/mermaid/diagram.css" media="all" rel="stylesheet">' in page
     assert "script-src 'self'" in response["Content-Security-Policy"].split("; ")
 
 

@@ -17,13 +17,17 @@ ASSETS = Path(kernel.__file__).resolve().parent / "static" / "kernel" / "mermaid
 def test_mermaid_is_collected_and_served_from_our_own_static_files(tmp_path):
     with override_settings(STATIC_ROOT=tmp_path):
         call_command("collectstatic", "--noinput", verbosity=0)
-        for name in ("mermaid.min.js", "init.js"):
+        for name, kind in [
+            ("mermaid.min.js", "text/javascript"),
+            ("init.js", "text/javascript"),
+            ("diagram.css", "text/css"),
+        ]:
             assert finders.find(f"kernel/mermaid/{name}") == str(ASSETS / name)
             assert (tmp_path / "kernel" / "mermaid" / name).read_bytes() == (ASSETS / name).read_bytes()
             # A new client: WhiteNoise reads STATIC_ROOT as its middleware is made.
             response = Client().get(f"/static/kernel/mermaid/{name}")
             assert response.status_code == 200, name
-            assert response["Content-Type"].startswith("text/javascript")
+            assert response["Content-Type"].startswith(kind), name
             assert b"".join(response.streaming_content) == (ASSETS / name).read_bytes()
 
 
