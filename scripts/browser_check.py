@@ -421,14 +421,16 @@ def check_saga_diagram(shop: Shop, browser: Browser, check, shot: str) -> None:
     # Its own size (Mermaid's max-width) or the row's width, not shrunk to the 300 px of an SVG without a width.
     width, wanted = browser.execute_script(
         "const svg = document.querySelector(arguments[0]); if (!svg) return [0, 1];"
-        "return [svg.getBoundingClientRect().width,"
-        "  Math.min(parseFloat(svg.style.maxWidth), svg.parentElement.clientWidth)]",
+        "const box = getComputedStyle(svg.parentElement);"
+        "const inside = svg.parentElement.clientWidth - parseFloat(box.paddingLeft) - parseFloat(box.paddingRight);"
+        "return [svg.getBoundingClientRect().width, Math.min(parseFloat(svg.style.maxWidth), inside)]",
         drawn,
     )
     check("the saga's diagram is drawn at a readable size", width >= wanted - 1, f"{width:.0f} px of {wanted:.0f}")
-    if browser.find(drawn):
-        browser.screenshot(f"{shot}-diagram", "pre.mermaid")
     browser.screenshot(shot)
+    if browser.find(drawn):  # the window at the drawing (taller than the window: an element's shot is cut)
+        browser.execute_script("document.querySelector('pre.mermaid').scrollIntoView()")
+        browser.screenshot(f"{shot}-diagram")
 
 
 def check_lists(shop: Shop, browser: Browser, check, shots: str, names=tuple(LISTS)) -> None:
