@@ -19,7 +19,9 @@ temporary folder, never your database), logs in as a throwaway superuser and che
 - no page reports a Content-Security-Policy violation in the browser's console;
 - the same order pages and lists in a split (orders, payments, inventory and shipping as four
   deployments on four SQLite files sharing one filesystem broker), each deployment's admin; the
-  dead letter, and its replay and purge, in the orders deployment's admin (where it lands).
+  dead letter, and its replay and purge, in the orders deployment's admin (where it lands);
+- a return saga's admin page draws its saga (Mermaid, from our own static files) as an SVG,
+  in the monolith and in the orders deployment of the split.
 
 Screenshots go to var/browser-check/. Exit code 0 when every check passed.
 Drives Debian's ChromeDriver through Selenium (both paths given, so Selenium Manager downloads nothing).
@@ -167,6 +169,10 @@ class Shop:
         )
         wait_for(lambda: http("GET", f"{self.url}/healthz")[0] == 200, 30, "the web server")
 
+    def request_return(self, order_id: str) -> None:
+        status, order = http("POST", f"{self.url}/api/orders/{order_id}/return/")
+        assert status == 202, order
+
     def checkout(self, sku: str = "WIDGET", quantity: int = 1, token: str = "tok_visa") -> str:
         body = {"customer_id": "browser-check", "items": [{"sku": sku, "quantity": quantity}], "payment_token": token}
         status, order = http("POST", f"{self.url}/api/checkout/", body, {"Idempotency-Key": str(uuid.uuid4())})
@@ -220,10 +226,12 @@ def build(folder: Path, split: bool) -> tuple[Shop, list[Shop], dict[str, str]]:
         "compensated": api.checkout("LIMITED-PRINT", 4),  # charged, out of stock, refunded
         "dead-letter": api.checkout(token="tok_unavailable"),  # its charge keeps failing: in flight
     }
+    returned = api.checkout()  # confirmed, then returned: a return saga for its admin page
     run_passes(deployments, passes=2)
     inventory = next(d for d in deployments if not d.contexts or "inventory" in d.contexts)
     inventory.manage("shell", "-c", STOCK_RESERVED_TOO_EARLY.format(order=orders["dead-letter"]))
     run_passes(deployments)
+    api.request_return(returned)  # the saga starts with the request: its diagram needs no more passes
     orders["waiting"] = api.checkout()  # no relay runs from now on: it stays in the outbox
     return api, deployments, orders
 
@@ -391,6 +399,40 @@ def check_readable(browser: Browser, check, page: str) -> None:
     check(f"{page}: no text cut short", not cut, ", ".join(cut))
 
 
+def check_saga_diagram(shop: Shop, browser: Browser, check, shot: str) -> None:
+    """The first return saga's admin page: Mermaid (our static files) draws its saga as an SVG. A
+    definition Mermaid could not read would draw an error, not a state diagram."""
+    browser.get(f"{shop.url}/admin/orders/returnsaga/")
+    links = browser.find("#result_list tbody tr th a")
+    if links:
+        links[0].click()
+    drawn = 'pre.mermaid svg[aria-roledescription^="stateDiagram"]'
+    with suppress(TimeoutException):  # the check below says what is missing
+        browser.until(lambda: browser.find(drawn), 30, "Mermaid's drawing")
+    states = browser.execute_script(  # its labels are HTML in the SVG: their text, seen or not
+        "return [...document.querySelectorAll(arguments[0])].map(e => e.textContent).join(' ')", f"{drawn} .node"
+    )
+    # A state with a step is labelled with its command (Mermaid shows the description), one without by its name.
+    check(
+        "a return saga's page draws its saga (Mermaid, an SVG)",
+        links and browser.find(drawn) and "orders.return.book_pickup" in states and "returned" in states,
+        "no return saga to open" if not links else f"{len(browser.find(f'{drawn} .node'))} states drawn",
+    )
+    # Its own size (Mermaid's max-width) or the row's width, not shrunk to the 300 px of an SVG without a width.
+    width, wanted = browser.execute_script(
+        "const svg = document.querySelector(arguments[0]); if (!svg) return [0, 1];"
+        "const box = getComputedStyle(svg.parentElement);"
+        "const inside = svg.parentElement.clientWidth - parseFloat(box.paddingLeft) - parseFloat(box.paddingRight);"
+        "return [svg.getBoundingClientRect().width, Math.min(parseFloat(svg.style.maxWidth), inside)]",
+        drawn,
+    )
+    check("the saga's diagram is drawn at a readable size", width >= wanted - 1, f"{width:.0f} px of {wanted:.0f}")
+    browser.screenshot(shot)
+    if browser.find(drawn):  # the window at the drawing (taller than the window: an element's shot is cut)
+        browser.execute_script("document.querySelector('pre.mermaid').scrollIntoView()")
+        browser.screenshot(f"{shot}-diagram")
+
+
 def check_lists(shop: Shop, browser: Browser, check, shots: str, names=tuple(LISTS)) -> None:
     """Each list of this deployment's admin, at 1400 px with the sidebar open."""
     for n, name in enumerate(names, start=1):
@@ -446,6 +488,7 @@ def run_checks(shop: Shop, browser: Browser, orders: dict[str, str]) -> Check:
     newest = bool(shown) and orders["waiting"][-8:] in shown[0]
     check("the newest order is on top of the orders list", newest, shown[0] if shown else "-")
     check_dead_letter_page(shop, browser, check, "05-dead-letter")
+    check_saga_diagram(shop, browser, check, "05-return-saga")
 
     browser.set_window_size(500, 900)  # narrow: the page keeps its width, its wide tables scroll in their boxes
     browser.get(f"{shop.url}/admin/orders/order/{orders['compensated']}/change/")
@@ -506,6 +549,7 @@ def run_split_checks(deployments: list[Shop], browser: Browser, orders: dict[str
     # orders' handler in orders' database (payments retries a failing charge, never dead-letters it).
     check_lists(shop, browser, check, "13-split-orders", ("orders", "outbox", "inbox", "event log", "dead letters"))
     check_dead_letter_page(shop, browser, check, "13-split-orders-06-dead-letter")
+    check_saga_diagram(shop, browser, check, "13-split-orders-07-return-saga")
     for other in deployments[1:]:  # each its own login: cookies go by host and port
         context = other.contexts[0]
         log_in(other, browser)

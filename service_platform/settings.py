@@ -91,6 +91,7 @@ PLATFORM_APPS = [
     "drf_spectacular_sidecar",  # Swagger UI served from our own static files, no CDN
     "csp",
     "reliable_messaging",
+    "kernel",  # an app for its static files: the saga admin's Mermaid (kernel/static/kernel/mermaid/)
     "operations",  # the operator's views of the saga, read through the bus (operations/apps.py)
 ]
 

@@ -125,3 +125,9 @@ def test_installed_from_its_own_requirements_it_checks_alone_and_imports_no_othe
     checked = subprocess.run([python, "manage.py", "check"], cwd=tree, env=env, capture_output=True, text=True)
     assert checked.returncode == 0, checked.stderr
     assert checked.stdout == "System check identified no issues (0 silenced).\n"
+    # The saga admin's Mermaid: a static file of the kernel as installed there, which collectstatic collects.
+    found = subprocess.run(
+        [python, "manage.py", "findstatic", "kernel/mermaid/mermaid.min.js", "-v0"],
+        cwd=tree, env=env, capture_output=True, text=True,
+    )  # fmt: skip
+    assert found.stdout.strip() == str((tree / "kernel/static/kernel/mermaid/mermaid.min.js").resolve()), found.stderr

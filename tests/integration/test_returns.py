@@ -4,6 +4,7 @@ hands it over (faultlib.simulation's ``Bus`` stands in for the relay and RabbitM
 gateway worker makes the refund, the stand-in gateway keeps the ledger."""
 
 import json
+import re
 import uuid
 from datetime import timedelta
 from decimal import Decimal
@@ -260,10 +261,20 @@ def test_the_operator_reads_a_return_its_transitions_and_its_saga_drawn(bus, sta
 
     listing = staff.get("/admin/orders/returnsaga/").content.decode()
     assert order_id[:8] in listing
-    page = staff.get(f"/admin/orders/returnsaga/{saga.pk}/change/").content.decode()
+    assert "mermaid" not in listing  # no diagram on the list: Mermaid's 5 MB are not loaded
+    response = staff.get(f"/admin/orders/returnsaga/{saga.pk}/change/")
+    page = response.content.decode()
     assert page.count("payments.payment.refunded") == 2  # a transition's cause, and the diagram's move
     assert '<pre class="mermaid">stateDiagram-v2\n    [*] --&gt; booking_pickup\n' in page
     assert "refunding --&gt; taking_back_stock : payments.refund.refused (refund_refused)" in page
+    # Drawn in the browser by our own static files, Mermaid before its init: no CDN, no inline script.
+    assert re.findall(r'<script src="(/static/kernel/mermaid/[^"]+)"></script>', page) == [
+        "/static/kernel/mermaid/mermaid.min.js",
+        "/static/kernel/mermaid/init.js",
+    ]
+    assert not re.findall(r"<script(?![^>]*\bsrc=)[^>]*>\s*\S", page)  # every script a file
+    assert '<link href="/static/kernel/mermaid/diagram.css" media="all" rel="stylesheet">' in page
+    assert "script-src 'self'" in response["Content-Security-Policy"].split("; ")
 
 
 def test_the_order_s_swimlane_draws_a_compensated_return_in_its_colours(bus, staff):

@@ -373,6 +373,7 @@ def test_the_orders_page_shows_its_saga_state_version_keys_and_history(bus, admi
 
     own_page = admin_client.get(f"/admin/orchestrator/ordersaga/{saga.pk}/change/")
     assert own_page.status_code == 200
+    assert '<script src="/static/kernel/mermaid/init.js"></script>' in own_page.content.decode()  # draws its saga
     assert "tok_" not in own_page.content.decode()  # never the payment token
     steps = re.findall(r"<tr><td>([\w.]+)</td><td>[0-9a-f-]{36}</td>", own_page.content.decode())
     assert steps == COMMANDS  # in the order they run
