@@ -217,7 +217,7 @@ def given_up_delivering() -> tuple[SagaInstance, OutboxMessage]:
     return saga, newest("errands.item.deliver")
 
 
-def test_a_step_arriving_after_its_undo_runs_nothing_and_answers_nothing():
+def test_a_step_arriving_after_its_undo_runs_nothing_and_answers_nothing(caplog):
     saga, late = given_up_delivering()
     recall = newest("errands.item.recall")
     assert run("errands.item.recall").outcome is Outcome.HANDLED
@@ -226,13 +226,16 @@ def test_a_step_arriving_after_its_undo_runs_nothing_and_answers_nothing():
     arrived = deliver("errands", late.event_type, late.payload, message_id=str(late.event_id), correlation_id="e1")
 
     assert (arrived.outcome, arrived.published) == (Outcome.HANDLED, [])
+    key = saga.step_keys["errands.item.deliver"]
+    assert f"errands.item.deliver with step key {key} arrived after its undo errands.item.recall: nothing run" in (
+        caplog.text
+    )
     assert list(Chore.objects.order_by("id").values_list("command", flat=True)) == [
         "errands.item.fetch",
         "errands.item.wrap",
         "errands.item.recall",
     ]
     assert OutboxMessage.objects.count() == outbox
-    key = saga.step_keys["errands.item.deliver"]
     assert set(StepKey.objects.filter(key=key).values_list("event_type", "message_id")) == {
         ("errands.item.recall", str(recall.event_id)),
         ("errands.item.deliver", str(recall.event_id)),  # the fence

@@ -23,7 +23,7 @@ from django.utils import timezone
 from reliable_messaging._decisions import InvalidPayload
 from reliable_messaging._envelope import IncomingEvent
 from reliable_messaging._sql import insert_rows
-from reliable_messaging.models import OutboxMessage, StepKey
+from reliable_messaging.models import InboxMessage, OutboxMessage, StepKey
 
 logger = logging.getLogger("reliable_messaging.sagas")
 
@@ -52,7 +52,7 @@ def participant(handler: Handler | None = None, *, undoes: str = "") -> Handler 
                     _first_with(undoes, key, event.message_id)
                 handler(event)
                 return
-            if undone_by := _undo_of(first, event.event_type, key):
+            if undone_by := _undo_of(first, event.event_type):
                 logger.warning(
                     "%s with step key %s arrived after its undo %s: nothing run", event.event_type, key, undone_by
                 )
@@ -87,9 +87,10 @@ def _first_with(event_type: str, key: str, message_id: str) -> str:
     return StepKey.objects.filter(event_type=event_type, key=key).values_list("message_id", flat=True)[0]
 
 
-def _undo_of(first: str, event_type: str, key: str) -> str:
-    """The undo whose message ``first`` took ``event_type``'s ``key`` (a fence), or "" (a repeat)."""
-    undo = StepKey.objects.filter(key=key, message_id=first).exclude(event_type=event_type)
+def _undo_of(first: str, event_type: str) -> str:
+    """The undo whose message ``first`` took ``event_type``'s key (a fence), or "" (a repeat): read
+    from the inbox, where the consumer recorded ``first`` with its type (found by message id)."""
+    undo = InboxMessage.objects.filter(message_id=first).exclude(event_type=event_type)
     return undo.values_list("event_type", flat=True).first() or ""
 
 
