@@ -4,6 +4,7 @@ with compensation in reverse, step keys enforced at the participant, and a defin
 with instances in flight."""
 
 import uuid
+from dataclasses import replace
 from datetime import timedelta
 
 import pytest
@@ -13,7 +14,9 @@ from django.db import transaction
 from django.utils import timezone
 from errands.models import Chore, Missing
 from errands.saga import ERRAND_V1, ERRAND_V2
+from reliable_messaging import _registry as registry
 from reliable_messaging import sagas
+from reliable_messaging._declarations import DeclarationError, installed
 from reliable_messaging._housekeeping import messages_purge
 from reliable_messaging._saga_definitions import _registry
 from reliable_messaging._saga_engine import versions_not_runnable
@@ -260,6 +263,21 @@ def test_an_undo_after_its_step_ran_undoes_it_and_a_repeat_of_the_step_repeats_i
     key = saga.step_keys["errands.item.deliver"]
     assert StepKey.objects.get(event_type="errands.item.deliver", key=key).message_id == str(late.event_id)
     assert newest("errands.item.delivered").published_at is None  # the first answer, sent again
+
+
+@pytest.mark.parametrize("deliver_handler", [None, "errands.handlers.on_reply"])
+def test_an_undo_of_a_command_without_a_participant_handler_stops_the_start(deliver_handler):
+    """A mistyped or unmarked step would leave its undo fencing nothing, silently: refused instead."""
+    (errands,) = [d for d in installed() if d.name == "errands"]
+    consumes = {k: v for k, v in errands.consumes.items() if k != "errands.item.deliver"}
+    if deliver_handler:
+        consumes["errands.item.deliver"] = deliver_handler  # a handler, not marked @participant
+    with pytest.raises(DeclarationError) as refused:
+        registry.register_declared(replace(errands, consumes=consumes))
+    assert str(refused.value) == (
+        "errands/context.toml: errands.item.recall's handler undoes 'errands.item.deliver': no @participant "
+        "handler of it here (consumes, obeys)"
+    )
 
 
 def test_a_command_without_its_step_key_is_refused_and_changes_nothing():

@@ -5,7 +5,7 @@ A subscription is declared once, in the context's ``context.toml``: the same tab
 queue (``reliable_messaging._topology``) and names the handler here, so the two cannot drift apart.
 """
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from reliable_messaging._declarations import DECLARATION_FILE, ContextDeclaration, DeclarationError, HandlerPolicy
@@ -84,7 +84,11 @@ def register_handler(
 
 
 def register_declared(declaration: ContextDeclaration) -> None:
-    """Subscribe a hosted context's handlers, as its declaration names them."""
+    """Subscribe a hosted context's handlers, as its declaration names them; an undo's handler
+    must name a command the context has a ``@participant`` handler of (its ``consumes`` or ``obeys``)."""
+    handlers = {command: resolve(dotted) for command, dotted in {**declaration.obeys, **declaration.consumes}.items()}
+    if problems := _fence_problems(handlers):
+        raise DeclarationError(f"{declaration.package}/{DECLARATION_FILE}: " + "; ".join(problems))
     for event_type, handler in declaration.consumes.items():
         policy = declaration.handlers.get(handler, HandlerPolicy())
         register_handler(
@@ -96,6 +100,17 @@ def register_declared(declaration: ContextDeclaration) -> None:
             policy=policy,
             never_retry=tuple(_exception_class(declaration, handler, dotted) for dotted in policy.never_retry),
         )
+
+
+def _fence_problems(handlers: Mapping[str, object]) -> list[str]:
+    """An undo's handler (``@participant(undoes=...)``, reliable_messaging._saga_steps) naming a
+    command the context has no ``@participant`` handler of: it would fence nothing."""
+    return [
+        f"{command}'s handler undoes {step!r}: no @participant handler of it here (consumes, obeys)"
+        for command, handler in handlers.items()
+        for step in getattr(handler, "fences", ())
+        if not hasattr(handlers.get(step), "fences")
+    ]
 
 
 def _exception_class(declaration: ContextDeclaration, handler: str, dotted: str) -> type[BaseException]:

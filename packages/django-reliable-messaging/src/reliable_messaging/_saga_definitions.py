@@ -83,8 +83,7 @@ class Definition:
     @property
     def commands(self) -> list[str]:
         """Every command it may send with a step key, in the order of its steps."""
-        sent = [c for step in self.steps.values() for c in (step.command, step.undo) if c]
-        return list(dict.fromkeys(sent))
+        return list(self.new_step_keys())
 
     def new_step_keys(self) -> dict[str, str]:
         """A new instance's key for each command it may send: one per step, its undo sent under the

@@ -62,6 +62,7 @@ def participant(handler: Handler | None = None, *, undoes: str = "") -> Handler 
                 "%s repeated with step key %s: %d answer(s) of %s published again", event.event_type, key, again, first
             )
 
+        handle.__dict__["fences"] = (undoes,) if undoes else ()  # checked at start-up (_registry)
         return handle
 
     return mark(handler) if handler is not None else mark
