@@ -10,7 +10,8 @@ from datetime import timedelta
 import pytest
 from django.core.management import call_command
 from django.core.management.base import SystemCheckError
-from django.db import transaction
+from django.db import connection, transaction
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 from errands.models import Chore, Missing
 from errands.saga import ERRAND_V1, ERRAND_V2
@@ -218,6 +219,35 @@ def given_up_delivering() -> tuple[SagaInstance, OutboxMessage]:
         saga.step_keys["errands.item.recall"] == saga.step_keys["errands.item.deliver"]
     )  # the undo's key is its step's
     return saga, newest("errands.item.deliver")
+
+
+def statements(action) -> list[str]:
+    """What ``action`` ran in a transaction of its own, each statement by its first words."""
+    with transaction.atomic(), CaptureQueriesContext(connection) as queries:
+        action()
+    return [" ".join(q["sql"].split()[:3]).replace('"', "") for q in queries.captured_queries]
+
+
+def test_a_start_and_a_move_are_a_statement_per_write_and_no_savepoint():
+    """The orchestrated saga's pace is in these: every reply is a move (docs/benchmarks.md, figure 12)."""
+    started = statements(lambda: sagas.start("errand", "e1", {"item": "pen"}, cause="test"))
+    run("errands.item.fetch")
+    moved = statements(lambda: sagas.reply("errand", "e1", "errands.item.fetched"))
+
+    sends = ["INSERT INTO messaging_outbox", "INSERT INTO messaging_scheduled"]  # the command, its deadline
+    assert started == [
+        "INSERT INTO messaging_saga",
+        *sends,
+        "UPDATE messaging_saga SET",
+        "INSERT INTO messaging_saga_transition",
+    ]
+    assert moved == [
+        "SELECT messaging_saga.id, messaging_saga.name,",
+        "DELETE FROM messaging_scheduled",  # the deadline of the step it leaves
+        *sends,
+        "UPDATE messaging_saga SET",
+        "INSERT INTO messaging_saga_transition",
+    ]
 
 
 def test_a_step_arriving_after_its_undo_runs_nothing_and_answers_nothing(caplog):

@@ -18,6 +18,7 @@ from reliable_messaging._outbox import publish
 from reliable_messaging._saga_definitions import Definition, definition
 from reliable_messaging._saga_steps import STEP_KEY
 from reliable_messaging._scheduled import cancel_scheduled
+from reliable_messaging._sql import insert_rows
 from reliable_messaging.models import SagaInstance, SagaTransition
 
 logger = logging.getLogger("reliable_messaging.sagas")
@@ -41,13 +42,12 @@ def start(name: str, key: str, data: dict[str, Any], *, cause: str) -> SagaInsta
         data=data,
         step_keys=saga.new_step_keys(),
     )
-    SagaInstance.objects.bulk_create([new], ignore_conflicts=True)
-    instance = SagaInstance.objects.get(name=name, key=key)
-    if instance.pk != new.pk:
+    if not _insert(new):
+        instance = SagaInstance.objects.get(name=name, key=key)
         logger.info("saga %s %s already there: %s", name, key, instance.state)
         return instance
-    _move(saga, instance, saga.start, cause=cause)
-    return instance
+    _move(saga, new, saga.start, cause=cause)
+    return new
 
 
 @transaction.atomic(savepoint=False)
@@ -111,9 +111,13 @@ def tombstone(name: str, key: str, *, state: str) -> bool:
     saga = definition(name)
     if state not in saga.ends:
         raise ValueError(f"saga {name}: {state!r} is not a final state")
-    stone = SagaInstance(name=name, key=key, definition_version=saga.version, state=state)
-    SagaInstance.objects.bulk_create([stone], ignore_conflicts=True)
-    return SagaInstance.objects.filter(pk=stone.pk).exists()
+    return _insert(SagaInstance(name=name, key=key, definition_version=saga.version, state=state))
+
+
+def _insert(instance: SagaInstance) -> bool:
+    """Insert ``instance`` unless one of its (name, key) is there: one statement; False if one was."""
+    row = {field.attname: getattr(instance, field.attname) for field in SagaInstance._meta.concrete_fields}
+    return bool(insert_rows(SagaInstance, [row], ignore_conflict_on=("name", "key"), returning="id"))
 
 
 def _definition_of(instance: SagaInstance) -> Definition:

@@ -60,10 +60,10 @@ def any_due() -> bool:
     return ScheduledMessage.objects.filter(deliver_at__lte=timezone.now()).exists()
 
 
-@transaction.atomic
 def cancel_scheduled(message_id: uuid.UUID | str) -> bool:
     """Delete a scheduled message before it is published: True if it was still scheduled, False
-    if it was already moved to the outbox (published or about to be) or never existed."""
+    if it was already moved to the outbox (published or about to be) or never existed. One
+    statement, in the caller's transaction if any (no savepoint: a saga's every move cancels one)."""
     deleted, _ = ScheduledMessage.objects.filter(event_id=message_id).delete()
     return deleted > 0
 
