@@ -16,8 +16,8 @@ from dataclasses import dataclass
 import pytest
 from django.contrib.auth.models import User
 
+from faultlib.fixtures import ALL_DATABASES
 from faultlib.processes import ProcessGroup
-from tests.conftest import ALL_DATABASES
 from tests.support.serve import request, start_tier, var_dir
 from tests.support.web import start_web
 

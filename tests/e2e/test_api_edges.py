@@ -16,9 +16,10 @@ from django.contrib.auth.models import User
 from django.db import InternalError, OperationalError, connection, connections, transaction
 from django.test import Client
 
+from faultlib.fixtures import ALL_DATABASES
+from faultlib.processes import database_url
 from kernel.exceptions import database_error_body
 from orders.models import CheckoutRequest, Order, StorefrontProduct
-from tests.conftest import ALL_DATABASES, database_url
 from tests.support.tcp_proxy import SilenceableProxy
 from tests.support.web import MODES, call, checkout_body, get, post_checkout, start_web
 

@@ -12,9 +12,9 @@ from decimal import Decimal
 import pytest
 from django.core.exceptions import PermissionDenied, RequestDataTooBig, SuspiciousOperation
 
+from faultlib.fixtures import ALL_DATABASES
 from orders.models import CheckoutRequest, Order, StorefrontProduct
 from service_platform import errors
-from tests.conftest import ALL_DATABASES
 from tests.support.raw_http import chunked, raw_request, request_bytes
 from tests.support.web import MODES, call, checkout_body, get, post_checkout, start_web
 

@@ -27,10 +27,19 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 
-from faultlib.processes import BASE_DIR, ProcessGroup, alive, child_pids, descendants, free_port, wait_until
+from faultlib.fixtures import ALL_DATABASES
+from faultlib.processes import (
+    BASE_DIR,
+    ProcessGroup,
+    alive,
+    child_pids,
+    database_url,
+    descendants,
+    free_port,
+    wait_until,
+)
 from orders.models import CheckoutRequest, Order, StorefrontProduct
 from service_platform.gunicorn_errors import HEADERS as ERROR_HEADERS
-from tests.conftest import ALL_DATABASES, database_url
 from tests.support.raw_http import chunked
 from tests.support.serve import (
     access_status,
