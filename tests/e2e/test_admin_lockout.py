@@ -18,8 +18,8 @@ from django.contrib.auth.models import User
 
 from faultlib.fixtures import ALL_DATABASES
 from faultlib.processes import ProcessGroup
-from tests.support.serve import request, start_tier, var_dir
-from tests.support.web import start_web
+from faultlib.serve import request, start_tier, var_dir
+from faultlib.web import start_web
 
 pytestmark = pytest.mark.django_db(transaction=True, databases=ALL_DATABASES)
 

@@ -18,10 +18,10 @@ from django.test import Client
 
 from faultlib.fixtures import ALL_DATABASES
 from faultlib.processes import database_url
+from faultlib.tcp_proxy import SilenceableProxy
+from faultlib.web import MODES, call, checkout_body, get, post_checkout, start_web
 from kernel.exceptions import database_error_body
 from orders.models import CheckoutRequest, Order, StorefrontProduct
-from tests.support.tcp_proxy import SilenceableProxy
-from tests.support.web import MODES, call, checkout_body, get, post_checkout, start_web
 
 pytestmark = pytest.mark.django_db(transaction=True, databases=ALL_DATABASES)
 

@@ -38,16 +38,16 @@ from faultlib.processes import (
     free_port,
     wait_until,
 )
-from orders.models import CheckoutRequest, Order, StorefrontProduct
-from service_platform.gunicorn_errors import HEADERS as ERROR_HEADERS
-from tests.support.raw_http import chunked
-from tests.support.serve import (
+from faultlib.raw_http import chunked
+from faultlib.serve import (
     access_status,
     request,
     start_tier,
     stop_tier,
     var_dir,
 )
+from orders.models import CheckoutRequest, Order, StorefrontProduct
+from service_platform.gunicorn_errors import HEADERS as ERROR_HEADERS
 
 pytestmark = pytest.mark.django_db(transaction=True, databases=ALL_DATABASES)
 
