@@ -9,6 +9,9 @@ import pytest
 from django.conf import settings
 from reliable_messaging._declarations import DECLARATION_FILE
 
+# The fixtures every test folder shares, tests/ and each package's own (processes, the broker's queues).
+pytest_plugins = ["faultlib.fixtures"]
+
 _TREE = Path(__file__).parent
 _NOT_INSTALLED = [
     path.parent / "tests"

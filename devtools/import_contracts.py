@@ -6,7 +6,9 @@ writes them, ``python manage.py import_contracts --write`` after anything else, 
 The contexts are the installed list (``INSTALLED_CONTEXTS``) first, then every other top-level
 package of the tree that declares itself (the orchestrator, installed only with ``ORCHESTRATOR=1``).
 A context imports the bus's public modules only (``api``, ``operator``, ``sagas``), and its own
-``tests`` package ``reliable_messaging.testing`` and ``models`` (the bus's tables, read) too. The
+``tests`` package ``reliable_messaging.testing`` and ``models`` (the bus's tables, read) too; a
+package's own ``tests`` (each context's, the platform's, the kernel's) may use the fault library
+(``faultlib``), which the rest of the application never imports. The
 platform (``service_platform``) imports no context, and nothing a service ships imports the monolith's
 composition root (``config``) or its development tooling (``devtools``, this module's package). The rest
 of the project's code (the composition root, the platform, the shared kernel, the operator's views, the
@@ -60,6 +62,9 @@ def render(contexts: list[str]) -> str:
     contexts_may_use = [f"** -> {BUS}.{module}" for module in ("api", "operator", "sagas")]
     # A context's tests read the bus's tables too (the outbox rows its services wrote), as the project's do.
     tests_may_read = [f"{c}.tests.** -> {BUS}.models" for c in contexts]
+    # A package's own tests (each context's, the platform's, the kernel's) start processes and use the
+    # shared fixtures and helpers of the fault library, as tests/ does; the code they test never does.
+    tests_may_use_faultlib = [f"{package}.tests.** -> faultlib.**" for package in [PLATFORM, "kernel", *contexts]]
     front_door = [f"** -> {BUS}.{module}" for module in PUBLIC]
     stand_in = [f"{importer} -> {module}" for importer, modules in FAKE_GATEWAY_STAND_IN.items() for module in modules]
     faultlib_inside = [
@@ -143,6 +148,8 @@ name = "The application never imports the fault library (faultlib: tests, chaos 
 type = "forbidden"
 source_modules = {listed([*MONOLITH, PLATFORM, "operations", "kernel", BUS, *contexts, FAKE_GATEWAY])}
 forbidden_modules = ["faultlib"]
+ignore_imports = {listed(tests_may_use_faultlib)}
+unmatched_ignore_imports_alerting = "none"
 
 [[tool.importlinter.contracts]]
 name = "The fault library imports no context: each offers its steps and invariants from its own tests package"

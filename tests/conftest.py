@@ -1,14 +1,11 @@
-"""Shared fixtures of tests/ (the session-wide set-up and the tiers' check: the root conftest.py).
-tests/unit needs no service; tests/integration and tests/e2e run on real PostgreSQL and RabbitMQ
-(``make test`` provides both)."""
+"""What is about tests/ itself: the ``needs_contexts`` marker of its cross-context tests, and the
+orchestrated saga's folder left to its own session. The session-wide set-up and the tiers' check are
+the root conftest.py's; the fixtures every test folder shares (processes, the broker's queues) are
+faultlib/fixtures.py's, which it registers. tests/unit needs no service; tests/integration and
+tests/e2e run on real PostgreSQL and RabbitMQ (``make test`` provides both)."""
 
 import pytest
 from django.conf import settings
-
-from faultlib import broker as broker_support
-from faultlib.processes import ProcessGroup, database_url, process_environment
-
-ALL_DATABASES = ["default", "gateway"]
 
 
 def pytest_configure(config):
@@ -33,37 +30,3 @@ def pytest_collection_modifyitems(items):
 # runs them in a session of their own with ORCHESTRATOR=1; a session without it does not collect them.
 if "orchestrator" not in settings.INSTALLED_CONTEXTS:
     collect_ignore = ["orchestration"]
-
-
-@pytest.fixture
-def process_env() -> dict[str, str]:
-    return process_environment(database_url())
-
-
-@pytest.fixture
-def processes(process_env, tmp_path):
-    group = ProcessGroup(tmp_path, process_env)
-    yield group
-    group.stop_all()
-    print(group.logs())
-
-
-@pytest.fixture
-def quiet_broker():
-    """Empty the topology's queues before the test."""
-    broker_support.purge_topology()
-
-
-@pytest.fixture
-def capture():
-    """Make capture queues bound to the events exchange; they are deleted afterwards."""
-    made = []
-
-    def make(binding_key: str = "#", exchange: str | None = None) -> broker_support.CaptureQueue:
-        queue = broker_support.CaptureQueue(binding_key, exchange)
-        made.append(queue)
-        return queue
-
-    yield make
-    for queue in made:
-        queue.delete()

@@ -20,9 +20,9 @@ from prometheus_client.parser import text_string_to_metric_families
 from reliable_messaging.models import DeadLetter, EventLogEntry, InboxMessage, OutboxMessage
 
 from faultlib.broker import publish_raw
+from faultlib.fixtures import ALL_DATABASES
 from faultlib.invariants import broker_queue_depths
 from faultlib.processes import free_port, wait_until
-from tests.conftest import ALL_DATABASES
 from tests.support.waits import read_until
 
 pytestmark = pytest.mark.django_db(transaction=True, databases=ALL_DATABASES)

@@ -13,7 +13,7 @@ import pytest
 from reliable_messaging._declarations import installed, names
 
 from faultlib.faults import rabbitmqctl
-from tests.conftest import ALL_DATABASES
+from faultlib.fixtures import ALL_DATABASES
 
 pytestmark = pytest.mark.django_db(transaction=True, databases=ALL_DATABASES)
 

@@ -18,9 +18,9 @@ from reliable_messaging._declarations import installed, names
 
 from faultlib.processes import ProcessGroup, free_port, wait_until
 from faultlib.saga import asserted
+from faultlib.web import call, checkout_body, get, post_checkout
 from tests.support.split import SplitSystem
 from tests.support.waits import wait_for_events
-from tests.support.web import call, checkout_body, get, post_checkout
 
 # seed_catalog's demo products, created in the inventory deployment.
 INITIAL_STOCK = {"WIDGET": 1000, "GADGET": 500, "GIZMO": 10000, "LIMITED-PRINT": 3}

@@ -5,8 +5,8 @@ import pytest
 from reliable_messaging.models import OutboxMessage
 
 from faultlib.faults import memory_alarm
+from faultlib.fixtures import ALL_DATABASES
 from faultlib.processes import wait_until
-from tests.conftest import ALL_DATABASES
 from tests.support.outbox import publish_things, unpublished
 
 pytestmark = pytest.mark.django_db(transaction=True, databases=ALL_DATABASES)

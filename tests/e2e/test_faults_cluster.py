@@ -9,10 +9,10 @@ from reliable_messaging._broker import DELAY_LADDER
 from reliable_messaging._topology import consumers
 
 from faultlib.cluster import connected_ports, node_loss, observed_on, own_cluster, saga_durations
+from faultlib.fixtures import ALL_DATABASES
 from faultlib.invariants import check_invariants
 from faultlib.load import INITIAL_STOCK
 from orders.models import Order
-from tests.conftest import ALL_DATABASES
 from tests.support import fault_fixtures
 
 pytestmark = pytest.mark.django_db(transaction=True, databases=ALL_DATABASES)

@@ -7,13 +7,13 @@ PostgreSQL backends its processes opened (``make test`` shares both servers).
 import pytest
 
 from faultlib.faults import close_broker_connections
+from faultlib.fixtures import ALL_DATABASES
 from faultlib.invariants import check_invariants, wait_quiet
 from faultlib.load import CATALOG, INITIAL_STOCK, OrderLoad
 from faultlib.processes import wait_until
 from faultlib.saga import seed_catalog
 from faultlib.scenarios import FAST_RETRIES, connection_cuts
 from orders.models import Order
-from tests.conftest import ALL_DATABASES
 from tests.support import fault_fixtures
 
 pytestmark = pytest.mark.django_db(transaction=True, databases=ALL_DATABASES)

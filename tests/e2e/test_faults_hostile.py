@@ -7,10 +7,10 @@ from collections import Counter
 import pytest
 from reliable_messaging.models import DeadLetter
 
+from faultlib.fixtures import ALL_DATABASES
 from faultlib.hostile import HOSTILE_KINDS, hostile
 from faultlib.invariants import check_invariants
 from faultlib.load import INITIAL_STOCK
-from tests.conftest import ALL_DATABASES
 from tests.support import fault_fixtures
 
 pytestmark = pytest.mark.django_db(transaction=True, databases=ALL_DATABASES)

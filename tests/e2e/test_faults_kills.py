@@ -11,6 +11,7 @@ from reliable_messaging.models import InboxMessage, OutboxMessage
 
 from fake_gateway.in_process import gateway
 from faultlib.faults import backends_waiting_on_a_lock
+from faultlib.fixtures import ALL_DATABASES
 from faultlib.invariants import check_invariants, wait_quiet
 from faultlib.load import CATALOG, INITIAL_STOCK
 from faultlib.processes import wait_until
@@ -28,7 +29,6 @@ from orders.models import Order
 from orders.services.checkout import Line, order_place
 from orders.services.saga import order_cancel
 from payments.models import Payment
-from tests.conftest import ALL_DATABASES
 from tests.support import fault_fixtures
 
 pytestmark = pytest.mark.django_db(transaction=True, databases=ALL_DATABASES)

@@ -16,11 +16,11 @@ from reliable_messaging.models import DeadLetter, InboxMessage
 from fake_gateway.models import GatewayOperation
 from faultlib.broker import publish_raw
 from faultlib.faults import terminate_database_backends
+from faultlib.fixtures import ALL_DATABASES
 from faultlib.invariants import broker_queue_depths
 from faultlib.load import order_created_payload
 from faultlib.processes import wait_until
 from payments.models import Payment
-from tests.conftest import ALL_DATABASES
 from tests.support import fault_fixtures
 
 pytestmark = pytest.mark.django_db(transaction=True, databases=ALL_DATABASES)

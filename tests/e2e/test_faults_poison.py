@@ -5,10 +5,10 @@ from collections import Counter
 import pytest
 from reliable_messaging.models import DeadLetter
 
+from faultlib.fixtures import ALL_DATABASES
 from faultlib.invariants import check_invariants
 from faultlib.load import INITIAL_STOCK
 from faultlib.scenarios import POISON_KINDS, poison
-from tests.conftest import ALL_DATABASES
 from tests.support import fault_fixtures
 
 pytestmark = pytest.mark.django_db(transaction=True, databases=ALL_DATABASES)

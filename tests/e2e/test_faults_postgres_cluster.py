@@ -9,11 +9,11 @@ from datetime import datetime
 import pytest
 
 from faultlib.cluster import saga_durations
+from faultlib.fixtures import ALL_DATABASES
 from faultlib.invariants import check_invariants
 from faultlib.load import INITIAL_STOCK
 from faultlib.postgres import on_the_cluster, outage_lines, own_pg_cluster, primary_loss
 from orders.models import Order
-from tests.conftest import ALL_DATABASES
 from tests.support import fault_fixtures
 
 pytestmark = pytest.mark.django_db(transaction=True, databases=ALL_DATABASES)

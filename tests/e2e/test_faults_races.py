@@ -3,11 +3,11 @@
 import pytest
 from reliable_messaging._declarations import installed
 
+from faultlib.fixtures import ALL_DATABASES
 from faultlib.invariants import check_invariants
 from faultlib.load import INITIAL_STOCK
 from faultlib.scenarios import races
 from orders.models import Order
-from tests.conftest import ALL_DATABASES
 from tests.support import fault_fixtures
 
 pytestmark = pytest.mark.django_db(transaction=True, databases=ALL_DATABASES)

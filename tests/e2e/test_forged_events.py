@@ -16,11 +16,11 @@ from reliable_messaging._topology import EVENT_LOG_CONSUMER, subscribers_of
 from reliable_messaging.models import DeadLetter, InboxMessage
 
 from faultlib.broker import publish_raw
+from faultlib.fixtures import ALL_DATABASES
 from faultlib.invariants import wait_quiet
 from faultlib.processes import procfile_commands, wait_until
 from faultlib.saga import checkout, ledger, seed_catalog, stock, wait_terminal
 from faultlib.scenarios import FAST_RETRIES
-from tests.conftest import ALL_DATABASES
 from tests.support import forged
 
 pytestmark = pytest.mark.django_db(transaction=True, databases=ALL_DATABASES)

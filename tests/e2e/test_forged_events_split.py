@@ -17,9 +17,9 @@ from reliable_messaging._topology import subscribers_of
 
 from faultlib.faults import rabbitmqctl
 from faultlib.processes import ProcessGroup, free_port, wait_until
+from faultlib.web import checkout_body, get, post_checkout
 from tests.support.split import SplitSystem, consumer_host
 from tests.support.waits import read_until
-from tests.support.web import checkout_body, get, post_checkout
 
 PASSWORD = "forgery-test"
 CONTEXTS = [d.name for d in installed()]

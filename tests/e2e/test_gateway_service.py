@@ -11,9 +11,9 @@ from decimal import Decimal
 import pytest
 
 from fake_gateway.in_process import gateway as stored
+from faultlib.fixtures import ALL_DATABASES
 from payments.gateway import ChargeNotRefundable, GatewayTimeout, GatewayUnavailable, IdempotencyKeyReused
 from payments.gateway_client import HttpGateway
-from tests.conftest import ALL_DATABASES
 
 pytestmark = pytest.mark.django_db(transaction=True, databases=ALL_DATABASES)
 

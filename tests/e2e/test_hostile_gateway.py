@@ -13,6 +13,7 @@ from decimal import Decimal
 import pytest
 
 from fake_gateway.in_process import gateway as stored
+from faultlib.fixtures import ALL_DATABASES
 from faultlib.hostile_gateway import MANGLES, HostileGateway
 from faultlib.invariants import check_invariants, wait_quiet
 from faultlib.load import CATALOG, INITIAL_STOCK
@@ -25,7 +26,6 @@ from orders.services.saga import order_cancel
 from payments.gateway import GatewayTimeout, GatewayUnavailable, OutcomeUnknown, UnbelievableAnswer
 from payments.gateway_client import MAX_RETRY_AFTER, HttpGateway, _retry_after
 from payments.models import Payment
-from tests.conftest import ALL_DATABASES
 from tests.support import fault_fixtures
 
 pytestmark = pytest.mark.django_db(transaction=True, databases=ALL_DATABASES)

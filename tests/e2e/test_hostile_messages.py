@@ -13,12 +13,12 @@ import pytest
 from django.test import Client
 from reliable_messaging.models import DeadLetter, EventLogEntry
 
+from faultlib.fixtures import ALL_DATABASES
 from faultlib.hostile import deeper_recursion
 from faultlib.hostile import send as send_exact
 from faultlib.load import order_created_payload
 from faultlib.processes import wait_until
 from faultlib.saga import checkout, ledger, seed_catalog, wait_terminal
-from tests.conftest import ALL_DATABASES
 
 pytestmark = pytest.mark.django_db(transaction=True, databases=ALL_DATABASES)
 

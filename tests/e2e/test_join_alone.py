@@ -14,9 +14,9 @@ import psycopg
 import pytest
 
 from faultlib.processes import BASE_DIR, ProcessGroup, free_port, wait_until
+from faultlib.web import checkout_body, get, post_checkout
 from tests.support.scaffold import scaffold, scaffold_env, throwaway_name, tree_copy
 from tests.support.split import CACHES, NOT_SHIPPED, Deployment, SplitSystem, admin_url, database_url
-from tests.support.web import checkout_body, get, post_checkout
 
 NAME = throwaway_name()
 

@@ -16,12 +16,12 @@ import pytest
 from reliable_messaging.models import InboxMessage, OutboxMessage
 
 from fake_gateway.in_process import gateway
+from faultlib.fixtures import ALL_DATABASES
 from faultlib.invariants import check_invariants, wait_quiet
 from faultlib.processes import free_port, wait_until
 from faultlib.saga import seed_catalog
 from inventory.models import Product
 from orders.models import Order
-from tests.conftest import ALL_DATABASES
 
 pytestmark = pytest.mark.django_db(transaction=True, databases=ALL_DATABASES)
 

@@ -15,9 +15,9 @@ from reliable_messaging._dead_letters import dead_letter_record
 from reliable_messaging._topology import consumers
 from reliable_messaging.models import DeadLetter, OutboxMessage
 
+from faultlib.fixtures import ALL_DATABASES
 from faultlib.processes import free_port, wait_until
 from faultlib.saga import checkout, seed_catalog, wait_terminal
-from tests.conftest import ALL_DATABASES
 from tests.support.waits import read_until
 
 OLDEST = "messaging_dead_letter_oldest_waiting_age_seconds"

@@ -18,12 +18,12 @@ from reliable_messaging import _topology as topology
 from reliable_messaging._topology import subscribers_of
 from reliable_messaging.models import OutboxMessage
 
+from faultlib.fixtures import ALL_DATABASES
 from faultlib.processes import ProcessGroup, free_port, wait_until
 from faultlib.saga import seed_catalog
-from tests.conftest import ALL_DATABASES
+from faultlib.web import call, checkout_body, get
 from tests.support.otlp import OtlpReceiver
 from tests.support.split import SplitSystem
-from tests.support.web import call, checkout_body, get
 
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
 CALLER_SPAN = "00f067aa0ba902b7"

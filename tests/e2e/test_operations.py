@@ -11,9 +11,9 @@ import pytest
 from reliable_messaging._dead_letters import dead_letter_record
 from reliable_messaging.models import InboxMessage
 
+from faultlib.fixtures import ALL_DATABASES
 from faultlib.processes import wait_until
 from faultlib.saga import ledger
-from tests.conftest import ALL_DATABASES
 
 
 @pytest.mark.django_db(transaction=True, databases=ALL_DATABASES)

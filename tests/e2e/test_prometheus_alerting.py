@@ -25,11 +25,11 @@ import yaml
 from reliable_messaging.models import DeadLetter, OutboxMessage
 
 from faultlib.broker import publish_raw
+from faultlib.fixtures import ALL_DATABASES
 from faultlib.load import as_json, order_created_payload
 from faultlib.processes import free_port, wait_until
 from faultlib.saga import seed_catalog, wait_terminal
 from faultlib.scenarios import FAST_RETRIES
-from tests.conftest import ALL_DATABASES
 from tests.support.locks import payment_row_held
 from tests.support.monitoring import DEPLOY, Alertmanager, Daemons, Prometheus, WebhookReceiver, answers, http_json
 

@@ -8,8 +8,8 @@ from django.db import transaction
 from reliable_messaging.api import publish
 from reliable_messaging.models import OutboxMessage
 
+from faultlib.fixtures import ALL_DATABASES
 from faultlib.processes import wait_until
-from tests.conftest import ALL_DATABASES
 from tests.support.outbox import unchecked_publishing
 
 transactional = pytest.mark.django_db(transaction=True, databases=ALL_DATABASES)

@@ -21,9 +21,9 @@ from reliable_messaging.models import DeadLetter, InboxMessage
 
 from faultlib import broker as broker_support
 from faultlib.faults import rabbitmqctl
+from faultlib.fixtures import ALL_DATABASES
 from faultlib.processes import wait_until
 from faultlib.saga import ledger
-from tests.conftest import ALL_DATABASES
 
 pytestmark = pytest.mark.django_db(transaction=True, databases=ALL_DATABASES)
 

@@ -12,12 +12,12 @@ from django.test import Client
 from reliable_messaging import sagas
 from reliable_messaging.models import OutboxMessage
 
+from faultlib.fixtures import ALL_DATABASES
 from faultlib.processes import wait_until
 from faultlib.saga import checkout, ledger, seed_catalog, stock, wait_terminal
 from orders.models import Order
 from orders.services.returns import NAME, R
 from payments.models import Payment
-from tests.conftest import ALL_DATABASES
 
 pytestmark = [
     pytest.mark.django_db(transaction=True, databases=ALL_DATABASES),

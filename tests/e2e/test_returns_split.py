@@ -8,8 +8,8 @@ from decimal import Decimal
 import pytest
 
 from faultlib.processes import ProcessGroup, free_port, wait_until
+from faultlib.web import call, checkout_body, get, post_checkout
 from tests.support.split import SplitSystem
-from tests.support.web import call, checkout_body, get, post_checkout
 
 INITIAL_STOCK = {"WIDGET": 1000, "GADGET": 500, "GIZMO": 10000, "LIMITED-PRINT": 3}  # seed_catalog's
 

@@ -36,8 +36,8 @@ import pytest
 
 from faultlib.invariants import contract_problems
 from faultlib.processes import BASE_DIR, ProcessGroup, free_port, wait_until
+from faultlib.web import checkout_body, get, post_checkout
 from tests.support.split import Deployment, SplitSystem, install_requirements, make_tree
-from tests.support.web import checkout_body, get, post_checkout
 
 RELEASE = "83b4deb"  # the last release before this work: no shipping, its topology still in the kernel
 RELEASE_BEFORE_V4 = "c91459c"  # 9e4e309^: its readers read orders.order.created v1..v3, the customer's id clear

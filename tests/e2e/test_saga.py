@@ -6,11 +6,11 @@ import pytest
 from django.test import Client
 from reliable_messaging.models import OutboxMessage
 
+from faultlib.fixtures import ALL_DATABASES
 from faultlib.invariants import contract_problems
 from faultlib.processes import wait_until
 from faultlib.saga import asserted, checkout, ledger, seed_catalog, stock, wait_terminal
 from orders.models import Order
-from tests.conftest import ALL_DATABASES
 
 pytestmark = pytest.mark.django_db(transaction=True, databases=ALL_DATABASES)
 

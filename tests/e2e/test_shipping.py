@@ -13,10 +13,10 @@ from django.contrib.auth.models import User
 from django.test import Client
 from reliable_messaging.models import OutboxMessage
 
+from faultlib.fixtures import ALL_DATABASES
 from faultlib.invariants import check_invariants, wait_quiet
 from faultlib.processes import procfile_commands, wait_until
 from faultlib.saga import CATALOG, asserted, checkout, seed_catalog, wait_terminal
-from tests.conftest import ALL_DATABASES
 from tests.support.waits import wait_for_events
 
 

@@ -15,11 +15,11 @@ from reliable_messaging._topology import subscribers_of
 from reliable_messaging.models import OutboxMessage
 
 from faultlib.broker import publish_raw
+from faultlib.fixtures import ALL_DATABASES
 from faultlib.processes import wait_until
 from faultlib.saga import ledger
 from inventory.models import Product
 from orders.models import Order, StorefrontProduct
-from tests.conftest import ALL_DATABASES
 from tests.support.waits import read_until
 
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"

@@ -27,18 +27,27 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 
-from faultlib.processes import BASE_DIR, ProcessGroup, alive, child_pids, descendants, free_port, wait_until
-from orders.models import CheckoutRequest, Order, StorefrontProduct
-from service_platform.gunicorn_errors import HEADERS as ERROR_HEADERS
-from tests.conftest import ALL_DATABASES, database_url
-from tests.support.raw_http import chunked
-from tests.support.serve import (
+from faultlib.fixtures import ALL_DATABASES
+from faultlib.processes import (
+    BASE_DIR,
+    ProcessGroup,
+    alive,
+    child_pids,
+    database_url,
+    descendants,
+    free_port,
+    wait_until,
+)
+from faultlib.raw_http import chunked
+from faultlib.serve import (
     access_status,
     request,
     start_tier,
     stop_tier,
     var_dir,
 )
+from orders.models import CheckoutRequest, Order, StorefrontProduct
+from service_platform.gunicorn_errors import HEADERS as ERROR_HEADERS
 
 pytestmark = pytest.mark.django_db(transaction=True, databases=ALL_DATABASES)
 

@@ -14,9 +14,9 @@ import pytest
 
 from faultlib.faults import rabbitmqctl
 from faultlib.processes import BASE_DIR, ProcessGroup, free_port, procfile_commands, wait_until
+from faultlib.web import call, checkout_body, get, post_checkout
 from tests.support.split import CACHES, NOT_SHIPPED, Deployment, admin_url, database_url
 from tests.support.waits import wait_for_events
-from tests.support.web import call, checkout_body, get, post_checkout
 
 INSTALLED_LINE = '    "shipping",\n'
 

@@ -16,6 +16,7 @@ from reliable_messaging._dispatch import Outcome, decide
 from reliable_messaging.models import OutboxMessage
 
 from fake_gateway.in_process import gateway
+from faultlib.fixtures import ALL_DATABASES
 from faultlib.saga import ledger
 from inventory.models import Product, Reservation
 from inventory.services import product_upsert
@@ -25,7 +26,6 @@ from orders.services.saga import orders_expire
 from payments.gateway_calls import run_due_calls
 from payments.models import Payment
 from payments.services import charge_key
-from tests.conftest import ALL_DATABASES
 
 pytestmark = pytest.mark.django_db(transaction=True, databases=ALL_DATABASES)
 

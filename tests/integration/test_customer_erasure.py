@@ -6,8 +6,8 @@ import pytest
 from django.core.management import CommandError, call_command
 from reliable_messaging.models import SubjectKey
 
+from faultlib.fixtures import ALL_DATABASES
 from orders.models import Order
-from tests.conftest import ALL_DATABASES
 from tests.support.erasure import ERASED, erase_one_of_two_customers, placed_for
 from tests.support.token_at_rest import stocked_bus, tables_holding
 

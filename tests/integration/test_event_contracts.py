@@ -21,7 +21,7 @@ from reliable_messaging._field_crypto import encrypt_fields
 from reliable_messaging._schema_freeze import frozen_problems
 from reliable_messaging.models import OutboxMessage
 
-from tests.conftest import ALL_DATABASES
+from faultlib.fixtures import ALL_DATABASES
 
 SNAPSHOTS = Path(settings.BASE_DIR) / "docs" / "schemas-snapshot"
 ORDER_ID = "0190f3a4-0000-7000-8000-000000000001"

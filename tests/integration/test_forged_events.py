@@ -15,8 +15,8 @@ import pytest
 from reliable_messaging._dispatch import Decision, Outcome, decide
 from reliable_messaging.models import InboxMessage, OutboxMessage
 
+from faultlib.fixtures import ALL_DATABASES
 from faultlib.saga import ledger
-from tests.conftest import ALL_DATABASES
 from tests.support import forged
 
 pytestmark = pytest.mark.django_db(transaction=True, databases=ALL_DATABASES)

@@ -16,12 +16,12 @@ from reliable_messaging import _registry as registry
 from reliable_messaging._dispatch import Delivery, Outcome, TransientError, decide_batch
 
 from fake_gateway.in_process import gateway
+from faultlib.fixtures import ALL_DATABASES
 from faultlib.load import order_created_payload
 from faultlib.saga import ledger
 from payments.gateway import GatewayTimeout
 from payments.gateway_calls import run_due_calls
 from payments.models import Payment
-from tests.conftest import ALL_DATABASES
 
 pytestmark = pytest.mark.django_db(transaction=True, databases=ALL_DATABASES)
 

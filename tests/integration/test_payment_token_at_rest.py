@@ -10,8 +10,8 @@ from decimal import Decimal
 import pytest
 from reliable_messaging.api import TransientError
 
+from faultlib.fixtures import ALL_DATABASES
 from orders.models import Order
-from tests.conftest import ALL_DATABASES
 from tests.support.token_at_rest import (
     TOKEN,
     charges,  # noqa: F401 (a fixture)

@@ -16,6 +16,7 @@ from reliable_messaging import sagas
 from reliable_messaging._dispatch import Outcome, decide
 from reliable_messaging.models import OutboxMessage
 
+from faultlib.fixtures import ALL_DATABASES
 from faultlib.saga import ledger, stock
 from faultlib.simulation import Bus
 from faultlib.steps import offered
@@ -26,7 +27,6 @@ from orders.models import Order
 from orders.services.checkout import Line, order_place
 from orders.services.returns import NAME, R
 from payments.models import Payment
-from tests.conftest import ALL_DATABASES
 from tests.integration.test_swimlane import events, swimlane
 from tests.support import forged
 

@@ -11,7 +11,7 @@ from reliable_messaging.api import publish
 from reliable_messaging.models import ScheduledMessage
 from reliable_messaging.testing import example_payload
 
-from tests.conftest import ALL_DATABASES
+from faultlib.fixtures import ALL_DATABASES
 
 pytestmark = pytest.mark.django_db(databases=ALL_DATABASES)
 

@@ -14,11 +14,11 @@ from django.test import Client, override_settings
 from reliable_messaging.api import publish_again
 from reliable_messaging.models import DeadLetter
 
+from faultlib.fixtures import ALL_DATABASES
 from faultlib.processes import wait_until
 from faultlib.saga import checkout, ledger, seed_catalog
 from orchestrator.models import OrderSaga
 from orders.models import Order
-from tests.conftest import ALL_DATABASES
 from tests.support.erasure import ERASED, KEPT, erase_one_of_two_customers
 from tests.support.token_at_rest import queued_on_the_broker, tables_holding
 

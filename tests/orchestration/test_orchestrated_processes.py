@@ -9,13 +9,13 @@ from decimal import Decimal
 import pytest
 from django.test import Client
 
+from faultlib.fixtures import ALL_DATABASES
 from faultlib.invariants import check_invariants, wait_quiet
 from faultlib.processes import wait_until
 from faultlib.saga import CATALOG, checkout, ledger, seed_catalog, stock, wait_terminal
 from orchestrator.models import OrderSaga
 from orchestrator.services import Status
 from orders.models import Order
-from tests.conftest import ALL_DATABASES
 from tests.orchestration.test_orchestrator import CONFIRMED_EVENTS
 
 pytestmark = pytest.mark.django_db(transaction=True, databases=ALL_DATABASES)

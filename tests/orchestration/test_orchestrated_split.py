@@ -9,8 +9,8 @@ import pytest
 
 from faultlib.processes import ProcessGroup, free_port, wait_until
 from faultlib.saga import asserted
+from faultlib.web import checkout_body, get, post_checkout
 from tests.support.split import SplitSystem
-from tests.support.web import checkout_body, get, post_checkout
 
 INITIAL_STOCK = {"WIDGET": 1000, "GADGET": 500, "GIZMO": 10000, "LIMITED-PRINT": 3}
 

@@ -21,6 +21,7 @@ from reliable_messaging.api import TransientError
 from reliable_messaging.models import OutboxMessage, ScheduledMessage
 from reliable_messaging.operator import timeline_for, timeline_waiting
 
+from faultlib.fixtures import ALL_DATABASES
 from faultlib.saga import ledger, stock
 from faultlib.simulation import Bus, shuffled_sagas
 from faultlib.steps import offered
@@ -33,7 +34,6 @@ from orders.services.checkout import Line, order_place
 from orders.services.returns import NAME as RETURN
 from orders.services.returns import R, order_return
 from orders.services.saga import order_cancel
-from tests.conftest import ALL_DATABASES
 from tests.e2e.test_metrics import samples
 from tests.support import forged
 

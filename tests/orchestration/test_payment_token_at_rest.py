@@ -11,13 +11,13 @@ from django.test import Client, override_settings
 from reliable_messaging.models import OutboxMessage
 
 import orchestrator.handlers
+from faultlib.fixtures import ALL_DATABASES
 from faultlib.invariants import wait_quiet
 from faultlib.processes import wait_until
 from faultlib.saga import checkout, ledger, seed_catalog, wait_terminal
 from orchestrator.models import OrderSaga
 from orders.models import Order
 from payments.models import Payment
-from tests.conftest import ALL_DATABASES
 from tests.support.token_at_rest import (
     TOKEN,
     charges,  # noqa: F401 (a fixture)

@@ -1,6 +1,7 @@
 """Each context carries its settings' defaults (``<context>/conf.py``): a deployment of it alone, or a
 project that sets none of them, still runs; and the monolith's config/settings.py sets one only where
-the environment overrides it."""
+the environment overrides it. A context's own rules for one of its settings are its own tests' (payments'
+gateway URL: payments/tests/unit/test_conf.py)."""
 
 import json
 import os
@@ -52,9 +53,3 @@ def test_a_project_that_sets_none_of_them_gets_the_defaults(settings, conf):
         if hasattr(settings, name):
             delattr(settings, name)
     assert {name: conf.setting(name) for name in conf.DEFAULTS} == conf.DEFAULTS
-
-
-def test_the_gateway_url_follows_the_fake_gateways_port(settings):
-    del settings.GATEWAY_URL
-    settings.GATEWAY_PORT = 8290
-    assert payments_conf.setting("GATEWAY_URL") == "http://127.0.0.1:8290"

@@ -1,7 +1,7 @@
 """The admin's login lockout (django-axes, service_platform/admin_lockout.py) through Django's test client
 on PostgreSQL: five wrong passwords lock that account at that address, the right one included,
 with a page that says so, a log line, and an unlock by management command (issue 26, row 10).
-Through real servers, DEBUG on and off and behind nginx: tests/e2e/test_admin_lockout.py."""
+Through real servers, DEBUG on and off and behind nginx: service_platform/tests/e2e/test_admin_lockout.py."""
 
 import logging
 

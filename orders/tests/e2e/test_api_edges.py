@@ -16,11 +16,12 @@ from django.contrib.auth.models import User
 from django.db import InternalError, OperationalError, connection, connections, transaction
 from django.test import Client
 
+from faultlib.fixtures import ALL_DATABASES
+from faultlib.processes import database_url
+from faultlib.tcp_proxy import SilenceableProxy
+from faultlib.web import MODES, call, checkout_body, get, post_checkout, start_web
 from kernel.exceptions import database_error_body
 from orders.models import CheckoutRequest, Order, StorefrontProduct
-from tests.conftest import ALL_DATABASES, database_url
-from tests.support.tcp_proxy import SilenceableProxy
-from tests.support.web import MODES, call, checkout_body, get, post_checkout, start_web
 
 pytestmark = pytest.mark.django_db(transaction=True, databases=ALL_DATABASES)
 

@@ -27,9 +27,8 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from faultlib.processes import BASE_DIR, free_port, wait_until
+from faultlib.processes import BASE_DIR, database_url, free_port, wait_until
 from orders.models import StorefrontProduct
-from tests.conftest import database_url
 
 EXAMPLES = int(os.environ.get("SCHEMATHESIS_EXAMPLES", "25"))
 CHECKS = [

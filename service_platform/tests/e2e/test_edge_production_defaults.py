@@ -12,8 +12,7 @@ import sys
 import pytest
 from django.conf import settings
 
-from faultlib.processes import BASE_DIR
-from tests.conftest import database_url
+from faultlib.processes import BASE_DIR, database_url
 
 pytestmark = pytest.mark.django_db
 

@@ -4,7 +4,7 @@ someone else's lock is the bus's own test: packages/django-reliable-messaging/te
 
 import pytest
 
-from tests.conftest import ALL_DATABASES
+from faultlib.fixtures import ALL_DATABASES
 
 pytestmark = pytest.mark.django_db(transaction=True, databases=ALL_DATABASES)
 

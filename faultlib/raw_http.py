@@ -5,7 +5,7 @@ import http.client
 import socket
 from urllib.parse import urlsplit
 
-from tests.support.web import Reply
+from faultlib.web import Reply
 
 
 def raw_request(base: str, request: bytes, *, timeout: float = 15) -> Reply:

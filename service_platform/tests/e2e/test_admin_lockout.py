@@ -16,10 +16,10 @@ from dataclasses import dataclass
 import pytest
 from django.contrib.auth.models import User
 
+from faultlib.fixtures import ALL_DATABASES
 from faultlib.processes import ProcessGroup
-from tests.conftest import ALL_DATABASES
-from tests.support.serve import request, start_tier, var_dir
-from tests.support.web import start_web
+from faultlib.serve import request, start_tier, var_dir
+from faultlib.web import start_web
 
 pytestmark = pytest.mark.django_db(transaction=True, databases=ALL_DATABASES)
 

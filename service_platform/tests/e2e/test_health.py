@@ -11,8 +11,7 @@ import pytest
 from django.conf import settings
 from django.test import Client
 
-from faultlib.processes import BASE_DIR
-from tests.conftest import database_url
+from faultlib.processes import BASE_DIR, database_url
 
 pytestmark = pytest.mark.django_db
 

@@ -3,7 +3,7 @@ status from ``make run``'s server (``DEBUG`` on) and gunicorn (``DEBUG`` off), a
 written: a field name that is a lone surrogate, JSON nested 950 levels deep, SKUs and
 customer ids with stray whitespace, a disallowed ``Host``, ``POST /metrics``, a chunked body.
 Plus the headers every answer carries. Exact bytes go out over raw sockets where a client
-library would change them (``tests/support/raw_http.py``)."""
+library would change them (``faultlib/raw_http.py``)."""
 
 import json
 import uuid
@@ -12,11 +12,11 @@ from decimal import Decimal
 import pytest
 from django.core.exceptions import PermissionDenied, RequestDataTooBig, SuspiciousOperation
 
+from faultlib.fixtures import ALL_DATABASES
+from faultlib.raw_http import chunked, raw_request, request_bytes
+from faultlib.web import MODES, call, checkout_body, get, post_checkout, start_web
 from orders.models import CheckoutRequest, Order, StorefrontProduct
 from service_platform import errors
-from tests.conftest import ALL_DATABASES
-from tests.support.raw_http import chunked, raw_request, request_bytes
-from tests.support.web import MODES, call, checkout_body, get, post_checkout, start_web
 
 pytestmark = pytest.mark.django_db(transaction=True, databases=ALL_DATABASES)
 

@@ -19,12 +19,12 @@ from django.db import connection, connections, transaction
 from django.test import Client
 from django.utils import timezone
 
-from faultlib.processes import BASE_DIR, wait_until
+from faultlib.fixtures import ALL_DATABASES
+from faultlib.processes import BASE_DIR, database_url, wait_until
 from orders.conf import setting
 from orders.models import CheckoutRequest, Order, StorefrontProduct
 from orders.services import checkout as service
 from orders.services.checkout import Line, checkout, checkout_keys_purge, request_fingerprint
-from tests.conftest import ALL_DATABASES, database_url
 
 pytestmark = pytest.mark.django_db(transaction=True, databases=ALL_DATABASES)
 
