@@ -81,7 +81,7 @@ test: $(STAMP) ## import contracts, the frozen event schemas, the AsyncAPI parse
 	ORCHESTRATOR=1 $(PY) scripts/with_test_services.py $(VENV)/bin/pytest tests/orchestration $(wildcard orchestrator/tests) $(PYTEST_ARGS)
 
 # No DATABASE_URL or BROKER_URL is read: the unit tier touches neither (pytest-django refuses any database access
-# outside a django_db test, and tests/e2e/test_unit_tier.py runs this target with both pointing at closed ports).
+# outside a django_db test, and tests/e2e/test_unit_tier.py runs this target with both pointing at a port that counts connections: none is made).
 test-unit: export DEBUG ?= 1
 test-unit: $(STAMP) ## the unit tier only (tests/unit and each context's <context>/tests/unit): no database, no broker, seconds
 	$(VENV)/bin/pytest tests/unit $(wildcard */tests/unit) -p no:schemathesis $(PYTEST_ARGS)
