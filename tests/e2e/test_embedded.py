@@ -134,9 +134,10 @@ def test_hung_gateway_calls_in_flight_hold_no_write_lock(embedded, tmp_path):
     in_air = "SELECT count(*) FROM payments_payment WHERE status = 'charging' AND call_attempts >= 1"
     wait_until(lambda: database.execute(in_air).fetchone()[0] == 3, timeout=30, message="3 hung calls in the air")
 
-    # then 20 more checkouts are each answered within 2 s and confirmed, while those calls hang
+    # then 20 more checkouts are each answered within 10 s (one waiting for a hung call would take its
+    # 30 s; a busy machine, a second or two) and confirmed, while those calls hang
     placed = [post_checkout(base, "tok_visa") for _ in range(20)]
-    assert [seconds < 2 for _, seconds in placed] == [True] * 20, [round(s, 2) for _, s in placed]
+    assert [seconds < 10 for _, seconds in placed] == [True] * 20, [round(s, 2) for _, s in placed]
     for order, _ in placed:
         wait_until(
             lambda o=order: (get_json(f"{base}/api/orders/{o['id']}/") or {}).get("status") == "CONFIRMED",

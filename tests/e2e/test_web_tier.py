@@ -240,7 +240,8 @@ def test_slow_clients_hold_no_worker_and_are_cut_at_nginxs_timeout(tier, widget)
         stop_sending.set()
         sender.join(5)
 
-    assert health.status == 200 and health_seconds < 2.0, (health.status, health_seconds)
+    # A worker held by a slow client would leave it unanswered past its 5 s; a busy machine takes a second or two.
+    assert health.status == 200 and health_seconds < 4.0, (health.status, health_seconds)
     assert placed.status == 201, placed.body
     assert placed_while_hanging
     assert Order.objects.get(pk=json.loads(placed.body)["id"]).status == "PENDING"
