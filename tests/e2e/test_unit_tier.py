@@ -7,42 +7,17 @@ child inherits (a test that relies on a signal resets it in its child).
 
 import os
 import re
-import socket
 import subprocess
-import threading
 
-from faultlib.processes import BASE_DIR
-
-
-class Listener:
-    """A port that accepts and keeps every connection, answering nothing: a tier that reached for
-    the database or the broker would be counted (and, waiting for an answer, hang until the timeout)."""
-
-    def __init__(self) -> None:
-        self.sock = socket.create_server(("127.0.0.1", 0))
-        self.sock.settimeout(0.2)
-        self.port = self.sock.getsockname()[1]
-        self.accepted: list[socket.socket] = []
-        self.done = threading.Event()
-        self.thread = threading.Thread(target=self._accept, daemon=True)
-        self.thread.start()
-
-    def _accept(self) -> None:
-        while not self.done.is_set():
-            try:
-                self.accepted.append(self.sock.accept()[0])
-            except TimeoutError:
-                continue
-
-    def close(self) -> None:
-        self.done.set()
-        self.thread.join(5)
-        for conn in [*self.accepted, self.sock]:
-            conn.close()
+from faultlib.processes import BASE_DIR, free_port
+from faultlib.tcp_proxy import SilenceableProxy
 
 
 def test_make_test_unit_passes_in_the_background_without_touching_the_database_or_the_broker():
-    listener = Listener()
+    # A silent proxy accepts and counts every connection and answers nothing: a tier that reached
+    # for the database or the broker would be counted (and hang, waiting, until the timeout).
+    listener = SilenceableProxy(free_port())
+    listener.go_silent()
     env = {
         key: value
         for key, value in os.environ.items()
@@ -70,4 +45,4 @@ def test_make_test_unit_passes_in_the_background_without_touching_the_database_o
     collected = int(re.search(r"collected (\d+) items", result.stdout).group(1))
     assert re.search(rf"\n=+ {collected} passed in [\d.]+s =+\n", result.stdout), result.stdout[-2000:]
     assert collected >= 75
-    assert len(listener.accepted) == 0  # no connection to the database nor the broker
+    assert listener.accepted == 0  # no connection to the database nor the broker
