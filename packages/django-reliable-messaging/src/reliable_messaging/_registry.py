@@ -94,7 +94,7 @@ def register_declared(declaration: ContextDeclaration) -> None:
         register_handler(
             consumer=declaration.name,
             event_type=event_type,
-            handler=resolve(handler),
+            handler=handlers[event_type],
             reading=reading_of(declaration, event_type),
             name=handler,
             policy=policy,
