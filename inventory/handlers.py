@@ -23,8 +23,10 @@ def on_order_failed(event: IncomingEvent) -> None:
 
 
 @participant
-def on_reserve_ordered(event: IncomingEvent) -> None:
-    services.stock_reserve_ordered(order_id=order_id_of(event), lines=lines_of(event))
+@in_runs
+def on_reserve_ordered(events: list[IncomingEvent]) -> None:
+    requests = [(order_id_of(event), lines_of(event)) for event in events]
+    services.stock_reserve_ordered(requests, turn=lambda n: in_turn(events[n]))
 
 
 @participant(undoes="orchestrator.stock.reserve")

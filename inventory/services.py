@@ -2,7 +2,6 @@
 
 import logging
 import uuid
-from contextlib import nullcontext
 from decimal import Decimal
 
 from django.db import transaction
@@ -61,19 +60,34 @@ def _lock_reservation(order_id: uuid.UUID) -> Reservation:
 
 
 @transaction.atomic(savepoint=False)
-def stock_reserve_ordered(*, order_id: uuid.UUID, lines: list[Line]) -> None:
-    """The orchestrator's reserve command: ``stock_reserve`` of this one order; sent again (its
-    deadline passed), it changes nothing and repeats the outcome already announced, as it was
-    (``publish_again``)."""
-    reservation = _lock_reservation(order_id)
-    if reservation.status == Reservation.Status.NEW:
-        stock_reserve([(order_id, lines)], turn=lambda n: nullcontext())  # inside the command's own turn
-    elif reservation.status == Reservation.Status.RESERVED:
-        publish_again(event_type="inventory.stock.reserved", correlation_id=str(order_id))
-    elif reservation.status == Reservation.Status.FAILED:
-        publish_again(event_type="inventory.stock.reservation_failed", correlation_id=str(order_id))
-    else:
-        logger.info("reserve command ignored: reservation is %s", reservation.status)
+def stock_reserve_ordered(requests: list[tuple[uuid.UUID, list[Line]]], *, turn: Turn) -> None:
+    """The orchestrator's reserve commands, in turn (``turn(n)``: where the n-th one's work is
+    done): ``stock_reserve`` of each order not reserved yet; an order decided already (the
+    command sent again, its deadline passed) changes nothing and repeats the outcome announced,
+    as it was (``publish_again``)."""
+    order_ids = sorted({order_id for order_id, _ in requests})
+    Reservation.objects.bulk_create([Reservation(order_id=order_id) for order_id in order_ids], ignore_conflicts=True)
+    statuses = dict(
+        Reservation.objects.select_for_update()
+        .filter(order_id__in=order_ids)
+        .order_by("order_id")
+        .values_list("order_id", "status")
+    )
+    new = [n for n, (order_id, _) in enumerate(requests) if statuses[order_id] == Reservation.Status.NEW]
+    firsts = set(new)
+    stock_reserve([requests[n] for n in new], turn=lambda m: turn(new[m]))
+    repeated = {
+        Reservation.Status.RESERVED: "inventory.stock.reserved",
+        Reservation.Status.FAILED: "inventory.stock.reservation_failed",
+    }
+    for n, (order_id, _) in enumerate(requests):
+        if n in firsts:
+            continue
+        with turn(n):
+            if event_type := repeated.get(statuses[order_id]):
+                publish_again(event_type=event_type, correlation_id=str(order_id))
+            else:
+                logger.info("reserve command ignored: reservation is %s", statuses[order_id])
 
 
 @transaction.atomic(savepoint=False)

@@ -19,6 +19,7 @@ from typing import Any
 
 from django.db import models, transaction
 from reliable_messaging import sagas
+from reliable_messaging.api import Turn
 from reliable_messaging.sagas import Definition, Move, Step
 
 from orchestrator.conf import setting
@@ -130,17 +131,23 @@ class NewSaga:
     ship_to: str
 
 
-def saga_start(new: NewSaga) -> None:
-    """Start the order's saga and send its first command; a second start changes nothing."""
+def saga_start(new: list[NewSaga], *, turn: Turn) -> None:
+    """Start each order's saga and send its first command, in turn (``turn(n)``: where the n-th
+    one's is sent); a second start changes nothing."""
+    sagas.start(NAME, [(str(saga.order_id), _data(saga)) for saga in new], cause="orders.order.created", turn=turn)
+
+
+def _data(new: NewSaga) -> dict[str, Any]:
     order = {**asdict(new), "amount": f"{new.amount:.2f}"}
     del order["order_id"]
-    sagas.start(NAME, str(new.order_id), order, cause="orders.order.created")
+    return order
 
 
-def saga_reply(*, order_id: uuid.UUID, event_type: str, check: sagas.Check | None = None) -> None:
-    """A participant's reply: moves the saga if its state expects it, else changes nothing.
-    ``check(saga)`` returns why a reply cannot be the saga's own (e.g. another amount), or ""."""
-    sagas.reply(NAME, str(order_id), event_type, check=check)
+def saga_reply(replies: list[sagas.Reply], *, turn: Turn) -> None:
+    """Participants' replies, in turn: each moves its saga if its state expects it, else changes
+    nothing. A reply's ``check(saga)`` returns why it cannot be the saga's own (e.g. another
+    amount), or ""."""
+    sagas.reply(NAME, replies, turn=turn)
 
 
 def saga_step_deadline(*, order_id: uuid.UUID, step: str, attempt: int) -> None:

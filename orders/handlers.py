@@ -14,11 +14,11 @@ from orders.events import (
 )
 from orders.services.returns import return_reply, return_step_deadline
 from orders.services.saga import (
+    FAIL_ORDERED,
     PAYMENT_SUCCEEDED,
     STOCK_RESERVED,
     SagaEvent,
-    order_confirm_as_ordered,
-    order_fail_as_ordered,
+    order_end_as_ordered,
     order_saga_apply,
 )
 from orders.services.storefront import storefront_products_apply
@@ -45,12 +45,17 @@ def on_product_updated(events: list[IncomingEvent]) -> None:
     storefront_products_apply([product_update_of(event) for event in events])  # publishes nothing
 
 
-def on_confirm_ordered(event: IncomingEvent) -> None:
-    order_confirm_as_ordered(order_id=order_id_of(event))
+@in_runs
+def on_end_ordered(events: list[IncomingEvent]) -> None:
+    """The orchestrator's ``orchestrator.order.confirm`` and ``orchestrator.order.fail``."""
+    ends = [
+        (order_id_of(e), e.event_type, failure_reason_of(e) if e.event_type == FAIL_ORDERED else "") for e in events
+    ]
+    order_end_as_ordered(ends, turn=lambda n: in_turn(events[n]))
 
 
-def on_fail_ordered(event: IncomingEvent) -> None:
-    order_fail_as_ordered(order_id=order_id_of(event), reason=failure_reason_of(event))
+def _reason(event: IncomingEvent) -> str:
+    return failure_reason_of(event) if event.event_type == FAIL_ORDERED else ""
 
 
 def on_return_reply(event: IncomingEvent) -> None:

@@ -10,10 +10,9 @@ from payments.events import amount_of, is_orchestrated, items_of, lines_of, orde
 
 @in_runs
 def on_order_created(events: list[IncomingEvent]) -> None:
-    for event in events:
-        if is_orchestrated(event):
-            with in_turn(event):
-                services.payment_token_keep(order_id=order_id_of(event), token=text_of(event, "payment_token"))
+    services.payment_token_keep(
+        [(order_id_of(event), text_of(event, "payment_token")) for event in events if is_orchestrated(event)]
+    )
     charged = [(event, _charge_request(event)) for event in events if not is_orchestrated(event)]
     services.payment_charge([request for _, request in charged], turn=lambda n: in_turn(charged[n][0]))
 
@@ -42,9 +41,14 @@ def on_order_failed(event: IncomingEvent) -> None:
 
 
 @participant
-def on_charge_ordered(event: IncomingEvent) -> None:
+@in_runs
+def on_charge_ordered(events: list[IncomingEvent]) -> None:
+    services.payment_charge_ordered([_ordered_charge(event) for event in events], turn=lambda n: in_turn(events[n]))
+
+
+def _ordered_charge(event: IncomingEvent) -> services.ChargeRequest:
     amount, currency = amount_of(event)
-    services.payment_charge_ordered(
+    return services.ChargeRequest(
         order_id=order_id_of(event),
         amount=amount,
         currency=currency,

@@ -9,8 +9,7 @@ event (``record_*`` below). After a crash the worker asks the gateway by that ke
 
 import logging
 import uuid
-from contextlib import nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from decimal import Decimal
 
@@ -90,34 +89,58 @@ def _charge(payment: Payment, *, amount: Decimal, currency: str, token: str, ite
 
 
 @transaction.atomic(savepoint=False)
-def payment_token_keep(*, order_id: uuid.UUID, token: str) -> None:
-    """An orchestrated order's card token, from its ``orders.order.created`` (encrypted for payments
-    alone), kept on its record until the orchestrator's charge command: the orchestrator never holds
-    it. A record past ``new`` (voided, or charged with a v1 command's own token) needs none."""
-    payment = _lock_payment(order_id)
-    if payment.status == Payment.Status.NEW and not payment.token:
-        payment.token = token
-        payment.save(update_fields=["token", "updated_at"])
+def payment_token_keep(tokens: list[tuple[uuid.UUID, str]]) -> None:
+    """Each orchestrated order's card token, from its ``orders.order.created`` (encrypted for
+    payments alone), kept on its record until the orchestrator's charge command: the orchestrator
+    never holds it. A record past ``new`` (voided, or charged with a v1 command's own token) needs
+    none, nor one that has it. The records locked and written once for all; publishes nothing."""
+    order_ids = sorted({order_id for order_id, _ in tokens})
+    Payment.objects.bulk_create([Payment(order_id=order_id) for order_id in order_ids], ignore_conflicts=True)
+    payments = {
+        p.order_id: p for p in Payment.objects.select_for_update().filter(order_id__in=order_ids).order_by("order_id")
+    }
+    kept = {}
+    for order_id, token in tokens:
+        payment = payments[order_id]
+        if payment.status == Payment.Status.NEW and not payment.token:
+            payment.token = token
+            kept[order_id] = payment
+    bulk_save(kept.values(), ["token", "updated_at"])
 
 
 @transaction.atomic(savepoint=False)
-def payment_charge_ordered(*, order_id: uuid.UUID, amount: Decimal, currency: str, token: str, items: list) -> None:
-    """The orchestrator's charge command, with the token kept from the order's creation (``token``:
-    a v1 command's own, sent by an orchestrator not yet upgraded): as ``payment_charge``. Ahead of
-    the order's creation here it is retried; sent again (its deadline passed), it changes nothing
-    and repeats the outcome already announced, as it was (``publish_again``)."""
-    payment = _lock_payment(order_id)
-    if payment.status == Payment.Status.NEW:
-        if not (token := token or payment.token):
-            raise TransientError("orchestrator.payment.charge before the order's payment token came here: later")
-        request = ChargeRequest(order_id, amount, currency, token, items)
-        payment_charge([request], turn=lambda n: nullcontext())  # inside the command's own turn
-    elif payment.charge_id:  # charged, and maybe refunded since
-        publish_again(event_type="payments.payment.succeeded", correlation_id=str(order_id))
-    elif payment.status == Payment.Status.DECLINED:
-        publish_again(event_type="payments.payment.failed", correlation_id=str(order_id))
-    else:
-        logger.info("charge command: payment is %s, no outcome to repeat", payment.status)
+def payment_charge_ordered(requests: list[ChargeRequest], *, turn: Turn) -> None:
+    """The orchestrator's charge commands, in turn (``turn(n)``: where the n-th one's work is
+    done), each with the token kept from the order's creation (a request's own ``token``: a v1
+    command's, sent by an orchestrator not yet upgraded): ``payment_charge`` of each order not
+    charged yet. One ahead of the order's creation here is retried; one sent again (its deadline
+    passed) changes nothing and repeats the outcome already announced, as it was
+    (``publish_again``)."""
+    order_ids = sorted({r.order_id for r in requests})
+    Payment.objects.bulk_create([Payment(order_id=order_id) for order_id in order_ids], ignore_conflicts=True)
+    payments = {
+        p.order_id: p for p in Payment.objects.select_for_update().filter(order_id__in=order_ids).order_by("order_id")
+    }
+    new: dict[int, ChargeRequest] = {}
+    for n, r in enumerate(requests):
+        payment = payments[r.order_id]
+        if payment.status == Payment.Status.NEW:
+            if not (token := r.token or payment.token):
+                raise TransientError("orchestrator.payment.charge before the order's payment token came here: later")
+            new[n] = replace(r, token=token)
+    firsts = list(new)
+    payment_charge(list(new.values()), turn=lambda m: turn(firsts[m]))
+    for n, r in enumerate(requests):
+        if n in new:
+            continue
+        with turn(n):
+            payment = payments[r.order_id]
+            if payment.charge_id:  # charged, and maybe refunded since
+                publish_again(event_type="payments.payment.succeeded", correlation_id=str(r.order_id))
+            elif payment.status == Payment.Status.DECLINED:
+                publish_again(event_type="payments.payment.failed", correlation_id=str(r.order_id))
+            else:
+                logger.info("charge command: payment is %s, no outcome to repeat", payment.status)
 
 
 @transaction.atomic(savepoint=False)

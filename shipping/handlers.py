@@ -20,8 +20,10 @@ def on_order_cancelled(event: IncomingEvent) -> None:
 
 
 @participant
-def on_create_ordered(event: IncomingEvent) -> None:
-    services.shipment_prepare_ordered(order_id=order_id_of(event), ship_to=ship_to_of(event))
+@in_runs
+def on_create_ordered(events: list[IncomingEvent]) -> None:
+    requests = [(order_id_of(event), ship_to_of(event)) for event in events]
+    services.shipment_prepare_ordered(requests, turn=lambda n: in_turn(events[n]))
 
 
 @participant(undoes="orchestrator.shipment.create")

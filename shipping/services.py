@@ -65,20 +65,34 @@ def shipment_prepare(order_ids: list[uuid.UUID], *, turn: Turn) -> None:
 
 
 @transaction.atomic(savepoint=False)
-def shipment_prepare_ordered(*, order_id: uuid.UUID, ship_to: str) -> None:
-    """The orchestrator's shipping step: prepare the parcel, or refuse an address no carrier of
-    ours serves. Sent again (its deadline passed), it repeats what it announced, as it was."""
-    refused = ship_to in UNSERVED_COUNTRIES
-    status = Shipment.Status.REFUSED if refused else Shipment.Status.PREPARING
-    shipment, created = _lock_or_create(order_id, status, ship_to)
-    if created:
-        _publish(shipment, "shipping.shipment.refused" if refused else "shipping.shipment.created")
-    elif shipment.status == Shipment.Status.REFUSED:
-        publish_again(event_type="shipping.shipment.refused", correlation_id=str(order_id))
-    elif shipment.status in (Shipment.Status.PREPARING, Shipment.Status.DISPATCHED):
-        publish_again(event_type="shipping.shipment.created", correlation_id=str(order_id))
-    else:
-        logger.info("shipping command ignored: the order's shipment is already %s", shipment.status)
+def shipment_prepare_ordered(requests: list[tuple[uuid.UUID, str]], *, turn: Turn) -> None:
+    """The orchestrator's shipping step for each (order id, ship to), in turn (``turn(n)``: where
+    the n-th one's work is done), as if one after another: prepare the parcel, or refuse an
+    address no carrier of ours serves; an order that has its shipment already repeats what it
+    announced, as it was. The shipments that exist locked, the missing ones created, each with
+    one statement for the lot (a shipment created meanwhile fails the insert, as in
+    ``shipment_prepare``)."""
+    order_ids = sorted({order_id for order_id, _ in requests})
+    shipments = {
+        s.order_id: s for s in Shipment.objects.select_for_update().filter(order_id__in=order_ids).order_by("order_id")
+    }
+    created: list[Shipment] = []
+    for n, (order_id, ship_to) in enumerate(requests):
+        with turn(n):
+            shipment = shipments.get(order_id)
+            if shipment is None:
+                refused = ship_to in UNSERVED_COUNTRIES
+                status = Shipment.Status.REFUSED if refused else Shipment.Status.PREPARING
+                shipments[order_id] = shipment = Shipment(order_id=order_id, status=status, ship_to=ship_to)
+                created.append(shipment)
+                _publish(shipment, "shipping.shipment.refused" if refused else "shipping.shipment.created")
+            elif shipment.status == Shipment.Status.REFUSED:
+                publish_again(event_type="shipping.shipment.refused", correlation_id=str(order_id))
+            elif shipment.status in (Shipment.Status.PREPARING, Shipment.Status.DISPATCHED):
+                publish_again(event_type="shipping.shipment.created", correlation_id=str(order_id))
+            else:
+                logger.info("shipping command ignored: the order's shipment is already %s", shipment.status)
+    Shipment.objects.bulk_create(created)
 
 
 @transaction.atomic(savepoint=False)

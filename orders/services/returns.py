@@ -124,7 +124,7 @@ def order_return(*, order_id: uuid.UUID) -> Order:
     order.save(update_fields=["status", "updated_at"])
     _publish(order, "orders.order.return_requested")
     data = {"amount": f"{order.total:.2f}", "currency": order.currency}
-    sagas.start(NAME, str(order.id), data, cause="orders.order.return_requested")
+    sagas.start(NAME, [(str(order.id), data)], cause="orders.order.return_requested")
     return order
 
 
@@ -132,7 +132,7 @@ def order_return(*, order_id: uuid.UUID) -> Order:
 def return_reply(*, order_id: uuid.UUID, event_type: str, check: sagas.Check | None = None) -> None:
     """A participant's reply: moves the return if its step expects it (any other event about the
     order, such as a cancellation's, changes nothing), and settles the order once it ends."""
-    _settle(sagas.reply(NAME, str(order_id), event_type, check=check))
+    _settle(sagas.reply(NAME, [sagas.Reply(str(order_id), event_type, check)])[0])
 
 
 @transaction.atomic(savepoint=False)

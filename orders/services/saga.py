@@ -256,34 +256,30 @@ def _follow(order: Order, event: SagaEvent, lines: dict[str, int]) -> bool:
     return True
 
 
-@transaction.atomic(savepoint=False)
-def order_confirm_as_ordered(*, order_id: uuid.UUID) -> None:
-    """The orchestrator's saga completed (stock, charge, shipment): confirm the pending order."""
-    if (order := _lock_orchestrated_pending(order_id, "orchestrator.order.confirm")) is None:
-        return
-    _confirmed(order)
-    order.save(update_fields=CHANGED_FIELDS)
+CONFIRM_ORDERED, FAIL_ORDERED = "orchestrator.order.confirm", "orchestrator.order.fail"
 
 
 @transaction.atomic(savepoint=False)
-def order_fail_as_ordered(*, order_id: uuid.UUID, reason: str) -> None:
-    """The orchestrator's saga failed and compensated what it had done: fail the pending order."""
-    if (order := _lock_orchestrated_pending(order_id, "orchestrator.order.fail")) is None:
-        return
-    _failed(order, reason)
-    order.save(update_fields=CHANGED_FIELDS)
-
-
-def _lock_orchestrated_pending(order_id: uuid.UUID, command: str) -> Order | None:
-    """The order, locked, if the orchestrator may decide it: ours, orchestrated and still pending."""
-    order = Order.objects.select_for_update().filter(pk=order_id).first()
-    if order is None or order.saga_style != Order.SagaStyle.ORCHESTRATION:
-        _ignore(order_id, command, "unknown order" if order is None else "not an orchestrated order")
-        return None
-    if order.status != Order.Status.PENDING:
-        logger.info("%s ignored: order is already %s", command, order.status)
-        return None
-    return order
+def order_end_as_ordered(ends: list[tuple[uuid.UUID, str, str]], *, turn: Turn) -> None:
+    """The orchestrator's end of each (order id, command, reason) in turn (``turn(n)``: where the
+    n-th one's work is done), as if one after another: its saga completed (stock, charge,
+    shipment; ``CONFIRM_ORDERED``) or failed and compensated what it had done (``FAIL_ORDERED``,
+    with the reason). Only an orchestrated order still pending ends so. The orders locked (in id
+    order) and written once for all."""
+    order_ids = sorted({order_id for order_id, _, _ in ends})
+    orders = {o.pk: o for o in Order.objects.select_for_update().filter(pk__in=order_ids).order_by("pk")}
+    changed: dict[uuid.UUID, Order] = {}
+    for n, (order_id, command, reason) in enumerate(ends):
+        with turn(n):
+            order = orders.get(order_id)
+            if order is None or order.saga_style != Order.SagaStyle.ORCHESTRATION:
+                _ignore(order_id, command, "unknown order" if order is None else "not an orchestrated order")
+            elif order.status != Order.Status.PENDING:
+                logger.info("%s ignored: order is already %s", command, order.status)
+            else:
+                _confirmed(order) if command == CONFIRM_ORDERED else _failed(order, reason)
+                changed[order.pk] = order
+    bulk_save(changed.values(), CHANGED_FIELDS)
 
 
 @transaction.atomic(savepoint=False)

@@ -5,6 +5,7 @@ alone, and payments charges it once. The orchestrated saga: tests/orchestration/
 
 import base64
 import uuid
+from contextlib import nullcontext
 from decimal import Decimal
 
 import pytest
@@ -66,21 +67,21 @@ def test_keys_rotate_with_orders_in_flight(charges, settings):  # noqa: F811
 
 def test_a_charge_command_ahead_of_the_token_is_retried_and_a_refund_forgets_the_token():
     from payments.models import Payment
-    from payments.services import payment_charge_ordered, payment_refund, payment_token_keep
+    from payments.services import ChargeRequest, payment_charge_ordered, payment_refund, payment_token_keep
 
     ordered, cancelled = uuid.uuid4(), uuid.uuid4()
-    charge = {"amount": Decimal("20.00"), "currency": "USD", "items": [{"sku": "WIDGET", "quantity": 2}]}
+    charge = ChargeRequest(ordered, Decimal("20.00"), "USD", "", [{"sku": "WIDGET", "quantity": 2}])
     with pytest.raises(TransientError, match="^orchestrator.payment.charge before the order's payment token came"):
-        payment_charge_ordered(order_id=ordered, token="", **charge)
+        payment_charge_ordered([charge], turn=lambda n: nullcontext())
     assert Payment.objects.filter(order_id=ordered).exists() is False  # nothing changed
 
-    payment_token_keep(order_id=ordered, token=TOKEN)
-    payment_token_keep(order_id=ordered, token="tok_other")  # a second event keeps the first
-    payment_charge_ordered(order_id=ordered, token="", **charge)
+    payment_token_keep([(ordered, TOKEN)])
+    payment_token_keep([(ordered, "tok_other")])  # a second event keeps the first
+    payment_charge_ordered([charge], turn=lambda n: nullcontext())
     payment = Payment.objects.get(order_id=ordered)
     assert (payment.status, payment.token, payment.amount) == ("charging", TOKEN, Decimal("20.00"))
 
-    payment_token_keep(order_id=cancelled, token=TOKEN)
+    payment_token_keep([(cancelled, TOKEN)])
     payment_refund(order_id=cancelled, reason="cancelled")  # the order ended before its charge command
     payment = Payment.objects.get(order_id=cancelled)
     assert (payment.status, payment.token, payment.refund_reason) == ("refunding", "", "cancelled")

@@ -11,6 +11,7 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import SystemCheckError
 from django.db import connection, transaction
+from django.db.models import F
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 from errands.models import Chore, Missing
@@ -21,7 +22,7 @@ from reliable_messaging._declarations import DeclarationError, installed
 from reliable_messaging._housekeeping import messages_purge
 from reliable_messaging._saga_definitions import _registry
 from reliable_messaging._saga_engine import versions_not_runnable
-from reliable_messaging.api import TransientError
+from reliable_messaging.api import IncomingEvent, TransientError, collecting, in_runs, write_collected
 from reliable_messaging.models import OutboxMessage, SagaInstance, ScheduledMessage, StepKey
 from reliable_messaging.testing import Outcome, advance_time, deliver
 
@@ -30,7 +31,7 @@ pytestmark = pytest.mark.django_db
 
 def begin(errand: str = "e1", item: str = "pen") -> SagaInstance:
     with transaction.atomic():
-        return sagas.start("errand", errand, {"item": item}, cause="test")
+        return sagas.start("errand", [(errand, {"item": item})], cause="test")[0]
 
 
 def newest(event_type: str, errand: str = "e1") -> OutboxMessage:
@@ -230,24 +231,100 @@ def statements(action) -> list[str]:
 
 def test_a_start_and_a_move_are_a_statement_per_write_and_no_savepoint():
     """The orchestrated saga's pace is in these: every reply is a move (docs/benchmarks.md, figure 12)."""
-    started = statements(lambda: sagas.start("errand", "e1", {"item": "pen"}, cause="test"))
+    started = statements(lambda: sagas.start("errand", [("e1", {"item": "pen"})], cause="test"))
     run("errands.item.fetch")
-    moved = statements(lambda: sagas.reply("errand", "e1", "errands.item.fetched"))
+    moved = statements(lambda: sagas.reply("errand", [sagas.Reply("e1", "errands.item.fetched")]))
 
-    sends = ["INSERT INTO messaging_outbox", "INSERT INTO messaging_scheduled"]  # the command, its deadline
     assert started == [
         "INSERT INTO messaging_saga",
-        *sends,
+        "INSERT INTO messaging_outbox",  # the first step's command
+        "INSERT INTO messaging_scheduled",  # its deadline
         "UPDATE messaging_saga SET",
         "INSERT INTO messaging_saga_transition",
     ]
     assert moved == [
         "SELECT messaging_saga.id, messaging_saga.name,",
+        "INSERT INTO messaging_outbox",  # the next step's command
+        "INSERT INTO messaging_scheduled",  # its deadline
         "DELETE FROM messaging_scheduled",  # the deadline of the step it leaves
-        *sends,
         "UPDATE messaging_saga SET",
         "INSERT INTO messaging_saga_transition",
     ]
+
+
+def test_a_run_of_starts_and_replies_costs_what_one_does_each_move_as_if_alone():
+    """As in a consumer's batch (its commands collected for one insert): three errands started,
+    then their replies, each run in the statements of one; each errand as if moved alone."""
+    errands = ["e1", "e2", "e3"]
+
+    def in_a_batch(action):
+        with collecting() as published:
+            action()
+        write_collected(published)
+
+    started = statements(
+        lambda: in_a_batch(lambda: sagas.start("errand", [(e, {"item": e}) for e in errands], cause="test"))
+    )
+    for errand in errands:
+        run("errands.item.fetch", errand)
+    replies = [sagas.Reply(e, "errands.item.fetched") for e in errands]
+    moved = statements(lambda: in_a_batch(lambda: sagas.reply("errand", replies)))
+
+    assert started == [
+        "INSERT INTO messaging_saga",
+        "INSERT INTO messaging_scheduled",
+        "UPDATE messaging_saga SET",
+        "INSERT INTO messaging_saga_transition",
+        "INSERT INTO messaging_outbox",
+    ]
+    assert moved == [
+        "SELECT messaging_saga.id, messaging_saga.name,",
+        "INSERT INTO messaging_scheduled",
+        "DELETE FROM messaging_scheduled",
+        "UPDATE messaging_saga SET",
+        "INSERT INTO messaging_saga_transition",
+        "INSERT INTO messaging_outbox",
+    ]
+    for errand in errands:
+        assert sent(errand) == ["errands.item.fetch", "errands.item.fetched", "errands.item.wrap"]
+        assert history(errand) == [
+            ("started", "fetching", "test", 2),
+            ("fetching", "wrapping", "errands.item.fetched", 3),
+        ]
+        saga = SagaInstance.objects.get(key=errand)
+        assert (saga.state, saga.attempt, saga.version) == ("wrapping", 1, 3)
+        assert list(ScheduledMessage.objects.filter(correlation_id=errand).values_list("event_id", flat=True)) == [
+            saga.deadline_id
+        ]
+
+
+def test_a_run_that_loses_a_race_moves_none_of_its_instances():
+    begin("e1")
+    begin("e2")
+    for errand in ("e1", "e2"):
+        run("errands.item.fetch", errand)
+
+    def moved_meanwhile(saga: SagaInstance) -> str:
+        """Between the run's read and its write, another handler moves e2."""
+        SagaInstance.objects.filter(key="e2").update(version=F("version") + 1)
+        return ""
+
+    replies = [sagas.Reply("e1", "errands.item.fetched"), sagas.Reply("e2", "errands.item.fetched", moved_meanwhile)]
+    with pytest.raises(TransientError, match="moved meanwhile"), transaction.atomic():
+        sagas.reply("errand", replies)
+
+    assert [SagaInstance.objects.get(key=e).state for e in ("e1", "e2")] == ["fetching", "fetching"]
+    assert sent("e1") == ["errands.item.fetch", "errands.item.fetched"]
+
+
+def test_a_reply_twice_in_a_run_moves_its_instance_once():
+    begin()
+    run("errands.item.fetch")
+    with transaction.atomic():
+        instances = sagas.reply("errand", [sagas.Reply("e1", "errands.item.fetched")] * 2 + [sagas.Reply("e9", "x")])
+
+    assert [i.state if i else None for i in instances] == ["wrapping", "wrapping", None]
+    assert history() == [("started", "fetching", "test", 2), ("fetching", "wrapping", "errands.item.fetched", 3)]
 
 
 def test_a_step_arriving_after_its_undo_runs_nothing_and_answers_nothing(caplog):
@@ -273,6 +350,37 @@ def test_a_step_arriving_after_its_undo_runs_nothing_and_answers_nothing(caplog)
         ("errands.item.recall", str(recall.event_id)),
         ("errands.item.deliver", str(recall.event_id)),  # the fence
     }
+
+
+def test_a_participant_takes_a_run_its_keys_recorded_in_one_statement_and_a_repeat_in_it_runs_nothing():
+    handed: list[list[str]] = []
+
+    @sagas.participant(undoes="errands.item.deliver")
+    @in_runs
+    def recall(events: list[IncomingEvent]) -> None:
+        handed.append([event.message_id for event in events])
+
+    def command(message_id: str, key: str) -> IncomingEvent:
+        payload = {"errand_id": "e1", sagas.STEP_KEY: key}
+        return IncomingEvent(message_id=message_id, event_type="errands.item.recall", schema_version=1, payload=payload)
+
+    with transaction.atomic(), CaptureQueriesContext(connection) as queries:
+        recall([command("m1", "k1"), command("m2", "k2"), command("m3", "k1")])
+
+    assert handed == [["m1", "m2"]]  # m3 repeats m1's key: not handed on
+    step_keys = [" ".join(q["sql"].split()[:2]).replace('"', "") for q in queries if "messaging_step_key" in q["sql"]]
+    assert step_keys == [
+        "INSERT INTO",  # the run's keys
+        "INSERT INTO",  # the fences of the firsts
+        "SELECT messaging_step_key.message_id",  # the repeat's first
+    ]
+    recorded = StepKey.objects.values_list("event_type", "key", "message_id")
+    assert sorted(recorded) == [
+        ("errands.item.deliver", "k1", "m1"),
+        ("errands.item.deliver", "k2", "m2"),
+        ("errands.item.recall", "k1", "m1"),
+        ("errands.item.recall", "k2", "m2"),
+    ]
 
 
 def test_an_undo_after_its_step_ran_undoes_it_and_a_repeat_of_the_step_repeats_its_answer():

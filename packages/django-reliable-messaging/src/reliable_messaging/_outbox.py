@@ -61,12 +61,47 @@ def publish(
     published at or after that time with that time as its ``occurred_at``, cancellable by the
     returned id until it is published. A time already past publishes it now.
     """
-    if deliver_at is not None and timezone.is_naive(deliver_at):
-        raise ValueError("deliver_at must be timezone-aware")
     if not transaction.get_connection(using).in_atomic_block:
         raise OutsideTransactionError(
             f"publish({event_type}) must run inside transaction.atomic() with the change it announces"
         )
+    row = event_row(
+        event_type=event_type,
+        payload=payload,
+        aggregate_type=aggregate_type,
+        aggregate_id=aggregate_id,
+        correlation_id=correlation_id,
+        schema_version=schema_version,
+        occurred_at=occurred_at,
+        deliver_at=deliver_at,
+    )
+    collected = _collected.get()
+    if "deliver_at" in row:
+        insert_row(ScheduledMessage, row, using=using)
+    elif collected is not None and using == "default":
+        collected.append(row)
+    else:
+        insert_row(OutboxMessage, row, using=using)
+    event_id: uuid.UUID = row["event_id"]
+    return event_id
+
+
+def event_row(
+    *,
+    event_type: str,
+    payload: dict[str, Any],
+    aggregate_type: str,
+    aggregate_id: str,
+    correlation_id: str | None = None,
+    schema_version: int | None = None,
+    occurred_at: datetime | None = None,
+    deliver_at: datetime | None = None,
+) -> dict[str, Any]:
+    """``publish``'s row, checked as it checks it, not written: a scheduled message's (it has
+    ``deliver_at``) while ``deliver_at`` is to come, else the outbox's. For a writer of many
+    rows in one insert (``insert_rows``), in the transaction of the change they announce."""
+    if deliver_at is not None and timezone.is_naive(deliver_at):
+        raise ValueError("deliver_at must be timezone-aware")
     if schema_version is None:
         schema_version, payload = version_to_write(event_type, payload)
     if refusal := publish_refusal(event_type, schema_version, payload):
@@ -95,14 +130,8 @@ def publish(
         "last_error": "",
     }
     if deliver_at is not None and deliver_at > timezone.now():
-        insert_row(ScheduledMessage, _scheduled_row(row, deliver_at), using=using)
-        return event_id
-    collected = _collected.get()
-    if collected is not None and using == "default":
-        collected.append(row)
-    else:
-        insert_row(OutboxMessage, row, using=using)
-    return event_id
+        return _scheduled_row(row, deliver_at)
+    return row
 
 
 def publish_again(*, event_type: str, correlation_id: str, using: str = "default") -> bool:

@@ -1,25 +1,30 @@
-"""Running saga instances: every move is one conditional UPDATE on (id, version) and one history
-row, in the caller's transaction (a handler's): the loser of a race raises ``TransientError`` and
-its message is read again. A reply moves an instance only from the step that expects it; any
-other (a duplicate, a late or reordered reply) changes nothing."""
+"""Running saga instances, a run of starts or replies at a time (a handler's run; one message is
+a run of one): the run's instances read in one statement, and its moves written together, in the
+caller's transaction: one conditional UPDATE on (id, version) for them all and a history row
+each. The loser of a race raises ``TransientError`` and its messages are read again, each alone.
+A reply moves an instance only from the step that expects it; any other (a duplicate, a late or
+reordered reply) changes nothing."""
 
 import logging
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
+from typing import Any, cast
 
-from django.db import transaction
-from django.db.models import F
+from django.db import connection, transaction
+from django.db.models import Case, Expression, F, Field, Q, Value, When
+from django.db.models.functions import Cast
 from django.utils import timezone
 
 from reliable_messaging._decisions import TransientError
-from reliable_messaging._outbox import publish
+from reliable_messaging._outbox import event_row, publish
+from reliable_messaging._runs import Turn
 from reliable_messaging._saga_definitions import Definition, definition
 from reliable_messaging._saga_steps import STEP_KEY
-from reliable_messaging._scheduled import cancel_scheduled
 from reliable_messaging._sql import insert_rows
-from reliable_messaging.models import SagaInstance, SagaTransition
+from reliable_messaging.models import OutboxMessage, SagaInstance, SagaTransition, ScheduledMessage
 
 logger = logging.getLogger("reliable_messaging.sagas")
 
@@ -29,44 +34,82 @@ STARTED = "started"
 Check = Callable[[SagaInstance], str]
 
 
+@dataclass(frozen=True)
+class Reply:
+    """A participant's reply to the instance of ``key``; ``check(instance)``: why it is not that
+    instance's, though its step expects it (another amount, say), or ""."""
+
+    key: str
+    event_type: str
+    check: Check | None = None
+
+
+def _alone(n: int) -> AbstractContextManager[None]:
+    return nullcontext()
+
+
 @transaction.atomic(savepoint=False)
-def start(name: str, key: str, data: dict[str, Any], *, cause: str) -> SagaInstance:
-    """Start ``name`` (its newest version) for ``key`` and send its first command; an instance of
-    that key already there (started, or stopped before it began) is returned unchanged."""
+def start(
+    name: str, starts: Sequence[tuple[str, dict[str, Any]]], *, cause: str, turn: Turn = _alone
+) -> list[SagaInstance]:
+    """Start ``name`` (its newest version) for each (key, data), in turn (``turn(n)``: where the
+    n-th one's first command is sent), and send its first command; an instance of that key
+    already there (started, or stopped before it began) is returned unchanged. The instances,
+    in order. One insert for them all, then their first moves (``_Moves``)."""
     saga = definition(name)
-    new = SagaInstance(
-        name=name,
-        key=key,
-        definition_version=saga.version,
-        state=STARTED,
-        data=data,
-        step_keys=saga.new_step_keys(),
-    )
-    if not _insert(new):
-        instance = SagaInstance.objects.get(name=name, key=key)
-        logger.info("saga %s %s already there: %s", name, key, instance.state)
-        return instance
-    _move(saga, new, saga.start, cause=cause)
-    return new
+    new = [
+        SagaInstance(
+            name=name,
+            key=key,
+            definition_version=saga.version,
+            state=STARTED,
+            data=data,
+            step_keys=saga.new_step_keys(),
+        )
+        for key, data in starts
+    ]
+    inserted = _insert(new)
+    others = {instance.key for instance in new if instance.pk not in inserted}
+    there = {i.key: i for i in SagaInstance.objects.filter(name=name, key__in=others)} if others else {}
+    moves, instances = _Moves(), []
+    for n, instance in enumerate(new):
+        if instance.pk not in inserted:
+            instance = there[instance.key]
+            logger.info("saga %s %s already there: %s", name, instance.key, instance.state)
+        else:
+            with turn(n):
+                moves.add(saga, instance, saga.start, cause=cause)
+        instances.append(instance)
+    moves.write()
+    return instances
 
 
 @transaction.atomic(savepoint=False)
-def reply(name: str, key: str, event_type: str, *, check: Check | None = None) -> SagaInstance | None:
-    """A participant's reply: move the instance if its step expects it, else change nothing."""
-    instance = SagaInstance.objects.filter(name=name, key=key).first()
-    if instance is None:
-        return None
-    saga = _definition_of(instance)
-    step = saga.steps.get(instance.state)
-    move = step.move(event_type) if step else None
-    if move is None:
-        logger.info("%s ignored: saga %s %s is %s", event_type, name, key, instance.state)
-        return instance
-    if check is not None and (problem := check(instance)):
-        logger.warning("%s ignored, not saga %s %s's: %s", event_type, name, key, problem)
-        return instance
-    _move(saga, instance, move.to, cause=event_type, reason=move.reason)
-    return instance
+def reply(name: str, replies: Sequence[Reply], *, turn: Turn = _alone) -> list[SagaInstance | None]:
+    """Participants' replies, in turn (``turn(n)``: where the n-th one's move sends its
+    commands): each moves its instance if its step expects it, else changes nothing. Each
+    reply's instance after it (None: none of its key), in order. The instances read in one
+    statement, the moves written together (``_Moves``)."""
+    found = {i.key: i for i in SagaInstance.objects.filter(name=name, key__in={r.key for r in replies})}
+    moves, instances = _Moves(), []
+    for n, answer in enumerate(replies):
+        instance = found.get(answer.key)
+        instances.append(instance)
+        if instance is None:
+            continue
+        saga = _definition_of(instance)
+        step = saga.steps.get(instance.state)
+        move = step.move(answer.event_type) if step else None
+        if move is None:
+            logger.info("%s ignored: saga %s %s is %s", answer.event_type, name, answer.key, instance.state)
+            continue
+        if answer.check is not None and (problem := answer.check(instance)):
+            logger.warning("%s ignored, not saga %s %s's: %s", answer.event_type, name, answer.key, problem)
+            continue
+        with turn(n):
+            moves.add(saga, instance, move.to, cause=answer.event_type, reason=move.reason)
+    moves.write()
+    return instances
 
 
 @transaction.atomic(savepoint=False)
@@ -79,12 +122,14 @@ def deadline(name: str, key: str, *, step: str, attempt: int) -> None:
     saga = _definition_of(instance)
     waiting = saga.steps[step]
     cause = f"{saga.deadline_event} (attempt {attempt})"
+    moves = _Moves()
     if waiting.compensation or attempt < waiting.attempts:
-        _move(saga, instance, step, cause=cause)  # the same command, the same key, one attempt more
-        return
-    if waiting.undo:
-        _send(saga, instance, waiting.undo, reason="timeout")
-    _move(saga, instance, waiting.given_up, cause=cause, reason="timeout")
+        moves.add(saga, instance, step, cause=cause)  # the same command, the same key, one attempt more
+    else:
+        if waiting.undo:
+            _send(saga, instance, waiting.undo, reason="timeout")
+        moves.add(saga, instance, waiting.given_up, cause=cause, reason="timeout")
+    moves.write()
 
 
 def instance_of(name: str, key: str) -> SagaInstance | None:
@@ -102,7 +147,9 @@ def stop(instance: SagaInstance, *, to: str, cause: str, undo: tuple[str, ...] =
         raise ValueError(f"saga {instance.name}: {to!r} is not a final state")
     for command in undo:
         _send(saga, instance, command, reason=instance.failure_reason)
-    _move(saga, instance, to, cause=cause)
+    moves = _Moves()
+    moves.add(saga, instance, to, cause=cause)
+    moves.write()
 
 
 def tombstone(name: str, key: str, *, state: str) -> bool:
@@ -111,13 +158,16 @@ def tombstone(name: str, key: str, *, state: str) -> bool:
     saga = definition(name)
     if state not in saga.ends:
         raise ValueError(f"saga {name}: {state!r} is not a final state")
-    return _insert(SagaInstance(name=name, key=key, definition_version=saga.version, state=state))
+    return bool(_insert([SagaInstance(name=name, key=key, definition_version=saga.version, state=state)]))
 
 
-def _insert(instance: SagaInstance) -> bool:
-    """Insert ``instance`` unless one of its (name, key) is there: one statement; False if one was."""
-    row = {field.attname: getattr(instance, field.attname) for field in SagaInstance._meta.concrete_fields}
-    return bool(insert_rows(SagaInstance, [row], ignore_conflict_on=("name", "key"), returning="id"))
+def _insert(instances: list[SagaInstance]) -> set[uuid.UUID]:
+    """Insert each instance unless one of its (name, key) is there (or earlier in the list): one
+    statement; the ids of those inserted."""
+    fields = SagaInstance._meta.concrete_fields
+    rows = [{field.attname: getattr(instance, field.attname) for field in fields} for instance in instances]
+    inserted = insert_rows(SagaInstance, rows, ignore_conflict_on=("name", "key"), returning="id")
+    return {i if isinstance(i, uuid.UUID) else uuid.UUID(i) for i in inserted}
 
 
 def _definition_of(instance: SagaInstance) -> Definition:
@@ -125,46 +175,110 @@ def _definition_of(instance: SagaInstance) -> Definition:
     return definition(instance.name, instance.definition_version)
 
 
-def _move(saga: Definition, instance: SagaInstance, to: str, *, cause: str, reason: str = "") -> None:
-    """Move ``instance`` to ``to`` if nobody moved it since it was read, and do what ``to`` does:
-    send its step's command (with a new deadline) or its final command."""
-    if instance.deadline_id is not None:
-        cancel_scheduled(instance.deadline_id)
-    attempt = instance.attempt + 1 if to == instance.state else (1 if to in saga.steps else 0)
-    instance.failure_reason = instance.failure_reason or reason
-    data = {f: v for f, v in instance.data.items() if f not in saga.kept_while or to in saga.kept_while[f]}
-    changes: dict[str, Any] = {"state": to, "attempt": attempt, "deadline_id": None, "data": data}
-    changes["failure_reason"] = instance.failure_reason
-    if to in saga.steps:
-        changes["deadline_id"] = _send_step(saga, instance, to, attempt)
-    elif saga.ends.get(to):
-        _send(saga, instance, saga.ends[to], reason=instance.failure_reason)
-    now = timezone.now()
-    if to != instance.state:
-        changes["step_since"] = now
-    moved = SagaInstance.objects.filter(pk=instance.pk, version=instance.version).update(
-        **changes, version=F("version") + 1, updated_at=now
-    )
-    if moved != 1:
-        raise TransientError(f"saga {instance.name} {instance.key} moved meanwhile (version {instance.version})")
-    SagaTransition.objects.create(
-        saga=instance, from_state=instance.state, to_state=to, cause=cause[:255], version=instance.version + 1, at=now
-    )
-    for name, value in changes.items():
-        setattr(instance, name, value)
-    instance.version += 1
+# The fields a move writes, besides its version and time.
+_MOVED = ("state", "attempt", "deadline_id", "data", "failure_reason", "step_since")
 
 
-def _send_step(saga: Definition, instance: SagaInstance, state: str, attempt: int) -> uuid.UUID:
-    """The step's command, then its deadline (scheduled); the deadline's id, to cancel it."""
-    step = saga.steps[state]
-    _send(saga, instance, step.command, reason=instance.failure_reason)
-    return _publish(
-        saga,
-        instance,
-        saga.deadline_event,
-        {saga.key_field: instance.key, "step": state, "attempt": attempt},
-        deliver_at=timezone.now() + timedelta(seconds=step.deadline),
+@dataclass
+class _Move:
+    instance: SagaInstance
+    version: int  # the version it was read with: the update's condition
+    from_state: str
+    changes: dict[str, Any]
+    before: dict[str, Any]  # what ``changes`` replaced, put back if the move fails
+    cause: str
+
+
+class _Moves:
+    """Moves decided one after another and written together: the deadlines they leave
+    cancelled in one DELETE, every instance moved by one UPDATE on (id, version) — the loser
+    of a race (any instance moved meanwhile) raises ``TransientError`` for the lot — and their
+    history in one insert; so a run of replies costs what one does. What each move sends
+    (commands, deadlines) is published as it is decided, in its turn."""
+
+    def __init__(self) -> None:
+        self.pending: dict[uuid.UUID, _Move] = {}
+        self.deadlines: list[dict[str, Any]] = []  # the new deadlines' rows
+
+    def add(self, saga: Definition, instance: SagaInstance, to: str, *, cause: str, reason: str = "") -> None:
+        """Move ``instance`` to ``to`` (at ``write``), and do what ``to`` does: send its step's
+        command (with a new deadline) or its final command. The instance reads as moved at once."""
+        if instance.pk in self.pending:  # moved twice in a run: the first move written first
+            self.write()
+        before = {name: getattr(instance, name) for name in _MOVED}
+        attempt = instance.attempt + 1 if to == instance.state else (1 if to in saga.steps else 0)
+        instance.failure_reason = instance.failure_reason or reason
+        kept = saga.kept_while
+        data = {f: v for f, v in instance.data.items() if f not in kept or to in kept[f]}
+        changes: dict[str, Any] = {"state": to, "attempt": attempt, "deadline_id": None, "data": data}
+        changes["failure_reason"] = instance.failure_reason
+        if to in saga.steps:
+            _send(saga, instance, saga.steps[to].command, reason=instance.failure_reason)
+            deadline = _deadline_row(saga, instance, to, attempt)
+            self.deadlines.append(deadline)
+            changes["deadline_id"] = deadline["event_id"]
+        elif saga.ends.get(to):
+            _send(saga, instance, saga.ends[to], reason=instance.failure_reason)
+        changes["step_since"] = timezone.now() if to != instance.state else instance.step_since
+        self.pending[instance.pk] = _Move(instance, instance.version, instance.state, changes, before, cause)
+        for name, value in changes.items():
+            setattr(instance, name, value)
+        instance.version += 1
+
+    def write(self) -> None:
+        moves, self.pending = list(self.pending.values()), {}
+        deadlines, self.deadlines = self.deadlines, []
+        if not moves:
+            return
+        for model in (ScheduledMessage, OutboxMessage):  # a deadline already due goes out at once
+            insert_rows(model, [row for row in deadlines if ("deliver_at" in row) == (model is ScheduledMessage)])
+        if cancelled := [m.before["deadline_id"] for m in moves if m.before["deadline_id"] is not None]:
+            ScheduledMessage.objects.filter(event_id__in=cancelled).delete()
+        now = timezone.now()
+        condition = Q()
+        for m in moves:
+            condition |= Q(pk=m.instance.pk, version=m.version)
+        moved = SagaInstance.objects.filter(condition).update(
+            **{name: _per_instance(name, moves) for name in _MOVED},
+            version=F("version") + 1,
+            updated_at=now,
+        )
+        if moved != len(moves):
+            for m in moves:  # each instance as it was read
+                m.instance.__dict__.update(m.before, version=m.version)
+            raced = ", ".join(f"{m.instance.key} (version {m.version})" for m in moves)
+            raise TransientError(f"saga {moves[0].instance.name}: moved meanwhile, one of {raced}")
+        SagaTransition.objects.bulk_create(
+            SagaTransition(
+                saga=m.instance, from_state=m.from_state, to_state=m.changes["state"], cause=m.cause[:255],
+                version=m.version + 1, at=now,
+            )
+            for m in moves
+        )  # fmt: skip
+        for m in moves:
+            m.instance.updated_at = now
+
+
+def _per_instance(name: str, moves: list[_Move]) -> Expression:
+    """Each instance's new value of field ``name``, in one expression (as ``bulk_update`` builds it)."""
+    field = cast("Field[Any, Any]", SagaInstance._meta.get_field(name))
+    value: Expression = Case(
+        *(When(pk=m.instance.pk, then=Value(m.changes[name], output_field=field)) for m in moves), output_field=field
+    )
+    if connection.features.requires_casted_case_in_updates:
+        value = Cast(value, output_field=field)
+    return value
+
+
+def _deadline_row(saga: Definition, instance: SagaInstance, state: str, attempt: int) -> dict[str, Any]:
+    """The step's deadline, a scheduled message, as a row to write (its ``event_id`` cancels it)."""
+    return event_row(
+        event_type=saga.deadline_event,
+        aggregate_type=f"{saga.name}_saga",
+        aggregate_id=instance.key,
+        correlation_id=instance.key,
+        payload={saga.key_field: instance.key, "step": state, "attempt": attempt},
+        deliver_at=timezone.now() + timedelta(seconds=saga.steps[state].deadline),
     )
 
 
@@ -173,19 +287,12 @@ def _send(saga: Definition, instance: SagaInstance, command: str, *, reason: str
     payload = {saga.key_field: instance.key, **saga.build(command, instance.data, reason)}
     if command in instance.step_keys:
         payload[STEP_KEY] = instance.step_keys[command]
-    _publish(saga, instance, command, payload)
-
-
-def _publish(
-    saga: Definition, instance: SagaInstance, event_type: str, payload: dict[str, Any], **kw: Any
-) -> uuid.UUID:
-    return publish(
-        event_type=event_type,
+    publish(
+        event_type=command,
         aggregate_type=f"{saga.name}_saga",
         aggregate_id=instance.key,
         correlation_id=instance.key,
         payload=payload,
-        **kw,
     )
 
 

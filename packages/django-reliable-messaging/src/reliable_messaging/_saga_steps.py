@@ -16,12 +16,13 @@ order) runs nothing. Without it a late step would do what its undo already undid
 import functools
 import logging
 from collections.abc import Callable
-from typing import overload
+from typing import cast, overload
 
 from django.utils import timezone
 
 from reliable_messaging._decisions import InvalidPayload
 from reliable_messaging._envelope import IncomingEvent
+from reliable_messaging._runs import RunHandler, in_runs, in_turn, takes_runs
 from reliable_messaging._sql import insert_rows
 from reliable_messaging.models import InboxMessage, OutboxMessage, StepKey
 
@@ -34,38 +35,53 @@ Handler = Callable[[IncomingEvent], None]
 
 
 @overload
-def participant(handler: Handler, *, undoes: str = "") -> Handler: ...
+def participant(handler: Handler | RunHandler, *, undoes: str = "") -> RunHandler: ...
 @overload
-def participant(handler: None = None, *, undoes: str = "") -> Callable[[Handler], Handler]: ...
-def participant(handler: Handler | None = None, *, undoes: str = "") -> Handler | Callable[[Handler], Handler]:
-    """Mark a handler of saga commands: a command repeated with its step key runs it once. The
-    handler of an undo names the command it ``undoes``: that command, arriving after it with the
-    same key, runs nothing."""
+def participant(handler: None = None, *, undoes: str = "") -> Callable[[Handler | RunHandler], RunHandler]: ...
+def participant(
+    handler: Handler | RunHandler | None = None, *, undoes: str = ""
+) -> RunHandler | Callable[[Handler | RunHandler], RunHandler]:
+    """Mark a handler of saga commands (of one message, or ``@in_runs``): a command repeated
+    with its step key runs it once. The handler of an undo names the command it ``undoes``:
+    that command, arriving after it with the same key, runs nothing. The handler marked takes
+    runs: a run's keys are recorded in one statement, and only the firsts go on to ``handler``
+    (each in its turn, for a handler of one message)."""
 
-    def mark(handler: Handler) -> Handler:
+    def mark(handler: Handler | RunHandler) -> RunHandler:
         @functools.wraps(handler)
-        def handle(event: IncomingEvent) -> None:
-            key = _step_key_of(event)
-            first = _first_with(event.event_type, key, event.message_id)
-            if first == event.message_id:
-                if undoes:  # the fence: taken already if the step ran here first
-                    _first_with(undoes, key, event.message_id)
-                handler(event)
-                return
-            if undone_by := _undo_of(first, event.event_type):
-                logger.warning(
-                    "%s with step key %s arrived after its undo %s: nothing run", event.event_type, key, undone_by
-                )
-                return
-            again = repeat_answers(first)
-            logger.info(
-                "%s repeated with step key %s: %d answer(s) of %s published again", event.event_type, key, again, first
-            )
+        def handle(events: list[IncomingEvent]) -> None:
+            keys = {event.message_id: _step_key_of(event) for event in events}
+            rows = [(event.event_type, keys[event.message_id], event.message_id) for event in events]
+            firsts = _record_firsts(rows)
+            new = [event for event in events if event.message_id in firsts]
+            if undoes and new:  # the fence: taken already where the step ran here first
+                _record_firsts([(undoes, keys[event.message_id], event.message_id) for event in new])
+            if takes_runs(handler):
+                cast(RunHandler, handler)(new)
+            else:
+                for event in new:
+                    with in_turn(event):
+                        cast(Handler, handler)(event)
+            for event in events:
+                if event.message_id not in firsts:
+                    with in_turn(event):
+                        _repeated(event, keys[event.message_id])
 
         handle.__dict__["fences"] = (undoes,) if undoes else ()  # checked at start-up (_registry)
-        return handle
+        return in_runs(handle)
 
     return mark(handler) if handler is not None else mark
+
+
+def _repeated(event: IncomingEvent, key: str) -> None:
+    """A command whose key was taken by another message: after its undo, nothing; else the
+    first one's answers published again."""
+    first = StepKey.objects.filter(event_type=event.event_type, key=key).values_list("message_id", flat=True)[0]
+    if undone_by := _undo_of(first, event.event_type):
+        logger.warning("%s with step key %s arrived after its undo %s: nothing run", event.event_type, key, undone_by)
+        return
+    again = repeat_answers(first)
+    logger.info("%s repeated with step key %s: %d answer(s) of %s published again", event.event_type, key, again, first)
 
 
 def _step_key_of(event: IncomingEvent) -> str:
@@ -78,14 +94,13 @@ def _step_key_of(event: IncomingEvent) -> str:
     return key
 
 
-def _first_with(event_type: str, key: str, message_id: str) -> str:
-    """The message first handled with ``key`` for ``event_type``: ``message_id`` if none was (its
-    record written now, in the handler's transaction, one statement). A concurrent first waits
-    for the other's commit, then finds it."""
-    row = {"event_type": event_type, "key": key, "message_id": message_id, "handled_at": timezone.now()}
-    if insert_rows(StepKey, [row], ignore_conflict_on=("event_type", "key"), returning="message_id"):
-        return message_id
-    return StepKey.objects.filter(event_type=event_type, key=key).values_list("message_id", flat=True)[0]
+def _record_firsts(rows: list[tuple[str, str, str]]) -> set[str]:
+    """Record each (event type, key, message id) whose (event type, key) is not taken, in the
+    handler's transaction, one statement; the message ids recorded (of a key twice in ``rows``,
+    the first's). A concurrent first waits for the other's commit, then finds it taken."""
+    now = timezone.now()
+    records = [{"event_type": t, "key": k, "message_id": m, "handled_at": now} for t, k, m in rows]
+    return insert_rows(StepKey, records, ignore_conflict_on=("event_type", "key"), returning="message_id")
 
 
 def _undo_of(first: str, event_type: str) -> str:

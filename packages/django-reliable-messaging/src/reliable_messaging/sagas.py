@@ -5,15 +5,19 @@ move it, compensations, a deadline and attempts per step) run by the bus's engin
   instances in flight stays registered (an instance keeps the version it started with; the newest
   starts new ones); the system check ``reliable_messaging.E001`` refuses a deployment that left
   one out;
-- ``start(name, key, data, cause=...)`` from the handler of what begins it, ``reply(name, key,
-  event_type)`` from the handler of each participant's reply, ``deadline(name, key, step=...,
+- ``start(name, [(key, data), ...], cause=..., turn=...)`` from the handler of what begins it,
+  ``reply(name, [Reply(key, event_type, check), ...], turn=...)`` from the handler of the
+  participants' replies (each takes a run of them: ``turn(n)`` is where the n-th one's commands
+  are sent, ``in_turn(events[n])`` in an ``@in_runs`` handler), ``deadline(name, key, step=...,
   attempt=...)`` from the handler of the definition's ``deadline_event``, ``stop(instance, ...)``
   and ``tombstone(...)`` when the host ends one from outside; each in the handler's transaction:
-  one conditional UPDATE on (id, version) and one history row per move, ``TransientError`` for the
-  loser of a race (its message is read again);
+  a run's instances read in one statement and moved by one conditional UPDATE on (id, version)
+  with a history row each, ``TransientError`` for the loser of a race (its messages are read
+  again, each alone);
 - each step's command carries the instance's key for that command (``STEP_KEY`` in its payload),
   the same on every send; a participant marks its handler of it ``@participant``, and the bus runs
-  it once per key, answering a repeat with the first answer (reliable_messaging._saga_steps);
+  it once per key, answering a repeat with the first answer (reliable_messaging._saga_steps); the
+  handler marked takes runs, its keys recorded in one statement per run;
 - a step's deadline is a scheduled message (``publish(deliver_at=...)``), cancelled by the move
   that leaves the step; unanswered after ``attempts`` sends, a forward step is given up: its
   ``undo`` sent at once, the instance going on to ``given_up`` (compensations, in reverse);
@@ -22,7 +26,7 @@ move it, compensations, a deadline and attempts per step) run by the bus's engin
 
 from reliable_messaging._saga_definitions import Build, Definition, DefinitionError, Move, Step, definition, register
 from reliable_messaging._saga_diagram import diagram
-from reliable_messaging._saga_engine import STARTED, Check, deadline, instance_of, reply, start, stop, tombstone
+from reliable_messaging._saga_engine import STARTED, Check, Reply, deadline, instance_of, reply, start, stop, tombstone
 from reliable_messaging._saga_steps import STEP_KEY, participant
 from reliable_messaging.models import SagaInstance, SagaTransition
 
@@ -34,6 +38,7 @@ __all__ = [
     "Definition",
     "DefinitionError",
     "Move",
+    "Reply",
     "SagaInstance",
     "SagaTransition",
     "Step",

@@ -1,13 +1,15 @@
 """The errand's host (its replies and deadlines moving the saga) and its participant (its commands)."""
 
-from reliable_messaging.api import IncomingEvent, publish
-from reliable_messaging.sagas import deadline, participant, reply
+from reliable_messaging.api import IncomingEvent, in_runs, in_turn, publish
+from reliable_messaging.sagas import Reply, deadline, participant, reply
 
 from errands.models import Chore, Missing
 
 
-def on_reply(event: IncomingEvent) -> None:
-    reply("errand", event.payload["errand_id"], event.event_type)
+@in_runs
+def on_reply(events: list[IncomingEvent]) -> None:
+    replies = [Reply(event.payload["errand_id"], event.event_type) for event in events]
+    reply("errand", replies, turn=lambda n: in_turn(events[n]))
 
 
 def on_deadline(event: IncomingEvent) -> None:
