@@ -88,8 +88,8 @@ def start(
 def reply(name: str, replies: Sequence[Reply], *, turn: Turn = _alone) -> list[SagaInstance | None]:
     """Participants' replies, in turn (``turn(n)``: where the n-th one's move sends its
     commands): each moves its instance if its step expects it, else changes nothing. Each
-    reply's instance after it (None: none of its key), in order. The instances read in one
-    statement, the moves written together (``_Moves``)."""
+    reply's instance as the run left it (None: none of its key), in order. The instances read
+    in one statement, the moves written together (``_Moves``)."""
     found = {i.key: i for i in SagaInstance.objects.filter(name=name, key__in={r.key for r in replies})}
     moves, instances = _Moves(), []
     for n, answer in enumerate(replies):
