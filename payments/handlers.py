@@ -10,9 +10,9 @@ from payments.events import amount_of, is_orchestrated, items_of, lines_of, orde
 
 @in_runs
 def on_order_created(events: list[IncomingEvent]) -> None:
-    services.payment_token_keep(
-        [(order_id_of(event), text_of(event, "payment_token")) for event in events if is_orchestrated(event)]
-    )
+    kept = [event for event in events if is_orchestrated(event)]
+    tokens = [(order_id_of(event), text_of(event, "payment_token")) for event in kept]
+    services.payment_token_keep(tokens, turn=lambda n: in_turn(kept[n]))
     charged = [(event, _charge_request(event)) for event in events if not is_orchestrated(event)]
     services.payment_charge([request for _, request in charged], turn=lambda n: in_turn(charged[n][0]))
 

@@ -89,22 +89,24 @@ def _charge(payment: Payment, *, amount: Decimal, currency: str, token: str, ite
 
 
 @transaction.atomic(savepoint=False)
-def payment_token_keep(tokens: list[tuple[uuid.UUID, str]]) -> None:
+def payment_token_keep(tokens: list[tuple[uuid.UUID, str]], *, turn: Turn) -> None:
     """Each orchestrated order's card token, from its ``orders.order.created`` (encrypted for
-    payments alone), kept on its record until the orchestrator's charge command: the orchestrator
-    never holds it. A record past ``new`` (voided, or charged with a v1 command's own token) needs
-    none, nor one that has it. The records locked and written once for all; publishes nothing."""
+    payments alone), kept on its record until the orchestrator's charge command, in turn
+    (``turn(n)``: where the n-th one's work is done): the orchestrator never holds it. A record
+    past ``new`` (voided, or charged with a v1 command's own token) needs none, nor one that has
+    it. The records locked and written once for all; publishes nothing."""
     order_ids = sorted({order_id for order_id, _ in tokens})
     Payment.objects.bulk_create([Payment(order_id=order_id) for order_id in order_ids], ignore_conflicts=True)
     payments = {
         p.order_id: p for p in Payment.objects.select_for_update().filter(order_id__in=order_ids).order_by("order_id")
     }
     kept = {}
-    for order_id, token in tokens:
-        payment = payments[order_id]
-        if payment.status == Payment.Status.NEW and not payment.token:
-            payment.token = token
-            kept[order_id] = payment
+    for n, (order_id, token) in enumerate(tokens):
+        with turn(n):
+            payment = payments[order_id]
+            if payment.status == Payment.Status.NEW and not payment.token:
+                payment.token = token
+                kept[order_id] = payment
     bulk_save(kept.values(), ["token", "updated_at"])
 
 

@@ -31,7 +31,10 @@ CHOREOGRAPHED = override_settings(SAGA_STYLE="choreography")
 def drained_in_batches(style, orders: int) -> tuple[Counter, Counter]:
     """``orders`` checkouts in ``style`` drained to the end; per consumer, the statements its
     batches ran and the messages they decided."""
-    sku = f"BATCH-{orders}-{style is ORCHESTRATED}"
+    # A batch goes in correlation-id order, and a run is its consecutive members of one handler:
+    # the product's events (its SKU their correlation id) would split the orders' runs wherever
+    # the SKU sorted between two order ids. This one sorts after every UUID.
+    sku = f"zz-batch-{orders}-{style is ORCHESTRATED}"
     product_upsert(sku=sku, name="Batched", price=Decimal("10.00"), stock=orders)
     bus = Bus({sku})
     bus.relay()
