@@ -7,7 +7,9 @@ import json
 import uuid
 
 import pytest
+from reliable_messaging import _batch_decisions as batch_decisions
 from reliable_messaging import _registry as registry
+from reliable_messaging import _runs as runs
 from reliable_messaging._dispatch import Delivery, Outcome, decide_batch
 from reliable_messaging.api import in_runs, in_turn, publish
 from reliable_messaging.models import InboxMessage, OutboxMessage
@@ -90,6 +92,30 @@ def test_a_run_ends_where_a_member_with_another_handler_comes_and_order_is_kept(
     # What each member's turn published names that member as its cause.
     assert caused(FILED) == {a: "msg-a", b: "msg-b", d: "msg-d"}
     assert InboxMessage.objects.filter(consumer="archive").count() == 4
+
+
+def test_a_crash_point_stands_between_any_two_handlers_of_a_batch_runs_included(calls, monkeypatch):
+    """``consumer.<name>.between_handlers``, where crash tests SIGKILL a batch: before each
+    handler's work but the first, whether it is a run's, a run's next turn or a single one's."""
+    reached: list[tuple[str, list]] = []
+    for module in (batch_decisions, runs):
+        monkeypatch.setattr(module, "fault_point", lambda name: reached.append((name, list(calls))))
+    a, b, c, d = note_ids(4)
+    batch = [
+        delivery(WRITTEN, written(a)),
+        delivery(WRITTEN, written(b)),
+        delivery(FILED, {"note_id": c, "filed": 1}),
+        delivery(WRITTEN, written(d)),
+    ]
+
+    assert [d.outcome for d in decide_batch(batch)] == [Outcome.HANDLED] * 4
+
+    between = [(name, done) for name, done in reached if name == "consumer.archive.between_handlers"]
+    assert between == [
+        ("consumer.archive.between_handlers", [("many", [a, b])]),  # a's turn done, b's next
+        ("consumer.archive.between_handlers", [("many", [a, b])]),  # the single one next
+        ("consumer.archive.between_handlers", [("many", [a, b]), ("one", c)]),  # the next run
+    ]
 
 
 def test_a_failing_run_leaves_each_member_to_a_run_of_one_and_only_the_failing_one_fails(calls):

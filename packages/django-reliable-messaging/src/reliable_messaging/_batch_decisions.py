@@ -106,7 +106,7 @@ def decide_optimistically(deliveries: list[Delivery], ready: list[Ready]) -> dic
                         continue
                     new[consumer].discard(event.message_id)
                     decisions[i] = Decision(Outcome.HANDLED, event)
-                    if runs.extend(consumer, spec, event, deliveries[i].span):
+                    if runs.extend(consumer, spec, event, deliveries[i].span, after_others=n > 0):
                         continue
                     if n:
                         fault_point(f"consumer.{consumer}.between_handlers")
@@ -177,18 +177,22 @@ class Runs:
     has another handler, so its messages keep the batch's order."""
 
     def __init__(self) -> None:
-        self.open: dict[str, tuple[RunHandler, list[tuple[IncomingEvent, Span | None]]]] = {}
+        # Per consumer: the open run's handler, its members, and whether members came before it.
+        self.open: dict[str, tuple[RunHandler, list[tuple[IncomingEvent, Span | None]], bool]] = {}
 
-    def extend(self, consumer: str, spec: HandlerSpec, event: IncomingEvent, span: Span | None) -> bool:
+    def extend(
+        self, consumer: str, spec: HandlerSpec, event: IncomingEvent, span: Span | None, *, after_others: bool
+    ) -> bool:
         """Add the member to its consumer's run (True), or end that run and leave the member to
-        run alone (False: its handler takes one message)."""
+        run alone (False: its handler takes one message). ``after_others``: members came before
+        it in the batch."""
         handler = cast(RunHandler, spec.handler) if spec.takes_runs else None
         run = self.open.get(consumer)
         if run is not None and run[0] is not handler:
             self._end(consumer)
         if handler is None:
             return False
-        self.open.setdefault(consumer, (handler, []))[1].append((event, span))
+        self.open.setdefault(consumer, (handler, [], after_others))[1].append((event, span))
         return True
 
     def end_all(self) -> None:
@@ -196,7 +200,9 @@ class Runs:
             self._end(consumer)
 
     def _end(self, consumer: str) -> None:
-        handler, members = self.open.pop(consumer)
+        handler, members, after_others = self.open.pop(consumer)
+        if after_others:  # as before a single-message handler: a crash between two handlers' work
+            fault_point(f"consumer.{consumer}.between_handlers")
         try:
             run_handler_on(handler, consumer, members)
         except Exception as exc:  # noqa: BLE001 - decided again, in savepoints
