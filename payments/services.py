@@ -52,6 +52,14 @@ def _lock_payment(order_id: uuid.UUID) -> Payment:
     return Payment.objects.select_for_update().get(order_id=order_id)
 
 
+def _lock_payments(order_ids: list[uuid.UUID]) -> dict[uuid.UUID, Payment]:
+    """These orders' records, locked in order-id order, each created first if missing."""
+    Payment.objects.bulk_create([Payment(order_id=order_id) for order_id in order_ids], ignore_conflicts=True)
+    return {
+        p.order_id: p for p in Payment.objects.select_for_update().filter(order_id__in=order_ids).order_by("order_id")
+    }
+
+
 @transaction.atomic(savepoint=False)
 def payment_charge(requests: list[ChargeRequest], *, turn: Turn) -> None:
     """Record each order's charge in flight, due now, for the gateway worker (a second request
@@ -59,10 +67,7 @@ def payment_charge(requests: list[ChargeRequest], *, turn: Turn) -> None:
     another, with every record locked and written once for all: a few statements for the lot
     instead of four per order. The records are locked in order-id order."""
     order_ids = sorted({r.order_id for r in requests})
-    Payment.objects.bulk_create([Payment(order_id=order_id) for order_id in order_ids], ignore_conflicts=True)
-    payments = {
-        p.order_id: p for p in Payment.objects.select_for_update().filter(order_id__in=order_ids).order_by("order_id")
-    }
+    payments = _lock_payments(order_ids)
     charging: dict[uuid.UUID, Payment] = {}
     for n, r in enumerate(requests):
         with turn(n):
@@ -96,10 +101,7 @@ def payment_token_keep(tokens: list[tuple[uuid.UUID, str]], *, turn: Turn) -> No
     past ``new`` (voided, or charged with a v1 command's own token) needs none, nor one that has
     it. The records locked and written once for all; publishes nothing."""
     order_ids = sorted({order_id for order_id, _ in tokens})
-    Payment.objects.bulk_create([Payment(order_id=order_id) for order_id in order_ids], ignore_conflicts=True)
-    payments = {
-        p.order_id: p for p in Payment.objects.select_for_update().filter(order_id__in=order_ids).order_by("order_id")
-    }
+    payments = _lock_payments(order_ids)
     kept = {}
     for n, (order_id, token) in enumerate(tokens):
         with turn(n):
@@ -119,10 +121,7 @@ def payment_charge_ordered(requests: list[ChargeRequest], *, turn: Turn) -> None
     passed) changes nothing and repeats the outcome already announced, as it was
     (``publish_again``)."""
     order_ids = sorted({r.order_id for r in requests})
-    Payment.objects.bulk_create([Payment(order_id=order_id) for order_id in order_ids], ignore_conflicts=True)
-    payments = {
-        p.order_id: p for p in Payment.objects.select_for_update().filter(order_id__in=order_ids).order_by("order_id")
-    }
+    payments = _lock_payments(order_ids)
     new: dict[int, ChargeRequest] = {}
     for n, r in enumerate(requests):
         payment = payments[r.order_id]
