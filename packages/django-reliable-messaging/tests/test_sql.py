@@ -1,6 +1,7 @@
 """The one-statement inserts of the hot paths (reliable_messaging._sql, private) store exactly
 what the ORM stores, on PostgreSQL (one JSON parameter, or one array per column) and on SQLite
-(a VALUES list)."""
+(a VALUES list); so does the one-statement update of many rows (one JSON parameter, or a CASE
+per field)."""
 
 import uuid
 from datetime import UTC, datetime
@@ -9,8 +10,9 @@ from decimal import Decimal
 import pytest
 from archive.models import Tally
 from django.db import DataError, connection, transaction
-from reliable_messaging._sql import insert_row, insert_rows, rows_statement
-from reliable_messaging.models import DeadLetter, InboxMessage, OutboxMessage
+from django.test.utils import CaptureQueriesContext
+from reliable_messaging._sql import insert_row, insert_rows, rows_statement, update_rows
+from reliable_messaging.models import DeadLetter, InboxMessage, OutboxMessage, SagaInstance
 
 pytestmark = pytest.mark.django_db
 postgresql_only = pytest.mark.skipif(
@@ -165,3 +167,42 @@ def test_a_model_with_a_field_json_cannot_carry_takes_one_array_per_column():
 
     stored_rows = DeadLetter.objects.order_by("message_id")
     assert [(bytes(d.body), d.error, d.headers) for d in stored_rows] == [(body, HARD_TEXT, {"n": n}) for n in range(2)]
+
+
+def test_many_rows_updated_in_one_statement_each_only_at_the_version_it_names():
+    made = [SagaInstance.objects.create(name="n", key=f"k-{n}", definition_version=1, state="s") for n in range(3)]
+    when = datetime(2026, 11, 29, 13, 0, 0, 123456, tzinfo=UTC)
+    changes = [
+        {"state": "reserving", "data": {"text": HARD_TEXT, "n": [1, None]}, "deadline_id": uuid.uuid4(), "attempt": 2},
+        {"state": "charging", "data": {}, "deadline_id": None, "attempt": 0},
+        {"state": "never", "data": {"lost": True}, "deadline_id": None, "attempt": 9},
+    ]
+    versions = [1, 1, 7]  # the third was moved meanwhile: its version is no longer 7's
+    rows = [
+        {"id": i.pk, "version": v, **c, "failure_reason": "", "step_since": when, "updated_at": when}
+        for i, v, c in zip(made, versions, changes, strict=True)
+    ]
+
+    with CaptureQueriesContext(connection) as queries:
+        updated = update_rows(SagaInstance, rows, where=("id", "version"), bump="version")
+
+    assert updated == 2
+    assert len(queries) == 1
+    read = {i.pk: SagaInstance.objects.get(pk=i.pk) for i in made}
+    for instance, change in zip(made[:2], changes[:2], strict=True):
+        row = read[instance.pk]
+        assert (row.state, row.data, row.deadline_id, row.attempt) == tuple(change.values())
+        assert (row.version, row.step_since, row.updated_at) == (2, when, when)
+    untouched = read[made[2].pk]
+    assert (untouched.state, untouched.data, untouched.attempt, untouched.version) == ("s", {}, 0, 1)
+
+
+@postgresql_only
+def test_an_update_too_long_for_its_column_is_refused_and_changes_nothing():
+    instance = SagaInstance.objects.create(name="n", key="k", definition_version=1, state="s")
+    row = {"id": instance.pk, "version": 1, "state": "s" * 101}
+
+    with pytest.raises(DataError), transaction.atomic():
+        update_rows(SagaInstance, [row], where=("id", "version"), bump="version")
+
+    assert SagaInstance.objects.get(pk=instance.pk).state == "s"

@@ -6,6 +6,7 @@ refuses to start with.
 """
 
 from datetime import timedelta
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -136,6 +137,13 @@ def folder(name: str) -> Path:
     value = setting(name)
     if not isinstance(value, str | Path) or not str(value):
         raise ImproperlyConfigured(f"MESSAGING[{name!r}] is {value!r}: give a folder, as a str or a Path")
+    return _path(value)
+
+
+@cache
+def _path(value: str | Path) -> Path:
+    """One ``Path`` per value: every event written looks up the declarations by their folder, and
+    making and hashing a new ``Path`` each time was a tenth of a saga's move."""
     return Path(value)
 
 

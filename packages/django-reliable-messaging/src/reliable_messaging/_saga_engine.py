@@ -11,11 +11,9 @@ from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, cast
+from typing import Any
 
-from django.db import connection, transaction
-from django.db.models import Case, Expression, F, Field, Q, Value, When
-from django.db.models.functions import Cast
+from django.db import transaction
 from django.utils import timezone
 
 from reliable_messaging._decisions import TransientError
@@ -23,7 +21,7 @@ from reliable_messaging._outbox import event_row, publish
 from reliable_messaging._runs import Turn
 from reliable_messaging._saga_definitions import Definition, definition
 from reliable_messaging._saga_steps import STEP_KEY
-from reliable_messaging._sql import insert_rows
+from reliable_messaging._sql import insert_rows, update_rows
 from reliable_messaging.models import OutboxMessage, SagaInstance, SagaTransition, ScheduledMessage
 
 logger = logging.getLogger("reliable_messaging.sagas")
@@ -191,7 +189,7 @@ class _Move:
 
 class _Moves:
     """Moves decided one after another and written together: the deadlines they leave
-    cancelled in one DELETE, every instance moved by one UPDATE on (id, version) — the loser
+    cancelled in one DELETE, every instance moved by one UPDATE on (id, version) (``update_rows``) — the loser
     of a race (any instance moved meanwhile) raises ``TransientError`` for the lot — and their
     history in one insert; so a run of replies costs what one does. What each move sends
     (commands, deadlines) is published as it is decided, in its turn."""
@@ -235,14 +233,8 @@ class _Moves:
         if cancelled := [m.before["deadline_id"] for m in moves if m.before["deadline_id"] is not None]:
             ScheduledMessage.objects.filter(event_id__in=cancelled).delete()
         now = timezone.now()
-        condition = Q()
-        for m in moves:
-            condition |= Q(pk=m.instance.pk, version=m.version)
-        moved = SagaInstance.objects.filter(condition).update(
-            **{name: _per_instance(name, moves) for name in _MOVED},
-            version=F("version") + 1,
-            updated_at=now,
-        )
+        rows = [{"id": m.instance.pk, "version": m.version, **m.changes, "updated_at": now} for m in moves]
+        moved = update_rows(SagaInstance, rows, where=("id", "version"), bump="version")
         if moved != len(moves):
             for m in moves:  # each instance as it was read
                 m.instance.__dict__.update(m.before, version=m.version)
@@ -257,17 +249,6 @@ class _Moves:
         )  # fmt: skip
         for m in moves:
             m.instance.updated_at = now
-
-
-def _per_instance(name: str, moves: list[_Move]) -> Expression:
-    """Each instance's new value of field ``name``, in one expression (as ``bulk_update`` builds it)."""
-    field = cast("Field[Any, Any]", SagaInstance._meta.get_field(name))
-    value: Expression = Case(
-        *(When(pk=m.instance.pk, then=Value(m.changes[name], output_field=field)) for m in moves), output_field=field
-    )
-    if connection.features.requires_casted_case_in_updates:
-        value = Cast(value, output_field=field)
-    return value
 
 
 def _deadline_row(saga: Definition, instance: SagaInstance, state: str, attempt: int) -> dict[str, Any]:
