@@ -142,8 +142,8 @@ def folder(name: str) -> Path:
 
 @cache
 def _path(value: str | Path) -> Path:
-    """One ``Path`` per value: every event written looks up the declarations by their folder, and
-    making and hashing a new ``Path`` each time was a tenth of a saga's move."""
+    """One ``Path`` per value: every event written looks up the declarations (a cache keyed by
+    their folder) several times, and a new ``Path`` each time is parsed and hashed again."""
     return Path(value)
 
 

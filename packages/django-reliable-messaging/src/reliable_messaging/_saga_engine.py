@@ -189,9 +189,9 @@ class _Move:
 
 class _Moves:
     """Moves decided one after another and written together: the deadlines they leave
-    cancelled in one DELETE, every instance moved by one UPDATE on (id, version) (``update_rows``) — the loser
-    of a race (any instance moved meanwhile) raises ``TransientError`` for the lot — and their
-    history in one insert; so a run of replies costs what one does. What each move sends
+    cancelled in one DELETE, every instance moved by one UPDATE on (id, version) (``update_rows``;
+    the loser of a race, any instance moved meanwhile, raises ``TransientError`` for the lot) and
+    their history in one insert; so a run of replies costs what one does. What each move sends
     (commands, deadlines) is published as it is decided, in its turn."""
 
     def __init__(self) -> None:
