@@ -187,15 +187,16 @@ class ProcessGroup:
         return "\n".join(parts)
 
 
-def wait_until(predicate, *, timeout: float, interval: float = 0.1, message: str = "condition") -> None:
+def wait_until(predicate, *, timeout: float, interval: float = 0.1, message: str = "condition", seen=None) -> None:
     """Poll ``predicate`` until it is true; ``TimeoutError`` after ``timeout`` seconds (the tests,
-    ``make chaos`` and ``make bench`` all wait this way)."""
+    ``make chaos`` and ``make bench`` all wait this way), with what ``seen()`` returns then, if given:
+    what a reader of the failure needs to tell which part stalled."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if predicate():
             return
         time.sleep(interval)
-    raise TimeoutError(f"timed out after {timeout}s waiting for {message}")
+    raise TimeoutError(f"timed out after {timeout}s waiting for {message}" + (f"; seen: {seen()}" if seen else ""))
 
 
 def listening(port: int) -> bool:
@@ -205,11 +206,21 @@ def listening(port: int) -> bool:
         return sock.connect_ex(("127.0.0.1", port)) == 0
 
 
+_ports_handed_out: set[int] = set()
+
+
 def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on right now."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+    """A TCP port on 127.0.0.1 that nothing listens on right now, and that this process has not
+    handed out before: a test picks several ports before the processes it gives them to bind them,
+    and the kernel may offer a picked port again meanwhile (a relay then stops: its port taken)."""
+    for _ in range(100):
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = sock.getsockname()[1]
+        if port not in _ports_handed_out:
+            _ports_handed_out.add(port)
+            return port
+    raise RuntimeError(f"no free port in 100 tries ({len(_ports_handed_out)} handed out already)")
 
 
 def _stat_fields(pid: int) -> list[str]:

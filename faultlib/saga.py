@@ -8,6 +8,7 @@ from django.test import Client
 from reliable_messaging.hosting import context_of, installed
 
 from fake_gateway.ledger import money_moved
+from faultlib.invariants import system_state
 from faultlib.processes import wait_until
 from faultlib.steps import offered
 
@@ -30,7 +31,12 @@ def seed_catalog(processes_running: bool = True, catalog=CATALOG) -> None:
         offered("product_stocked")(sku=sku, name=name, price=price, stock=stock)
     if processes_running:
         storefront_size = offered("storefront_size")
-        wait_until(lambda: storefront_size() == len(catalog), timeout=30, message="the storefront copy")
+        wait_until(
+            lambda: storefront_size() == len(catalog),
+            timeout=30,
+            message="the storefront copy",
+            seen=lambda: {"storefront": storefront_size(), **system_state()},
+        )
 
 
 def checkout(client: Client, items, token="tok_visa", customer="cust", key=None, ship_to: str = "") -> dict:
