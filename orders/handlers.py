@@ -54,10 +54,6 @@ def on_end_ordered(events: list[IncomingEvent]) -> None:
     order_end_as_ordered(ends, turn=lambda n: in_turn(events[n]))
 
 
-def _reason(event: IncomingEvent) -> str:
-    return failure_reason_of(event) if event.event_type == FAIL_ORDERED else ""
-
-
 def on_return_reply(event: IncomingEvent) -> None:
     return_reply(order_id=order_id_of(event), event_type=event.event_type, check=refund_check(event))
 
