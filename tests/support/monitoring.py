@@ -116,7 +116,10 @@ class Daemons:
                 except subprocess.TimeoutExpired:
                     proc.kill()
                     proc.wait(timeout=10)
-            print(f"--- {name} (exit {proc.returncode}) ---\n{log.read_text(errors='replace')[-4000:]}")
+            # The last lines, each cut short: Alertmanager logs its API's routes at start-up in lines
+            # of kilobytes, which would crowd every other process's log out of a failure's excerpt.
+            tail = "\n".join(line[:300] for line in log.read_text(errors="replace").splitlines()[-30:])
+            print(f"--- {name} (exit {proc.returncode}) ---\n{tail}")
 
 
 class WebhookReceiver:
