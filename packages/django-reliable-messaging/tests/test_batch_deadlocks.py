@@ -18,6 +18,7 @@ for a clock.
 
 import json
 import logging
+import threading
 import time
 import uuid
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -63,8 +64,17 @@ def take(event) -> None:
     publish(event_type="archive.note.filed", payload=filed, aggregate_type="note", aggregate_id=note_id)
 
 
+# The second attempt starts once the rival holds x's filed row. The first attempt's rollback frees
+# the row with the rival waiting for it, but PostgreSQL queues no one for a row that looks free: on
+# a busy machine the batch's next transaction can take it before the rival wakes, and the steps
+# below would wait for a lock wait that never comes.
+SECOND_ATTEMPT = threading.Event()
+
+
 @in_runs
 def take_notes(events) -> None:
+    if len(events) == 1:  # a member in its savepoint, or alone: the second attempt or later
+        assert SECOND_ATTEMPT.wait(WAIT), "the test never let the second attempt start"
     for event in events:  # every member's filed row first, then the tallies
         Filed.objects.select_for_update().get(note_id=event.payload["note_id"])
     for event in events:
@@ -74,6 +84,7 @@ def take_notes(events) -> None:
 
 @pytest.fixture(autouse=True)
 def handlers(monkeypatch):
+    SECOND_ATTEMPT.clear()
     spec = registry.HandlerSpec("archive", EVENT, take_notes, (1,))
     monkeypatch.setitem(registry._handlers, "archive", {EVENT: spec})
 
@@ -185,6 +196,7 @@ def test_a_batch_that_loses_deadlocks_decides_each_loser_again_and_every_member_
 
     # 2. The second attempt, a savepoint per member: x waits for its filed row, then y at the gate.
     gate.run(LOCK_FILED, y)
+    SECOND_ATTEMPT.set()
     waits_for(batch.pid, rival.pid, "x, in its savepoint, to wait for its filed row")
     rival.run("ROLLBACK TO SAVEPOINT wants_more")  # x's filed row given back, HOT-B kept
     waits_for(batch.pid, gate.pid, "y, in its savepoint, to wait at the gate, x holding HOT-A")
