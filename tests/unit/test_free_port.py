@@ -1,6 +1,8 @@
 """faultlib's free_port: a test picks several ports before its processes bind them, so a port the
 kernel offers again must not be handed out twice."""
 
+from types import SimpleNamespace
+
 import pytest
 
 from faultlib import processes
@@ -26,7 +28,8 @@ class OfferedSocket:
 
 @pytest.fixture
 def offered(monkeypatch):
-    monkeypatch.setattr(processes.socket, "socket", OfferedSocket)
+    # faultlib.processes's own name for the module, not the socket module every other caller uses
+    monkeypatch.setattr(processes, "socket", SimpleNamespace(socket=OfferedSocket))
     monkeypatch.setattr(processes, "_ports_handed_out", set())
     return OfferedSocket.offers
 
