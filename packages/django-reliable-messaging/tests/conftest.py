@@ -193,12 +193,13 @@ def pytest_collection_modifyitems(items):
             item.add_marker(pytest.mark.processes)
 
 
-def wait_until(predicate, *, timeout: float, message: str) -> None:
+def wait_until(predicate, *, timeout: float, message: str, interval: float = 0.1) -> None:
+    """Poll ``predicate`` until it is true; ``TimeoutError`` naming ``message`` after ``timeout`` seconds."""
     deadline = time.monotonic() + timeout
     while not predicate():
         if time.monotonic() > deadline:
             raise TimeoutError(f"timed out after {timeout}s waiting for {message}")
-        time.sleep(0.1)
+        time.sleep(interval)
 
 
 @pytest.fixture

@@ -19,7 +19,6 @@ for a clock.
 import json
 import logging
 import threading
-import time
 import uuid
 from concurrent.futures import Future, ThreadPoolExecutor
 
@@ -33,7 +32,7 @@ from reliable_messaging._dispatch import Delivery, Outcome, decide_batch
 from reliable_messaging.api import in_runs, in_turn, publish
 from reliable_messaging.models import InboxMessage, OutboxMessage
 
-from conftest import database_url
+from conftest import database_url, wait_until
 
 pytestmark = [
     pytest.mark.skipif(connection.vendor != "postgresql", reason="row locks and deadlocks: PostgreSQL's"),
@@ -45,13 +44,6 @@ WAIT = 30  # seconds: the bound of every step, far beyond the 1 s a deadlock tak
 HOT = {"HOT-A": uuid.UUID(int=1), "HOT-B": uuid.UUID(int=2)}  # the tallies' keys
 LOCK_TALLY = "SELECT 1 FROM archive_tally WHERE note_id = %s FOR UPDATE"
 LOCK_FILED = "SELECT 1 FROM archive_filed WHERE note_id = %s FOR UPDATE"
-
-
-def wait_until(condition, *, timeout: float, message: str, interval: float = 0.1) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {message}"
-        time.sleep(interval)
 
 
 def take(event) -> None:

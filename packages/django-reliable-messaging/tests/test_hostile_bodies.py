@@ -6,7 +6,6 @@ import hashlib
 import json
 import subprocess
 import sys
-import time
 import uuid
 import zlib
 
@@ -19,7 +18,7 @@ from reliable_messaging._consumer_batch import RETRY_HEADERS_BYTES, retry_header
 from reliable_messaging._envelope import InvalidMessage, parse_incoming
 from reliable_messaging.models import DeadLetter
 
-from conftest import HERE, amqp, amqp_connection
+from conftest import HERE, amqp, amqp_connection, wait_until
 
 LIMIT = 1024 * 1024  # MAX_MESSAGE_BYTES's default
 WRITTEN = {"event_type": "notes.note.written", "schema_version": 1}
@@ -171,13 +170,6 @@ def note(note_id: uuid.UUID, text: str = "x", padding: int = 0, **more) -> bytes
     return json.dumps({"note_id": str(note_id), "text": text, **more}).encode() + b" " * padding
 
 
-def wait_for(condition, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.1)
-
-
 @needs_rabbitmq
 def test_numbers_json_has_not_are_dead_letters_at_the_first_delivery_no_handler_run(manage):
     declared(manage)
@@ -246,12 +238,20 @@ def test_a_50_mb_body_costs_a_consumer_no_more_than_a_few_times_the_limit(manage
         # Warmed up: a message handled and an oversized one dead-lettered, each code path run once.
         publish_raw(note(uuid.uuid4()), WRITTEN)
         publish_raw(b" " * (LIMIT + 1), WRITTEN)
-        wait_for(lambda: DeadLetter.objects.count() == 1 and Filed.objects.count() == 1)
+        wait_until(
+            lambda: DeadLetter.objects.count() == 1 and Filed.objects.count() == 1,
+            timeout=60,
+            message="the warm-up note filed and the oversized one dead-lettered",
+        )
         baseline = peak_rss(consumer.pid)
 
         huge = b"[" + b"1," * 25_000_000 + b"1]"  # 50 MB of a list py-amqp, json and psycopg would all copy
         message_id = publish_raw(huge, WRITTEN)
-        wait_for(lambda: DeadLetter.objects.filter(message_id=message_id).exists())
+        wait_until(
+            lambda: DeadLetter.objects.filter(message_id=message_id).exists(),
+            timeout=60,
+            message="the 50 MB body dead-lettered",
+        )
 
         grown = peak_rss(consumer.pid) - baseline
         assert consumer.poll() is None

@@ -4,7 +4,6 @@ after losing its connection, and claims through the partial index."""
 import signal
 import subprocess
 import sys
-import time
 import uuid
 
 import psycopg
@@ -16,7 +15,7 @@ from reliable_messaging._relay import APPLICATION_NAME, NOTIFY_CHANNEL, _claim_s
 from reliable_messaging.api import publish
 from reliable_messaging.models import OutboxMessage
 
-from conftest import HERE, database_url
+from conftest import HERE, database_url, wait_until
 
 pytestmark = [
     pytest.mark.skipif(connection.vendor != "postgresql", reason="LISTEN/NOTIFY and partial indexes: PostgreSQL's"),
@@ -24,13 +23,6 @@ pytestmark = [
 ]
 # Far longer than any wait below: a row relayed in time was relayed because of NOTIFY.
 LONG_POLL = {"RELAY_POLL_INTERVAL": 30, "RELAY_PIPELINES": 1}  # one loop: one LISTENing backend
-
-
-def wait_until(condition, *, timeout: float, message: str, interval: float = 0.1) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {message}"
-        time.sleep(interval)
 
 
 @pytest.fixture

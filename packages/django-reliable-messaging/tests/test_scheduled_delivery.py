@@ -16,7 +16,7 @@ from reliable_messaging import _broker as broker
 from reliable_messaging.api import cancel_scheduled, publish
 from reliable_messaging.models import OutboxMessage, ScheduledMessage
 
-from conftest import HERE, amqp, drained
+from conftest import HERE, amqp, drained, wait_until
 
 pytestmark = [
     pytest.mark.skipif(
@@ -45,13 +45,6 @@ def relay_listening() -> bool:
             "AND application_name = 'outbox_relay'"
         )
         return cursor.fetchone()[0] > 0
-
-
-def wait_until(condition, *, timeout: float, message: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {message}"
-        time.sleep(0.1)
 
 
 def test_scheduled_messages_survive_a_killed_relay_and_are_published_once_at_their_time(manage):
