@@ -105,22 +105,37 @@ def rows_statement(
     parses the same text every time; a ``VALUES`` list would be a new, long text for every batch.
     """
     connection = connections[using]
-    names = list(rows[0])  # field names or attnames ("order_id")
-    fields = [_field(model, name) for name in names]
-    columns = ", ".join(map(_column, fields))
-    if connection.vendor == "postgresql" and all(map(_travels_as_json, fields)):
-        sql = f"INSERT INTO {model._meta.db_table} ({columns}) SELECT {', '.join(_json_values(fields, connection))} "
+    names = tuple(rows[0])  # field names or attnames ("order_id")
+    sql, fields, shape = _rows_sql(model, names, ignore_conflict_on, returning, using)
+    values = ([row[n] for n in names] for row in rows)
+    if shape == "json":
+        return sql, [_json_rows(fields, values, connection)]
+    if shape == "arrays":
+        columns = zip(names, fields, strict=True)
+        return sql, [[_array_element(f, row[n], connection) for row in rows] for n, f in columns]
+    one = "(" + ", ".join(["%s"] * len(fields)) + ")"
+    params = [f.get_db_prep_save(value, connection) for row in values for f, value in zip(fields, row, strict=True)]
+    return f"{sql} VALUES {', '.join([one] * len(rows))}" + _tail(model, ignore_conflict_on, returning), params
+
+
+@cache
+def _rows_sql(
+    model: type[Model], names: tuple[str, ...], conflict: tuple[str, ...], returning: str | None, using: str
+) -> tuple[str, tuple[Field[Any, Any], ...], str]:
+    """``rows_statement``'s text for these keys, built once per process: its SQL, the fields in
+    ``names``' order and how the rows travel ("json", "arrays", or "values", whose list and tail
+    the caller appends, their length being the number of rows)."""
+    connection = connections[using]
+    fields = tuple(_field(model, name) for name in names)
+    head = f"INSERT INTO {model._meta.db_table} ({', '.join(map(_column, fields))})"
+    if connection.vendor != "postgresql":
+        return head, fields, "values"
+    if all(map(_travels_as_json, fields)):
+        sql = f"{head} SELECT {', '.join(_json_values(fields, connection))} "
         sql += "FROM jsonb_array_elements(%s::jsonb) AS v(r)"
-        params: list[Any] = [_json_rows(fields, ([row[n] for n in names] for row in rows), connection)]
-    elif connection.vendor == "postgresql":
-        arrays = ", ".join(f"%s::{_array_type(f, connection)}[]" for f in fields)
-        sql = f"INSERT INTO {model._meta.db_table} ({columns}) SELECT * FROM unnest({arrays})"
-        params = [[_array_element(f, row[n], connection) for row in rows] for n, f in zip(names, fields, strict=True)]
-    else:
-        one = "(" + ", ".join(["%s"] * len(fields)) + ")"
-        sql = f"INSERT INTO {model._meta.db_table} ({columns}) VALUES {', '.join([one] * len(rows))}"
-        params = [f.get_db_prep_save(row[n], connection) for row in rows for n, f in zip(names, fields, strict=True)]
-    return sql + _tail(model, ignore_conflict_on, returning), params
+        return sql + _tail(model, conflict, returning), fields, "json"
+    arrays = ", ".join(f"%s::{_array_type(f, connection)}[]" for f in fields)
+    return f"{head} SELECT * FROM unnest({arrays})" + _tail(model, conflict, returning), fields, "arrays"
 
 
 # --- Rows as one JSON parameter (PostgreSQL) -------------------------------------------------------
@@ -244,19 +259,12 @@ def update_rows(
     a model with a field JSON cannot carry, one ``CASE`` per field, as ``bulk_update`` builds it.
     """
     connection = connections[using]
-    names = list(rows[0])
+    names = tuple(rows[0])
     fields = [_field(model, name) for name in names]
-    bumped = _column(_field(model, bump))
     if connection.vendor == "postgresql" and all(map(_travels_as_json, fields)):
-        values = dict(zip(names, _json_values(fields, connection), strict=True))
-        table = model._meta.db_table
-        changed = [f"{_column(f)} = {values[n]}" for n, f in zip(names, fields, strict=True) if n not in where]
-        sql = f"UPDATE {table} SET {', '.join(changed)}, {bumped} = {table}.{bumped} + 1 "
-        sql += "FROM jsonb_array_elements(%s::jsonb) AS v(r) WHERE "
-        sql += " AND ".join(f"{table}.{_column(_field(model, n))} = {values[n]}" for n in where)
         params = [_json_rows(fields, ([row[n] for n in names] for row in rows), connection)]
         with connection.cursor() as cursor:
-            cursor.execute(sql, params)
+            cursor.execute(_update_sql(model, names, where, bump, using), params)
             updated: int = cursor.rowcount
             return updated
     matches = [Q(**{n: row[n] for n in where}) for row in rows]
@@ -271,6 +279,19 @@ def update_rows(
     if connection.features.requires_casted_case_in_updates:
         changes = {n: Cast(value, output_field=value.output_field) for n, value in changes.items()}
     return model._default_manager.using(using).filter(condition).update(**changes, **{bump: F(bump) + 1})
+
+
+@cache
+def _update_sql(model: type[Model], names: tuple[str, ...], where: tuple[str, ...], bump: str, using: str) -> str:
+    """``update_rows``'s statement on PostgreSQL for these keys, built once per process."""
+    fields = [_field(model, name) for name in names]
+    values = dict(zip(names, _json_values(fields, connections[using]), strict=True))
+    table = model._meta.db_table
+    bumped = _column(_field(model, bump))
+    changed = [f"{_column(f)} = {values[n]}" for n, f in zip(names, fields, strict=True) if n not in where]
+    sql = f"UPDATE {table} SET {', '.join(changed)}, {bumped} = {table}.{bumped} + 1 "
+    sql += "FROM jsonb_array_elements(%s::jsonb) AS v(r) WHERE "
+    return sql + " AND ".join(f"{table}.{_column(_field(model, n))} = {values[n]}" for n in where)
 
 
 def execute_together(statements: list[Statement], *, using: str = "default") -> int:
