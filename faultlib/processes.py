@@ -54,6 +54,7 @@ class ProcessGroup:
         self.procs: list[tuple[str, subprocess.Popen, Path]] = []
         self.gateway: subprocess.Popen | None = None
         self.gateway_calls: subprocess.Popen | None = None
+        self.signalled: set[int] = set()  # pids this group stopped or killed: the others ended on their own
 
     def start(self, name: str, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen:
         """Start ``manage.py <args>``."""
@@ -148,17 +149,20 @@ class ProcessGroup:
     def stop(self, proc: subprocess.Popen, timeout: float = 30) -> int:
         """SIGTERM, and the exit code once it has finished what it had in hand."""
         if proc.poll() is None:
+            self.signalled.add(proc.pid)
             proc.send_signal(signal.SIGTERM)
         return proc.wait(timeout=timeout)
 
     def kill(self, proc: subprocess.Popen) -> None:
         if proc.poll() is None:
+            self.signalled.add(proc.pid)
             os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(timeout=10)
 
     def stop_all(self) -> None:
         for _, proc, _ in self.procs:
             if proc.poll() is None:
+                self.signalled.add(proc.pid)
                 proc.send_signal(signal.SIGTERM)
         deadline = time.monotonic() + 20
         for _, proc, _ in self.procs:
@@ -180,11 +184,20 @@ class ProcessGroup:
         return [json.loads(line) for line in log.read_text(errors="replace").splitlines() if line.startswith('{"')]
 
     def logs(self, tail: int = 40) -> str:
+        """Each process's last ``tail`` lines, under a header that says how it ended: a process that
+        exited on its own (even with 0) is told apart from one this group stopped."""
         parts = []
         for name, proc, log in self.procs:
             lines = log.read_text(errors="replace").splitlines() if log.exists() else []
-            parts.append(f"--- {name} (pid {proc.pid}, exit {proc.poll()}) ---\n" + "\n".join(lines[-tail:]))
+            parts.append(f"--- {name} (pid {proc.pid}, {self.ending(proc)}) ---\n" + "\n".join(lines[-tail:]))
         return "\n".join(parts)
+
+    def ending(self, proc: subprocess.Popen) -> str:
+        code = proc.poll()
+        if code is None:
+            return "running"
+        how = "stopped by the group" if proc.pid in self.signalled else "ended before the group stopped it"
+        return f"exit {code}, {how}"
 
 
 def wait_until(predicate, *, timeout: float, interval: float = 0.1, message: str = "condition", seen=None) -> None:
