@@ -1,8 +1,11 @@
-"""Many changed rows of one model written at once, through the ORM."""
+"""Many rows written at once: changed rows of one model (``bulk_save``), new rows of several
+(``insert_together``)."""
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from functools import cache, lru_cache
 
-from django.db.models import Model
+from django.db import DEFAULT_DB_ALIAS, connections
+from django.db.models import Field, Model
 
 
 def bulk_save(objects: Iterable[Model], fields: list[str]) -> None:
@@ -37,3 +40,71 @@ def bulk_save(objects: Iterable[Model], fields: list[str]) -> None:
     for obj, values in zip(objects, kept, strict=True):
         for name, value in zip(stamped, values, strict=True):
             setattr(obj, name, value)
+
+
+def insert_together(*groups: Sequence[Model], using: str = DEFAULT_DB_ALIAS) -> None:
+    """Insert ``groups`` of new rows (each a list of one model's rows, parents before children) as
+    ``save(force_insert=True)`` and ``bulk_create`` would: ``pre_save`` stamps ``auto_now`` fields,
+    a primary key the database generates is set on its object. On PostgreSQL in one statement, an
+    ``INSERT`` per group in a ``WITH``, whose text is built once per process per shape: checkout's
+    order and its lines through the ORM cost twice the client CPU of this (docs/benchmarks.md,
+    figure 6). Elsewhere one ``bulk_create`` per group."""
+    groups = tuple(list(group) for group in groups if group)
+    if not groups:
+        return
+    for group in groups:
+        model = type(group[0])
+        if others := {type(obj).__name__ for obj in group if type(obj) is not model}:
+            raise TypeError(
+                f"insert_together() takes one model per group: {model.__name__}, not {', '.join(sorted(others))}"
+            )
+    connection = connections[using]
+    if connection.vendor != "postgresql":
+        for group in groups:
+            type(group[0])._base_manager.using(using).bulk_create(group)
+        return
+    shape = tuple((type(group[0]), len(group), _generated_keys(group)) for group in groups)
+    values = [
+        field.get_db_prep_save(field.pre_save(obj, add=True), connection)
+        for group, (model, _, generated) in zip(groups, shape, strict=True)
+        for obj in group
+        for field in _inserted_fields(model, generated)
+    ]
+    with connection.cursor() as cursor:
+        cursor.execute(_insert_together_sql(shape, using), values)
+        keys = cursor.fetchall()
+    returned = iter(keys)
+    for group, (model, _, generated) in zip(groups, shape, strict=True):
+        for obj in group:
+            if generated:
+                setattr(obj, model._meta.pk.attname, model._meta.pk.to_python(next(returned)[0]))
+            obj._state.adding, obj._state.db = False, using
+
+
+def _generated_keys(group: list[Model]) -> bool:
+    """Whether the database makes the group's primary keys (an auto field left ``None``)."""
+    unset = [obj.pk is None for obj in group]
+    if any(unset) and not (all(unset) and group[0]._meta.pk.db_returning):
+        raise ValueError(f"insert_together(): every {type(group[0]).__name__} row needs its primary key set, or none")
+    return all(unset)
+
+
+@cache
+def _inserted_fields(model: type[Model], generated: bool) -> list[Field]:
+    return [f for f in model._meta.concrete_fields if not f.generated and not (generated and f.primary_key)]
+
+
+@lru_cache(maxsize=256)  # a shape per group sizes: checkout's are its orders' line counts
+def _insert_together_sql(shape: tuple[tuple[type[Model], int, bool], ...], using: str) -> str:
+    quote = connections[using].ops.quote_name
+    inserts, keys = [], []
+    for i, (model, count, generated) in enumerate(shape):
+        fields = _inserted_fields(model, generated)
+        row = f"({', '.join(['%s'] * len(fields))})"
+        insert = f"INSERT INTO {quote(model._meta.db_table)} ({', '.join(quote(f.column) for f in fields)}) "
+        insert += f"VALUES {', '.join([row] * count)}"
+        if generated:  # keys come back in the order of the VALUES, as bulk_create reads them
+            insert += f" RETURNING {quote(model._meta.pk.column)}"
+            keys.append(f"SELECT {quote(model._meta.pk.column)}::text FROM w{i}")  # as text: one column for all
+        inserts.append(f"w{i} AS ({insert})")
+    return f"WITH {', '.join(inserts)} {' UNION ALL '.join(keys) or 'SELECT 1 WHERE false'}"

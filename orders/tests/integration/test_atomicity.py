@@ -1,14 +1,16 @@
-"""The order and its event are one write: a failure after the business write leaves neither. And the
-rows one checkout writes through its writer (orders.services.checkout.write_order), exactly."""
+"""The order and its event are one write: a failure after the business write leaves neither. The rows
+one checkout writes, exactly; and its writer (write_order_together) writes what the plain ORM's
+(write_order, the reference) writes."""
 
 from decimal import Decimal
 
 import pytest
+from django.forms.models import model_to_dict
 from django.utils import timezone
 from reliable_messaging.models import OutboxMessage
 
 from orders.models import CheckoutRequest, Order, OrderLine, StorefrontProduct
-from orders.services.checkout import Line, checkout, request_fingerprint, write_order
+from orders.services.checkout import Line, checkout, request_fingerprint, write_order, write_order_together
 
 BODY = {"customer_id": "c", "items": [{"sku": "WIDGET", "quantity": 2}], "payment_token": "tok_visa"}
 
@@ -102,3 +104,35 @@ def test_one_checkout_writes_the_order_its_lines_its_event_and_its_key_exactly()
     )
     [created] = result.body["timeline"]
     assert (created["message_id"], created["occurred_at"]) == (str(event.event_id), result.body["created_at"])
+
+
+@pytest.mark.django_db(databases="__all__")
+def test_the_writer_checkout_uses_writes_the_rows_the_plain_orm_writes():
+    """A checkout of two lines through each writer: every column of the rows, and every field of the
+    objects each writer leaves behind, compared."""
+    written = {}
+    for writer in (write_order, write_order_together):
+        left = []
+
+        def write(order, lines, events, writer=writer, left=left):
+            writer(order, lines, events)
+            left.extend([order, *lines])
+
+        checkout(
+            key=writer.__name__, request_hash="h", customer_id="c-7", lines=[Line("WIDGET", 2), Line("GADGET", 1)],
+            payment_token="tok_visa", ship_to="FR", write=write,
+        )  # fmt: skip
+        order, *lines = left
+        row = Order.objects.get(id=order.id)
+        stored_lines = list(OrderLine.objects.filter(order=order).order_by("id"))
+        assert model_to_dict(row) == model_to_dict(order)  # what is in memory is what was written
+        assert [model_to_dict(line) for line in stored_lines] == [model_to_dict(line) for line in lines]
+        assert not any(obj._state.adding for obj in left)  # saved: a later save() updates
+        event = OutboxMessage.objects.get(aggregate_id=str(order.id))
+        written[writer.__name__] = (
+            {k: v for k, v in model_to_dict(row).items() if k not in ("id", "created_at", "updated_at")},
+            [(line.sku, line.quantity, line.unit_price) for line in stored_lines],
+            (event.event_type, event.schema_version, event.correlation_id == str(order.id), sorted(event.payload)),
+        )
+    assert written["write_order_together"] == written["write_order"]
+    assert written["write_order"][1] == [("WIDGET", 2, Decimal("1.25")), ("GADGET", 1, Decimal("10.00"))]
