@@ -5,7 +5,9 @@
   stopped one with the machine's own command, and fails with instructions if that does not
   work.
 - Gives the run its own RabbitMQ vhost and its own test database name, so two runs (or a run
-  and a developer) never interfere, and removes the vhost afterwards.
+  and a developer) never interfere, and removes the vhost and any database of that name left
+  afterwards (a test database is dropped by pytest-django, unless a run is cut short); a killed
+  run's, three hours on.
 
 Usage: scripts/with_test_services.py COMMAND [ARG ...]
 """
@@ -20,7 +22,7 @@ import uuid
 
 PG_START = "pg_ctlcluster --skip-systemctl-redirect {version} main start"
 RABBIT_START = "rabbitmq-server -detached"
-STALE_VHOST_SECONDS = 3 * 3600
+STALE_SECONDS = 3 * 3600
 
 
 def port_open(port: int) -> bool:
@@ -73,13 +75,29 @@ def rabbitmqctl(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(["rabbitmqctl", "-q", *args], capture_output=True, text=True, check=False)
 
 
+def is_stale(name: str, prefix: str) -> bool:
+    """``<prefix><start time>_...``, started more than three hours ago."""
+    started = name.removeprefix(prefix).split("_")[0]
+    return name.startswith(prefix) and started.isdigit() and time.time() - int(started) > STALE_SECONDS
+
+
 def remove_stale_vhosts() -> None:
-    now = time.time()
     for name in rabbitmqctl("list_vhosts", "name").stdout.split():
-        parts = name.split("_")
-        if name.startswith("saga_test_") and len(parts) >= 3 and parts[2].isdigit():
-            if now - int(parts[2]) > STALE_VHOST_SECONDS:
-                rabbitmqctl("delete_vhost", name)
+        if is_stale(name, "saga_test_"):
+            rabbitmqctl("delete_vhost", name)
+
+
+def psql(database_url: str, sql: str) -> list[str]:
+    done = subprocess.run(["psql", database_url, "-Atc", sql], capture_output=True, text=True, check=False)
+    return done.stdout.split()
+
+
+def drop_test_databases(database_url: str, run_id: str | None) -> None:
+    """This run's test databases (``test_saga_<run id>``, and any named after it), or with no run
+    id every stale one."""
+    for name in psql(database_url, "SELECT datname FROM pg_database WHERE datname LIKE 'test\\_saga\\_%'"):
+        if name.startswith(f"test_saga_{run_id}") if run_id else is_stale(name, "test_saga_"):
+            psql(database_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 # faultlib/faults.py (memory_alarm) raises a memory alarm with this watermark and always lowers it again;
@@ -103,6 +121,8 @@ def main() -> int:
     ensure_rabbitmq()
     clear_a_leftover_test_alarm()
     remove_stale_vhosts()
+    database_url = os.environ.get("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/postgres")
+    drop_test_databases(database_url, None)
     run_id = f"{int(time.time())}_{uuid.uuid4().hex[:6]}"
     vhost = f"saga_test_{run_id}"
     if rabbitmqctl("add_vhost", vhost).returncode:
@@ -110,7 +130,7 @@ def main() -> int:
     rabbitmqctl("set_permissions", "-p", vhost, "guest", ".*", ".*", ".*")
     env = dict(os.environ)
     env.setdefault("DEBUG", "1")
-    env.setdefault("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/postgres")
+    env["DATABASE_URL"] = database_url
     env["TEST_DATABASE_NAME"] = f"test_saga_{run_id}"
     env["BROKER_URL"] = f"amqp://guest:guest@127.0.0.1:5672/{vhost}"
     env["TEST_BROKER_VHOST"] = vhost
@@ -118,6 +138,7 @@ def main() -> int:
         return subprocess.call(sys.argv[1:], env=env)
     finally:
         rabbitmqctl("delete_vhost", vhost)
+        drop_test_databases(database_url, run_id)
 
 
 if __name__ == "__main__":
