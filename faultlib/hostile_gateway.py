@@ -91,7 +91,8 @@ def _serve(handler) -> tuple[ThreadingHTTPServer, str]:
     """A server on a free port of 127.0.0.1, on a thread of its own; and its URL."""
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    # shutdown() waits for the loop to look: every 0.5 s by default, 1 s of each test that closes a proxy
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
     return server, f"http://127.0.0.1:{server.server_address[1]}"
 
 

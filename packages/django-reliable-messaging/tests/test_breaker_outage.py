@@ -87,7 +87,7 @@ class Dependency:
                 pass
 
         server = http.server.ThreadingHTTPServer(("127.0.0.1", port), Answer)
-        threading.Thread(target=server.serve_forever, daemon=True).start()
+        threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
         return server
 
     def down(self) -> None:
