@@ -12,7 +12,7 @@ SERVE_HOST ?= 0.0.0.0
 PYTEST_ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help install run run-split service serve test test-unit test-bus bus-lane-1 bus-lane-2 upgrade-test lint chaos bench soak demo browser-check clean
+.PHONY: help install run run-split service serve test test-sessions test-unit test-bus bus-lane-1 bus-lane-2 upgrade-test lint chaos bench soak demo browser-check clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
@@ -71,12 +71,18 @@ test: $(STAMP) ## import contracts, the frozen event schemas, the AsyncAPI parse
 	$(VENV)/bin/lint-imports
 	$(VENV)/bin/ruff check --quiet .
 	$(VENV)/bin/ruff format --check --quiet .
-	$(MAKE) --no-print-directory test-bus
 	$(PY) scripts/ensure_prometheus.py
 	amtool check-config deploy/alertmanager/alertmanager.yml
 	$(PY) scripts/ensure_nginx.py
 	$(PY) scripts/ensure_asyncapi_parser.py
 	DEBUG=1 ORCHESTRATOR=1 $(PY) manage.py event_schemas
+	$(MAKE) --no-print-directory -j3 --output-sync=recurse $(if $(NOX_ARGS),test-bus,bus-lane-1 bus-lane-2) test-sessions
+
+# The two sessions of the suite, one after the other, beside the bus's lanes (make test): the suites
+# wait on processes and the broker far more than they compute, so on two cores the three together take
+# about 30 minutes where one after another took 40. Each run has its own vhost and test database, and
+# no test changes what another run sees (a memory alarm is raised on a RabbitMQ node of the test's own).
+test-sessions: $(STAMP)
 	$(PY) scripts/with_test_services.py $(VENV)/bin/pytest --ignore=tests/orchestration $(PYTEST_ARGS)
 	ORCHESTRATOR=1 $(PY) scripts/with_test_services.py $(VENV)/bin/pytest tests/orchestration $(wildcard orchestrator/tests) $(PYTEST_ARGS)
 

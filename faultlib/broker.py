@@ -37,31 +37,35 @@ def purge_topology() -> None:
 class CaptureQueue:
     """A queue of the test's own, bound to the exchange, to count what really arrives."""
 
-    def __init__(self, binding_key: str = "#", exchange: str | None = None):
+    def __init__(self, binding_key: str = "#", exchange: str | None = None, url: str | None = None):
         self.name = f"test_capture_{uuid.uuid4().hex[:10]}"
         self.exchange = Exchange(exchange or settings.MESSAGING["EXCHANGE"], type="topic", durable=True)
         self.binding_key = binding_key
-        with connection() as conn:
+        self.url = url  # a broker of the test's own; the run's by default
+        with self.connection() as conn:
             self._queue(conn).declare()
+
+    def connection(self) -> Connection:
+        return Connection(self.url, connect_timeout=5) if self.url else connection()
 
     def _queue(self, conn):
         return Queue(self.name, self.exchange, routing_key=self.binding_key, durable=True)(conn.default_channel)
 
     def count(self) -> int:
-        with connection() as conn:
+        with self.connection() as conn:
             return self._queue(conn).queue_declare(passive=True).message_count
 
     def drain(self) -> list:
         """Take every message out of the queue: (message_id, headers, body) triples."""
         messages = []
-        with connection() as conn:
+        with self.connection() as conn:
             queue = self._queue(conn)
             while (message := queue.get(no_ack=True)) is not None:
                 messages.append((message.properties.get("message_id"), dict(message.headers or {}), message.body))
         return messages
 
     def delete(self) -> None:
-        with connection() as conn:
+        with self.connection() as conn:
             self._queue(conn).delete()
 
 

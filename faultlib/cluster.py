@@ -36,21 +36,22 @@ def _free(port: int) -> bool:
         return sock.connect_ex(("127.0.0.1", port)) != 0
 
 
-def _free_base_port(rng: random.Random) -> int:
-    """Three consecutive AMQP ports, and their distribution ports, that nothing listens on."""
+def _free_base_port(rng: random.Random, nodes: int) -> int:
+    """``nodes`` consecutive AMQP ports, and their distribution ports, that nothing listens on."""
     for _ in range(50):
         base = rng.randrange(15000, 40000)
-        ports = [p for n in range(3) for p in (base + n, base + n + rabbitmq_cluster.DIST_PORT_OFFSET)]
+        ports = [p for n in range(nodes) for p in (base + n, base + n + rabbitmq_cluster.DIST_PORT_OFFSET)]
         if all(_free(p) for p in ports):
             return base
     raise RuntimeError("no free ports for a test cluster")
 
 
 @contextlib.contextmanager
-def own_cluster() -> Iterator[tuple[Cluster, str]]:
-    """A running three-node cluster and a vhost on it: (cluster, vhost)."""
+def own_cluster(nodes: int = 3) -> Iterator[tuple[Cluster, str]]:
+    """A running cluster of ``nodes`` nodes and a vhost on it: (cluster, vhost). One node: a broker
+    whose node-wide state (a memory alarm) a test may change without touching any other run's."""
     name = f"sagatest{uuid.uuid4().hex[:6]}"
-    cluster = Cluster(name, _free_base_port(random.Random()))
+    cluster = Cluster(name, _free_base_port(random.Random(), nodes), nodes=nodes)
     atexit.register(cluster.stop)  # a test interrupted by a signal still stops its nodes
     try:
         cluster.start()

@@ -1,9 +1,9 @@
 """Fault injection for the fault tests and ``make chaos``: SIGKILLs, cut connections, restarts.
 
 Everything here touches only the test's own resources: its processes, the connections of its
-RabbitMQ vhost (``TEST_BROKER_VHOST``) and the backends of its PostgreSQL test database. Two
-exceptions reach the whole broker: ``broker_restart`` stops it and is for ``make chaos`` only;
-``memory_alarm`` blocks its publishers for a few seconds and always clears the alarm.
+RabbitMQ vhost (``TEST_BROKER_VHOST``) and the backends of its PostgreSQL test database. One
+exception reaches the whole broker: ``broker_restart`` stops it and is for ``make chaos`` only
+(``memory_alarm`` is raised on a node of the test's own).
 """
 
 import os
@@ -151,29 +151,30 @@ def _broker_connection_count(vhost: str) -> int:
     return sum(1 for line in output.splitlines() if line.strip() == vhost)
 
 
-# scripts/with_test_services.py resets this watermark if a killed run left it behind.
 ALARM_WATERMARK = "0.000001"
 
 
-def _memory_alarm_raised() -> bool:
-    return rabbitmqctl("eval", "rabbit_alarm:get_alarms().") != "[]"
+def _memory_alarm_raised(node: str) -> bool:
+    return rabbitmqctl("-n", node, "eval", "rabbit_alarm:get_alarms().") != "[]"
 
 
 @contextmanager
-def memory_alarm() -> Iterator[None]:
-    """A real memory alarm: the broker blocks every publisher of every vhost until it clears.
+def memory_alarm(node: str) -> Iterator[None]:
+    """A real memory alarm on ``node``: it blocks every publisher of every vhost of the node until
+    it clears. A node of the test's own (``faultlib.cluster.own_cluster(nodes=1)``): on the
+    machine's, it would block every other test run and ``make run`` too.
 
     The watermark goes back to the value it had, whatever happens.
     """
     # A relative watermark; an absolute one ({absolute, N}) fails here, before any change.
-    original = float(rabbitmqctl("eval", "vm_memory_monitor:get_vm_memory_high_watermark()."))
+    original = float(rabbitmqctl("-n", node, "eval", "vm_memory_monitor:get_vm_memory_high_watermark()."))
     try:
-        rabbitmqctl("set_vm_memory_high_watermark", ALARM_WATERMARK)
-        wait_until(_memory_alarm_raised, timeout=30, message="the memory alarm raised")
+        rabbitmqctl("-n", node, "set_vm_memory_high_watermark", ALARM_WATERMARK)
+        wait_until(lambda: _memory_alarm_raised(node), timeout=30, message="the memory alarm raised")
         yield
     finally:
-        rabbitmqctl("set_vm_memory_high_watermark", str(original))
-        wait_until(lambda: not _memory_alarm_raised(), timeout=60, message="the memory alarm cleared")
+        rabbitmqctl("-n", node, "set_vm_memory_high_watermark", str(original))
+        wait_until(lambda: not _memory_alarm_raised(node), timeout=60, message="the memory alarm cleared")
 
 
 # The processes a fault test starts connect under this name, so that cutting "the test's

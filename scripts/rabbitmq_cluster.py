@@ -97,11 +97,11 @@ class Node:
 
 
 class Cluster:
-    def __init__(self, name: str = "saga", base_port: int = 5701, root: Path | None = None) -> None:
+    def __init__(self, name: str = "saga", base_port: int = 5701, root: Path | None = None, nodes: int = NODES) -> None:
         self.name = name
         self.root = root or Path(f"/tmp/rabbitmq-cluster-{name}")
         self.nodes = [
-            Node(i, f"{name}{i}@localhost", base_port + i - 1, self.root / f"node{i}") for i in range(1, NODES + 1)
+            Node(i, f"{name}{i}@localhost", base_port + i - 1, self.root / f"node{i}") for i in range(1, nodes + 1)
         ]
 
     def node(self, index: int) -> Node:
@@ -114,7 +114,7 @@ class Cluster:
 
     # --- lifecycle ---------------------------------------------------------------------------
     def start(self) -> None:
-        """Start the three nodes (reusing running ones) and form the cluster; idempotent."""
+        """Start the nodes (reusing running ones) and form the cluster; idempotent."""
         for node in self.nodes:
             if not self.running(node):
                 self._prepare(node)

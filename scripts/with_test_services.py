@@ -100,26 +100,12 @@ def drop_test_databases(database_url: str, run_id: str | None) -> None:
             psql(database_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
-# faultlib/faults.py (memory_alarm) raises a memory alarm with this watermark and always lowers it again;
-# a run killed in between (SIGKILL) would leave the node blocking every publisher.
-TEST_ALARM_WATERMARK = "1.0e-6"
-RABBITMQ_DEFAULT_WATERMARK = "0.4"
-
-
-def clear_a_leftover_test_alarm() -> None:
-    watermark = rabbitmqctl("eval", "vm_memory_monitor:get_vm_memory_high_watermark().").stdout.strip()
-    if watermark == TEST_ALARM_WATERMARK:
-        print(f"RabbitMQ still has a killed test run's memory alarm; watermark back to {RABBITMQ_DEFAULT_WATERMARK}")
-        rabbitmqctl("set_vm_memory_high_watermark", RABBITMQ_DEFAULT_WATERMARK)
-
-
 def main() -> int:
     if len(sys.argv) < 2:
         print(__doc__, file=sys.stderr)
         return 2
     ensure_postgres()
     ensure_rabbitmq()
-    clear_a_leftover_test_alarm()
     remove_stale_vhosts()
     database_url = os.environ.get("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/postgres")
     drop_test_databases(database_url, None)
