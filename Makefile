@@ -82,9 +82,11 @@ test: $(STAMP) ## import contracts, the frozen event schemas, the AsyncAPI parse
 # wait on processes and the broker far more than they compute, so on two cores the three together take
 # about 30 minutes where one after another took 40. Each run has its own vhost and test database, and
 # no test changes what another run sees (a memory alarm is raised on a RabbitMQ node of the test's own).
+# MAKEFLAGS emptied: the make the tests run (make run, make test-unit) would inherit -j and --output-sync,
+# and hold back the output they read until it ends.
 test-sessions: $(STAMP)
-	$(PY) scripts/with_test_services.py $(VENV)/bin/pytest --ignore=tests/orchestration $(PYTEST_ARGS)
-	ORCHESTRATOR=1 $(PY) scripts/with_test_services.py $(VENV)/bin/pytest tests/orchestration $(wildcard orchestrator/tests) $(PYTEST_ARGS)
+	MAKEFLAGS= $(PY) scripts/with_test_services.py $(VENV)/bin/pytest --ignore=tests/orchestration $(PYTEST_ARGS)
+	MAKEFLAGS= ORCHESTRATOR=1 $(PY) scripts/with_test_services.py $(VENV)/bin/pytest tests/orchestration $(wildcard orchestrator/tests) $(PYTEST_ARGS)
 
 # No DATABASE_URL or BROKER_URL is read: the unit tier touches neither (pytest-django refuses any database access
 # outside a django_db test, and tests/e2e/test_unit_tier.py runs this target with both pointing at a port that counts connections: none is made).

@@ -44,8 +44,8 @@ def bulk_save(objects: Iterable[Model], fields: list[str]) -> None:
 
 def insert_together(*groups: Sequence[Model], using: str = DEFAULT_DB_ALIAS) -> None:
     """Insert ``groups`` of new rows (each a list of one model's rows, parents before children) as
-    ``save(force_insert=True)`` and ``bulk_create`` would: ``pre_save`` stamps ``auto_now`` fields,
-    a primary key the database generates is set on its object. On PostgreSQL in one statement, an
+    ``bulk_create`` would: ``pre_save`` stamps ``auto_now`` fields, a primary key the database
+    generates is set on its object, no signal is sent. On PostgreSQL in one statement, an
     ``INSERT`` per group in a ``WITH``, whose text is built once per process per shape: checkout's
     order and its lines through the ORM cost twice the client CPU of this (docs/benchmarks.md,
     figure 6). Elsewhere one ``bulk_create`` per group."""
@@ -94,7 +94,7 @@ def _inserted_fields(model: type[Model], generated: bool) -> list[Field]:
     return [f for f in model._meta.concrete_fields if not f.generated and not (generated and f.primary_key)]
 
 
-@lru_cache(maxsize=256)  # a shape per group sizes: checkout's are its orders' line counts
+@lru_cache(maxsize=256)  # one text per shape: per model and count of rows
 def _insert_together_sql(shape: tuple[tuple[type[Model], int, bool], ...], using: str) -> str:
     quote = connections[using].ops.quote_name
     inserts, keys = [], []

@@ -121,7 +121,7 @@ class AlertingShop:
 
 
 @pytest.fixture
-def alerting_shop(processes, daemons, webhook, tmp_path) -> Callable[..., AlertingShop]:
+def alerting_shop(processes, quiet_broker, daemons, webhook, tmp_path) -> Callable[..., AlertingShop]:
     """Starts the shop (web, relay, consumers with ``consumer_env``), a real Alertmanager with the
     shipped routes, its webhooks pointed at ``webhook``, and a real Prometheus with the shipped
     rules scraping the shop, all fast; returns once every target is scraped (the web one with the
