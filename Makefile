@@ -79,8 +79,8 @@ test: $(STAMP) ## import contracts, the frozen event schemas, the AsyncAPI parse
 	$(MAKE) --no-print-directory -j3 --output-sync=recurse $(if $(NOX_ARGS),test-bus,bus-lane-1 bus-lane-2) test-sessions
 
 # The two sessions of the suite, one after the other, beside the bus's lanes (make test): the suites
-# wait on processes and the broker far more than they compute, so on two cores the three together take
-# about 30 minutes where one after another took 40. Each run has its own vhost and test database, and
+# wait on processes and the broker far more than they compute, so on two cores the three together took
+# 26 and 28 minutes where one after another took 40. Each run has its own vhost and test database, and
 # no test changes what another run sees (a memory alarm is raised on a RabbitMQ node of the test's own).
 # MAKEFLAGS emptied: the make the tests run (make run, make test-unit) would inherit -j and --output-sync,
 # and hold back the output they read until it ends.
