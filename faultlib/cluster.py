@@ -10,13 +10,13 @@ import contextlib
 import importlib.util
 import os
 import random
-import socket
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from faultlib.faults import Injection
 from faultlib.load import CATALOG, OrderLoad
+from faultlib.ports import free_base
 from faultlib.processes import BASE_DIR, ProcessGroup, wait_until
 from faultlib.saga import seed_catalog
 from faultlib.scenarios import FAST_RETRIES, Outcome, _settle
@@ -31,19 +31,9 @@ CONNECTED_EVENTS = ("relay connected to the broker", "consuming")
 HEARTBEAT = "5"  # seconds: a frozen node is noticed after two missed heartbeats
 
 
-def _free(port: int) -> bool:
-    with socket.socket() as sock:
-        return sock.connect_ex(("127.0.0.1", port)) != 0
-
-
-def _free_base_port(rng: random.Random, nodes: int) -> int:
-    """``nodes`` consecutive AMQP ports, and their distribution ports, that nothing listens on."""
-    for _ in range(50):
-        base = rng.randrange(15000, 40000)
-        ports = [p for n in range(nodes) for p in (base + n, base + n + rabbitmq_cluster.DIST_PORT_OFFSET)]
-        if all(_free(p) for p in ports):
-            return base
-    raise RuntimeError("no free ports for a test cluster")
+def _node_ports(nodes: int) -> Callable[[int], list[int]]:
+    """The AMQP ports from a base, and their distribution ports (20000 above: 30000 to 32700)."""
+    return lambda base: [p for n in range(nodes) for p in (base + n, base + n + rabbitmq_cluster.DIST_PORT_OFFSET)]
 
 
 @contextlib.contextmanager
@@ -51,7 +41,7 @@ def own_cluster(nodes: int = 3) -> Iterator[tuple[Cluster, str]]:
     """A running cluster of ``nodes`` nodes and a vhost on it: (cluster, vhost). One node: a broker
     whose node-wide state (a memory alarm) a test may change without touching any other run's."""
     name = f"sagatest{uuid.uuid4().hex[:6]}"
-    cluster = Cluster(name, _free_base_port(random.Random(), nodes), nodes=nodes)
+    cluster = Cluster(name, free_base(random.Random(), 10000, 12700, _node_ports(nodes)), nodes=nodes)
     atexit.register(cluster.stop)  # a test interrupted by a signal still stops its nodes
     try:
         cluster.start()

@@ -23,6 +23,7 @@ from django.db import close_old_connections, connections
 
 from faultlib.faults import Injection, Restartable
 from faultlib.load import CATALOG, OrderLoad
+from faultlib.ports import free_base
 from faultlib.processes import BASE_DIR, ProcessGroup, wait_until
 from faultlib.saga import seed_catalog
 from faultlib.scenarios import FAST_RETRIES, Outcome, _settle
@@ -37,19 +38,15 @@ ALIASES = ("default", "gateway")  # the gateway's ledger shares the database, as
 OUTAGE_LIMIT = 60  # seconds: no failover here takes this long (TTL 10 s, plus a frozen member's connect timeout)
 
 
-def _free_base_port(rng: random.Random) -> int:
-    for _ in range(50):
-        base = rng.randrange(20000, 40000)
-        if not any(postgres_cluster.port_open(p) for p in PgCluster("probe", base).ports()):
-            return base
-    raise RuntimeError("no free ports for a test cluster")
-
-
 @contextlib.contextmanager
 def own_pg_cluster() -> Iterator[PgCluster]:
     """A running three-member cluster in a temporary folder, stopped and removed whatever happens."""
     root = Path(tempfile.mkdtemp(prefix="pg-cluster-"))
-    cluster = PgCluster(f"sagapg{uuid.uuid4().hex[:6]}", _free_base_port(random.Random()), root=root)
+    cluster = PgCluster(
+        f"sagapg{uuid.uuid4().hex[:6]}",
+        free_base(random.Random(), 13000, 26000, lambda base: PgCluster("probe", base).ports()),
+        root=root,
+    )
     atexit.register(cluster.stop)  # a test interrupted by a signal still stops its members
     try:
         cluster.start()

@@ -226,7 +226,14 @@ class Cluster:
         result = self._ctl(node, "await_startup", "--timeout", str(STARTUP_TIMEOUT), check=False,
                            timeout=STARTUP_TIMEOUT + 10)  # fmt: skip
         if result.returncode:
-            raise RuntimeError(f"{node.name} did not start: {result.stderr.strip()} (logs: {node.folder / 'log'})")
+            # Its log says why; stop() removes the folder, so the log goes along. A node that could not
+            # bind its distribution port (held by another socket) dies before it writes one.
+            logs = sorted((node.folder / "log").glob("*.log"))
+            tails = "".join(f"\n--- {log.name} ends:\n{log.read_text(errors='replace')[-3000:]}" for log in logs)
+            raise RuntimeError(
+                f"{node.name} (AMQP port {node.port}, distribution port {node.dist_port}) did not start: "
+                f"{result.stderr.strip()}{tails or ' (no log written)'}"
+            )
 
     def _answers(self, node: Node) -> bool:
         """It answers a ping; a ping that takes past its 30 s (a busy machine) is an answer not yet."""
