@@ -12,7 +12,7 @@ SERVE_HOST ?= 0.0.0.0
 PYTEST_ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help install run run-split service serve test test-sessions test-unit test-bus bus-lane-1 bus-lane-2 upgrade-test lint chaos bench soak demo browser-check clean
+.PHONY: help install run run-split service serve test suite-1 suite-2 suite-orchestrated test-unit test-bus bus-lane-1 bus-lane-2 upgrade-test lint chaos bench soak demo browser-check clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
@@ -76,17 +76,23 @@ test: $(STAMP) ## import contracts, the frozen event schemas, the AsyncAPI parse
 	$(PY) scripts/ensure_nginx.py
 	$(PY) scripts/ensure_asyncapi_parser.py
 	DEBUG=1 ORCHESTRATOR=1 $(PY) manage.py event_schemas
-	$(MAKE) --no-print-directory -j3 --output-sync=recurse $(if $(NOX_ARGS),test-bus,bus-lane-1 bus-lane-2) test-sessions
+	$(MAKE) --no-print-directory -j4 --output-sync=recurse $(if $(NOX_ARGS),test-bus,bus-lane-1 bus-lane-2) suite-1 suite-2 suite-orchestrated
 
-# The two sessions of the suite, one after the other, beside the bus's lanes (make test): the suites
-# wait on processes and the broker far more than they compute, so on two cores the three together took
-# 26 and 28 minutes where one after another took 40. Each run has its own vhost and test database, and
-# no test changes what another run sees (a memory alarm is raised on a RabbitMQ node of the test's own).
+# The suite in two halves at once, beside the bus's two lanes, then (when the first lane ends) the orchestrated
+# session: the suites wait on processes and the broker far more than they compute. pytest-split cuts the
+# suite where the durations in tests/durations.json (a test missing there counts as the average) add up
+# to half (docs/testing.md says how to refresh them). Each session has its own vhost and test database,
+# and no test changes what another session sees (a memory alarm is raised on a RabbitMQ node of the test's
+# own; every test that starts make run or a deployment gives it a VAR_DIR of its own).
 # MAKEFLAGS emptied: the make the tests run (make run, make test-unit) would inherit -j and --output-sync,
 # and hold back the output they read until it ends.
-test-sessions: $(STAMP)
-	MAKEFLAGS= $(PY) scripts/with_test_services.py $(VENV)/bin/pytest --ignore=tests/orchestration $(PYTEST_ARGS)
-	MAKEFLAGS= ORCHESTRATOR=1 $(PY) scripts/with_test_services.py $(VENV)/bin/pytest tests/orchestration $(wildcard orchestrator/tests) $(PYTEST_ARGS)
+SUITE = MAKEFLAGS= $(PY) scripts/with_test_services.py $(VENV)/bin/pytest
+
+suite-1 suite-2: $(STAMP)
+	$(SUITE) --ignore=tests/orchestration --splits 2 --group $(subst suite-,,$@) --durations-path tests/durations.json $(PYTEST_ARGS)
+
+suite-orchestrated: $(STAMP)
+	ORCHESTRATOR=1 $(SUITE) tests/orchestration $(wildcard orchestrator/tests) $(PYTEST_ARGS)
 
 # No DATABASE_URL or BROKER_URL is read: the unit tier touches neither (pytest-django refuses any database access
 # outside a django_db test, and tests/e2e/test_unit_tier.py runs this target with both pointing at a port that counts connections: none is made).
