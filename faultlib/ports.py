@@ -21,6 +21,7 @@ def ephemeral_low() -> int:
 
 
 def bindable(port: int) -> bool:
+    """Not only unheard: the local end of an open connection refuses a listener as surely as a listener."""
     with socket.socket() as sock:
         try:
             sock.bind(("127.0.0.1", port))

@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 from reliable_messaging._declarations import installed
 
+from faultlib.ports import bindable
 from faultlib.processes import BASE_DIR, ProcessGroup, free_port, wait_until
 
 pytestmark = pytest.mark.embedded
@@ -82,24 +83,13 @@ def try_it_block() -> str:
     return after[after.index("```sh\n") + 6 : after.index("```\n")]
 
 
-def free_on_loopback(port: int) -> bool:
-    """Bindable, not only unheard: a port that is the local end of an open connection (ports are
-    taken from the same ephemeral range) refuses a listener as surely as one already listening."""
-    with socket.socket() as sock:
-        try:
-            sock.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-        return True
-
-
 def port_with_free_metrics_ports() -> int:
     """A free PORT whose metrics ports (PORT + 1101..1104) and gateway port (PORT + 90), as make run
     derives them, are free too."""
     for _ in range(50):
         port = free_port()
         offsets = [90, *range(1101, 1105)]
-        if port + 1104 <= 65535 and all(free_on_loopback(port + offset) for offset in offsets):
+        if port + 1104 <= 65535 and all(bindable(port + offset) for offset in offsets):
             return port
     raise RuntimeError("no free PORT with free metrics ports")
 
@@ -177,7 +167,7 @@ def split_free_ports() -> int:
     installed context, and the fake gateway on PORT+90."""
     for _ in range(50):
         port = free_port()
-        if all(free_on_loopback(port + n) for n in [*range(1, len(installed())), 90]):
+        if all(bindable(port + n) for n in [*range(1, len(installed())), 90]):
             return port
     raise RuntimeError("no free PORT with the next ones free")
 
