@@ -237,7 +237,12 @@ def test_sigterm_stops_the_worker_within_gateway_timeout_whatever_the_answer_in_
         # when it is told to stop
         started = time.monotonic()
         code = processes.stop(calls, timeout=30)
-        # then it stops, cleanly, within GATEWAY_TIMEOUT of the signal
-        assert code == 0 and time.monotonic() - started < 3 + 1
+        elapsed = time.monotonic() - started
+        # then it stops, cleanly, having given the call up at GATEWAY_TIMEOUT, not read it to its end
+        # (a byte every 0.5 s: about a minute); a process's exit on a busy machine takes seconds more
+        assert code == 0 and elapsed < 3 + 7, elapsed
+        events = [line.get("event", "") for line in processes.log_lines(calls)]
+        gave_up = [e for e in events if str(order.id) in e and e.endswith("no answer within GATEWAY_TIMEOUT (3 s)")]
+        assert len(gave_up) == 1, events
     finally:
         proxy.close()
