@@ -29,10 +29,11 @@ Cluster = rabbitmq_cluster.Cluster
 
 CONNECTED_EVENTS = ("relay connected to the broker", "consuming")
 HEARTBEAT = "5"  # seconds: a frozen node is noticed after two missed heartbeats
+BASES = (10000, 12700)  # node 1's AMQP port: AMQP 10000 to 12702, distribution 30000 to 32702
 
 
 def _node_ports(nodes: int) -> Callable[[int], list[int]]:
-    """The AMQP ports from a base, and their distribution ports (20000 above: 30000 to 32700)."""
+    """The AMQP ports from a base, and their distribution ports (20000 above)."""
     return lambda base: [p for n in range(nodes) for p in (base + n, base + n + rabbitmq_cluster.DIST_PORT_OFFSET)]
 
 
@@ -41,7 +42,7 @@ def own_cluster(nodes: int = 3) -> Iterator[tuple[Cluster, str]]:
     """A running cluster of ``nodes`` nodes and a vhost on it: (cluster, vhost). One node: a broker
     whose node-wide state (a memory alarm) a test may change without touching any other run's."""
     name = f"sagatest{uuid.uuid4().hex[:6]}"
-    cluster = Cluster(name, free_base(random.Random(), 10000, 12700, _node_ports(nodes)), nodes=nodes)
+    cluster = Cluster(name, free_base(random.Random(), *BASES, _node_ports(nodes)), nodes=nodes)
     atexit.register(cluster.stop)  # a test interrupted by a signal still stops its nodes
     try:
         cluster.start()

@@ -35,6 +35,7 @@ _spec.loader.exec_module(postgres_cluster)
 PgCluster = postgres_cluster.Cluster
 
 ALIASES = ("default", "gateway")  # the gateway's ledger shares the database, as on one server
+BASES = (13000, 26000)  # member 1's port: members, their REST ports (+3000) and etcd up to 29013
 OUTAGE_LIMIT = 60  # seconds: no failover here takes this long (TTL 10 s, plus a frozen member's connect timeout)
 
 
@@ -44,7 +45,7 @@ def own_pg_cluster() -> Iterator[PgCluster]:
     root = Path(tempfile.mkdtemp(prefix="pg-cluster-"))
     cluster = PgCluster(
         f"sagapg{uuid.uuid4().hex[:6]}",
-        free_base(random.Random(), 13000, 26000, lambda base: PgCluster("probe", base).ports()),
+        free_base(random.Random(), *BASES, lambda base: PgCluster("probe", base).ports()),
         root=root,
     )
     atexit.register(cluster.stop)  # a test interrupted by a signal still stops its members

@@ -51,6 +51,9 @@ def test_bases_whose_ports_reach_the_ephemeral_range_are_refused(monkeypatch):
 
 
 def test_the_ranges_of_the_test_clusters_lie_below_this_machines_ephemeral_range():
-    low = ports.ephemeral_low()
-    assert 12700 + 2 + 20000 < low  # RabbitMQ: AMQP 10000.., distribution 30000.. (faultlib.cluster)
-    assert 26000 + 3002 + 11 < low  # PostgreSQL: members, their REST ports, etcd (faultlib.postgres)
+    from faultlib import cluster, postgres
+
+    highest = cluster.BASES[1] - 1
+    assert max(cluster._node_ports(3)(highest)) < ports.ephemeral_low()
+    highest = postgres.BASES[1] - 1
+    assert max(postgres.PgCluster("probe", highest).ports()) < ports.ephemeral_low()
